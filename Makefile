@@ -1,0 +1,34 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+CONFIG ?= schedules.yaml
+
+.PHONY: run test install bench chaos lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(BIN)/cronsvc up --config $(CONFIG)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python bench/run.py
+
+lint: install
+	$(BIN)/python -m pip install -q ruff mypy types-PyYAML
+	$(BIN)/ruff check cronsvc tests bench
+	$(BIN)/mypy cronsvc
+
+clean:
+	rm -rf $(VENV) .cronsvc .pytest_cache build dist

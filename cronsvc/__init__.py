@@ -1,0 +1,7 @@
+"""cronsvc: distributed cron on Redis."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,64 @@
+"""The ``cronsvc`` command: a thin click group over the library.
+
+Each command is a few lines calling into the package. Errors derived from
+:class:`CronsvcError` become one line on stderr and a non-zero exit, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from . import __version__
+from .errors import ConfigError, CronsvcError, RedisUnavailable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_CONFIG = "schedules.yaml"
+
+
+def config_path(value: str | None) -> str:
+    """--config, then CRONSVC_CONFIG, then ./schedules.yaml."""
+    return value or os.environ.get("CRONSVC_CONFIG") or DEFAULT_CONFIG
+
+
+def friendly(fn: F) -> F:
+    """Turn library errors into one plain message and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as exc:
+            for line in exc.problems:
+                click.echo(line, err=True)
+            sys.exit(1)
+        except RedisUnavailable as exc:
+            click.echo(str(exc), err=True)
+            sys.exit(2)
+        except CronsvcError as exc:
+            click.echo(str(exc), err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+config_option = click.option(
+    "--config", "config", default=None, metavar="FILE",
+    help="Job file (default: $CRONSVC_CONFIG, then ./schedules.yaml).",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cronsvc")
+def main() -> None:
+    """Distributed cron on Redis."""
+
+
+# Commands are added below, one small function each.

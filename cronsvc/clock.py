@@ -1,0 +1,70 @@
+"""The only place that reads the time.
+
+Scheduling decisions (due checks, lease deadlines) use Redis server time inside
+the Lua scripts; this module serves the rest (planning horizons, CLI output)
+and lets tests inject a fixed clock.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+class SystemClock:
+    """Wall clock of this machine, in milliseconds since the epoch."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+@dataclass
+class FixedClock:
+    """A clock that only moves when told to: for tests."""
+
+    ms: int
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def advance(self, ms: int) -> None:
+        self.ms += ms
+
+
+SYSTEM = SystemClock()
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def monotonic() -> float:
+    """Seconds from an arbitrary origin, for measuring durations and deadlines."""
+    return time.monotonic()
+
+
+def ms_to_dt(ms: int) -> datetime:
+    """Milliseconds since the epoch to an aware UTC datetime."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def dt_to_ms(dt: datetime) -> int:
+    """An aware datetime to milliseconds since the epoch."""
+    if dt.tzinfo is None:
+        raise ValueError("naive datetime: a time zone is required")
+    return (dt - EPOCH) // timedelta(milliseconds=1)
+
+
+def now_dt(clock: Clock = SYSTEM) -> datetime:
+    return ms_to_dt(clock.now_ms())
+
+
+def iso_utc(ms: int) -> str:
+    """ISO 8601 with a Z, millisecond precision only when needed."""
+    dt = ms_to_dt(ms)
+    if ms % 1000:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")

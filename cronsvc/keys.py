@@ -1,0 +1,132 @@
+"""Every Redis key name cronsvc uses, and nothing else.
+
+Single-instance defaults are the contract names ``cron:queue`` and
+``scheduler:working``. With ``shards: N`` every per-shard key carries the
+hash tag ``{k}`` so one script never crosses Redis Cluster slots; per-job keys
+of a shard carry the same tag.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+
+def stable_hash(name: str) -> int:
+    """A hash that is the same in every process and Python version."""
+    return zlib.crc32(name.encode())
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names of one shard (``shard=None``: the plain single-instance names)."""
+
+    prefix: str = ""
+    shard: int | None = None
+
+    def _k(self, name: str) -> str:
+        tag = "" if self.shard is None else "{%d}" % self.shard
+        return f"{self.prefix}{name}{tag}"
+
+    # -- per shard ----------------------------------------------------------
+    @property
+    def queue(self) -> str:
+        """zset: fire id -> due time (ms)."""
+        return self._k("cron:queue")
+
+    @property
+    def working(self) -> str:
+        """zset: fire id -> lease deadline (ms)."""
+        return self._k("scheduler:working")
+
+    @property
+    def claims(self) -> str:
+        """hash: fire id -> JSON of the claim (token, worker, due, claimed at, payload)."""
+        return self._k("cron:claims")
+
+    @property
+    def attempts(self) -> str:
+        """hash: fire id -> attempt count, the fencing token of the current claim."""
+        return self._k("cron:attempts")
+
+    @property
+    def watermarks(self) -> str:
+        """hash: job -> due time (ms) of the last fire planned."""
+        return self._k("cron:planned")
+
+    @property
+    def jobs(self) -> str:
+        """hash: job -> published policy line (digest, catch-up, deadline, overlap)."""
+        return self._k("cron:jobs")
+
+    @property
+    def specs(self) -> str:
+        """hash: job -> JSON of the published schedule (cron, timezone, jitter)."""
+        return self._k("cron:specs")
+
+    @property
+    def paused(self) -> str:
+        """hash: job -> JSON of the pause (note, since)."""
+        return self._k("cron:paused")
+
+    @property
+    def running(self) -> str:
+        """hash: job -> fire id of its run in flight (jobs with overlap forbid/replace)."""
+        return self._k("cron:running")
+
+    @property
+    def cancels(self) -> str:
+        """hash: fire id -> reason; the holder stops that run at its next heartbeat."""
+        return self._k("cron:cancels")
+
+    @property
+    def payloads(self) -> str:
+        """hash: fire id -> payload JSON of one-off runs."""
+        return self._k("cron:payloads")
+
+    @property
+    def dead(self) -> str:
+        """zset: fire id -> time it died (ms)."""
+        return self._k("cron:dead")
+
+    @property
+    def events(self) -> str:
+        """list: capped log of every decision scripts take (JSON lines, newest first)."""
+        return self._k("cron:events")
+
+    def history(self, job: str) -> str:
+        """list: the job's last runs, newest first (JSON), capped."""
+        return self._k("cron:history") + ":" + job
+
+    # -- fleet wide (shard 0 in cluster mode, so they live somewhere fixed) --
+    @property
+    def workers(self) -> str:
+        """zset: worker id -> last heartbeat (ms)."""
+        return self._k("cron:workers")
+
+    @property
+    def planners(self) -> str:
+        """zset: planner id -> last heartbeat (ms)."""
+        return self._k("cron:planners")
+
+    @property
+    def wakeup(self) -> str:
+        """pub/sub channel: a message wakes sleeping workers (new job, trigger now)."""
+        return self._k("cron:wakeup")
+
+
+def shard_of(job: str, shards: int) -> int | None:
+    """Shard of a job, or None when not sharded."""
+    if shards <= 1:
+        return None
+    return stable_hash(job) % shards
+
+
+def keys_for(job: str, shards: int = 1, prefix: str = "") -> Keys:
+    return Keys(prefix=prefix, shard=shard_of(job, shards))
+
+
+def all_shards(shards: int = 1, prefix: str = "") -> list[Keys]:
+    if shards <= 1:
+        return [Keys(prefix=prefix)]
+    return [Keys(prefix=prefix, shard=k) for k in range(shards)]
