@@ -105,6 +105,11 @@ class Keys:
         return self._k("cron:workers")
 
     @property
+    def worker_info(self) -> str:
+        """hash: worker id -> JSON (busy slots, slots, pid)."""
+        return self._k("cron:worker-info")
+
+    @property
     def planners(self) -> str:
         """zset: planner id -> last heartbeat (ms)."""
         return self._k("cron:planners")
