@@ -115,6 +115,11 @@ class Keys:
         return self._k("cron:planners")
 
     @property
+    def planner_info(self) -> str:
+        """hash: planner id -> JSON (last tick, jobs, fires added, horizon)."""
+        return self._k("cron:planner-info")
+
+    @property
     def wakeup(self) -> str:
         """pub/sub channel: a message wakes sleeping workers (new job, trigger now)."""
         return self._k("cron:wakeup")
