@@ -62,3 +62,17 @@ def main() -> None:
 
 
 # Commands are added below, one small function each.
+
+
+@main.command()
+@click.argument("file", required=False, metavar="[FILE]")
+@config_option
+@friendly
+def validate(file: str | None, config: str | None) -> None:
+    """Check a job file and list every problem in it (exit 1 if there is one)."""
+    from .config import load_config
+
+    path = file or config_path(config)
+    loaded = load_config(path)
+    count = len(loaded.jobs)
+    click.echo(f"{path}: {count} job{'' if count == 1 else 's'} OK")

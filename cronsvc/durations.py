@@ -1,0 +1,37 @@
+"""Durations as people write them: ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m``, or seconds."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# "ms" comes first so that "500ms" is not read as 500 minutes and a stray "s".
+_PART = r"(\d+(?:\.\d+)?)(ms|s|m|h|d)"
+_WHOLE = re.compile(rf"(?:{_PART})+")
+_PARTS = re.compile(_PART)
+
+HINT = "use e.g. 30s, 5m, 2h, 1d, 1h30m or a number of seconds"
+
+
+def parse_duration(value: object, *, allow_zero: bool = False) -> float:
+    """Seconds in ``value``; raise ValueError with a plain message if it is not a duration.
+
+    Zero is refused unless ``allow_zero``; negative durations always are.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"not a duration ({HINT})")
+    if isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        try:
+            seconds = float(text)
+        except ValueError:
+            if not _WHOLE.fullmatch(text):
+                raise ValueError(f"not a duration ({HINT})") from None
+            seconds = sum(float(n) * _UNITS[unit] for n, unit in _PARTS.findall(text))
+    else:
+        seconds = float(value)
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise ValueError(f"not a duration ({HINT})")
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise ValueError("must be positive" if not allow_zero else "must not be negative")
+    return seconds
