@@ -1,0 +1,290 @@
+"""Runs one job and returns an :class:`Outcome`. Knows nothing of Redis.
+
+`command` jobs run as a child process in a process group of their own, so a
+timeout or a cancel can kill the whole tree: SIGTERM to the group, then
+SIGKILL after :data:`KILL_GRACE` seconds. Their stdout and stderr are merged;
+the last :data:`OUTPUT_CAP` bytes are kept.
+
+`call` jobs run a Python callable in a thread (see :mod:`cronsvc.calljobs`):
+a timeout or cancel is reported at once, but the thread cannot be killed and
+is left to finish on its own; cooperative callables poll :func:`stopping`.
+
+:func:`execute` never raises: every problem becomes a "failed" outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, Any, Literal, NamedTuple
+
+from .calljobs import OUTPUT_CAP, current, start_call, stopping
+from .clock import SYSTEM, Clock, iso_utc
+
+__all__ = ["FireContext", "Outcome", "Status", "execute", "current", "stopping", "OUTPUT_CAP"]
+
+Status = Literal["ok", "failed", "timeout", "cancelled"]
+
+KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a command's process group
+EOF_GRACE = 1.0  # how long output is still read after the command itself has exited
+SLICE = 0.1  # how often a wait looks at the cancel event
+
+
+@dataclass(frozen=True)
+class FireContext:
+    """What a running job may know about its fire."""
+
+    job: str
+    fire_id: str
+    scheduled_ms: int
+    attempt: int
+    worker: str = ""
+    payload: Any = None
+
+    def env(self) -> dict[str, str]:
+        """The CRONSVC_* environment variables a command job receives."""
+        env = {
+            "CRONSVC_JOB": self.job,
+            "CRONSVC_FIRE_ID": self.fire_id,
+            "CRONSVC_SCHEDULED_AT": iso_utc(self.scheduled_ms),
+            "CRONSVC_ATTEMPT": str(self.attempt),
+        }
+        if self.payload is not None:
+            env["CRONSVC_PAYLOAD"] = json.dumps(self.payload)
+        return env
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one run.
+
+    `exit_code` is the process's return code (negative: killed by that signal),
+    None for call jobs and commands that could not start. `output` is the tail
+    of the output (commands) or the repr of the return value or the traceback
+    (calls). `error` is a one-line reason when the status is not "ok".
+    """
+
+    status: Status
+    started_ms: int
+    duration_ms: int
+    exit_code: int | None = None
+    output: str = ""
+    error: str | None = None
+
+
+class _Result(NamedTuple):
+    status: Status
+    exit_code: int | None = None
+    output: str = ""
+    error: str | None = None
+
+
+def execute(
+    job: Any, ctx: FireContext, cancel: threading.Event | None = None, clock: Clock = SYSTEM
+) -> Outcome:
+    """Run `job` (a `cronsvc.config.Job`, or anything with its attributes) once.
+
+    Returns when the job has finished, timed out (`job.timeout` seconds) or
+    `cancel` was set; the status says which.
+    """
+    started_ms = clock.now_ms()
+    t0 = time.monotonic()
+    cancel = cancel if cancel is not None else threading.Event()
+    deadline = None if job.timeout is None else t0 + job.timeout
+    try:
+        if cancel.is_set():
+            result = _Result("cancelled", error="cancelled before start")
+        elif job.call is not None:
+            result = _run_call(job, ctx, cancel, deadline)
+        elif job.command:
+            result = _run_command(job, ctx, cancel, deadline)
+        else:
+            result = _Result("failed", error=f"job {job.name} has neither command nor call")
+    except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
+        result = _Result("failed", error=f"{type(exc).__name__}: {exc}")
+    duration_ms = int((time.monotonic() - t0) * 1000)
+    return Outcome(result.status, started_ms, duration_ms, *result[1:])
+
+
+def _wait(done: threading.Event, cancel: threading.Event, deadline: float | None) -> str:
+    """Block until `done`, a cancel or the deadline; returns "done", "cancelled" or "timeout"."""
+    while True:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if done.wait(SLICE if remaining is None else max(min(SLICE, remaining), 0)):
+            return "done"
+        if cancel.is_set():
+            return "cancelled"
+        if deadline is not None and time.monotonic() >= deadline:
+            return "timeout"
+
+
+def _stopped(how: str, timeout: float | None) -> _Result:
+    if how == "timeout":
+        return _Result("timeout", error=f"timed out after {timeout:g}s")
+    return _Result("cancelled", error="cancelled")
+
+
+def _run_call(
+    job: Any, ctx: FireContext, cancel: threading.Event, deadline: float | None
+) -> _Result:
+    stop = threading.Event()
+    done, box = start_call(job, ctx, stop)
+    how = _wait(done, cancel, deadline)
+    if how != "done":
+        stop.set()  # for callables that poll stopping(); the thread itself lives on
+        return _stopped(how, job.timeout)
+    res = box[0]
+    return _Result("ok" if res.ok else "failed", None, res.output, res.error)
+
+
+def _run_command(
+    job: Any, ctx: FireContext, cancel: threading.Event, deadline: float | None
+) -> _Result:
+    argv = ["/bin/sh", "-c", " ".join(job.command)] if job.shell else list(job.command)
+    # CRONSVC_* last: a job's own env must not be able to fake its fire identity.
+    env = {**os.environ, **job.env, **ctx.env()}
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=job.cwd, env=env, start_new_session=True,
+        )
+    except OSError as exc:
+        return _Result("failed", error=_start_error(argv[0], job.cwd, exc))
+    assert proc.stdout is not None
+    tail = _Tail(proc.stdout)
+    exited = threading.Event()
+
+    def reap() -> None:
+        proc.wait()  # a blocking waitpid: no polling while the job runs
+        exited.set()
+
+    threading.Thread(target=reap, name=f"cronsvc-wait-{proc.pid}", daemon=True).start()
+    how = _wait(exited, cancel, deadline)
+    if how != "done":
+        _kill_group(proc.pid, exited)
+    output = tail.finish()
+    rc = proc.returncode
+    if how != "done":
+        return _stopped(how, job.timeout)._replace(exit_code=rc, output=output)
+    if rc == 0:
+        return _Result("ok", 0, output)
+    if rc is not None and rc < 0:
+        return _Result("failed", rc, output, f"killed by {_signal_name(-rc)}")
+    return _Result("failed", rc, output, f"exit code {rc}")
+
+
+def _start_error(program: str, cwd: str | None, exc: OSError) -> str:
+    # subprocess reports a failed chdir with the directory as the filename.
+    if cwd is not None and exc.filename == cwd:
+        return f"cannot change to directory {cwd}: {exc.strerror}"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {program}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {program}"
+    return f"cannot start {program}: {exc.strerror or exc}"
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to the group; False when no process of it is left."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _kill_group(pgid: int, exited: threading.Event) -> None:
+    """SIGTERM the group, give it KILL_GRACE to go, then SIGKILL what is left."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    grace_end = time.monotonic() + KILL_GRACE
+    exited.wait(KILL_GRACE)
+    # The leader may be gone while children that ignore SIGTERM live on in its group.
+    while time.monotonic() < grace_end and _group_alive(pgid):
+        time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    exited.wait(KILL_GRACE)  # bounded: a process stuck in the kernel must not hang the worker
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process is left in the group.
+
+    killpg(pgid, 0) alone also counts zombies, which linger until their new
+    parent reaps them and would make every kill wait out the whole grace.
+    """
+    if not _signal_group(pgid, 0):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no procfs: trust killpg
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+class _Tail:
+    """Drains a pipe in a thread, keeping only the last OUTPUT_CAP bytes."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self._pipe = pipe
+        self._buf = bytearray()
+        self._truncated = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="cronsvc-output", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        fd = self._pipe.fileno()
+        try:
+            # select with a timeout, so finish() can stop us even if a process that
+            # left the group still holds the pipe open.
+            while not self._stop.is_set():
+                ready, _, _ = select.select([fd], [], [], SLICE)
+                if not ready:
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return
+                self._buf += chunk
+                if len(self._buf) > OUTPUT_CAP:
+                    del self._buf[:-OUTPUT_CAP]
+                    self._truncated = True
+        except (OSError, ValueError):
+            return
+
+    def finish(self) -> str:
+        """Stop reading (after EOF, or EOF_GRACE at most) and return the decoded tail."""
+        self._thread.join(EOF_GRACE)
+        self._stop.set()
+        self._thread.join()
+        self._pipe.close()
+        data = bytes(self._buf)
+        if self._truncated:
+            # The cut may have split a UTF-8 sequence: drop its continuation bytes.
+            cut = 0
+            while cut < min(3, len(data)) and data[cut] & 0xC0 == 0x80:
+                cut += 1
+            data = data[cut:]
+        return data.decode("utf-8", errors="replace")
