@@ -76,3 +76,23 @@ def validate(file: str | None, config: str | None) -> None:
     loaded = load_config(path)
     count = len(loaded.jobs)
     click.echo(f"{path}: {count} job{'' if count == 1 else 's'} OK")
+
+
+@main.command("next")
+@click.argument("job_or_expr", metavar="JOB_OR_EXPR")
+@config_option
+@click.option("--tz", "tz", default=None, metavar="ZONE",
+              help="Time zone of a cron expression (default UTC).")
+@click.option("-n", "count", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many fires to show.")
+@click.option("--after", default=None, metavar="ISO_TIME",
+              help="Show fires strictly after this time (default: now; no zone means UTC).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@friendly
+def next_fires(job_or_expr: str, config: str | None, tz: str | None, count: int,
+               after: str | None, as_json: bool) -> None:
+    """Show the next fires of a job of the file, or of a cron expression, with DST notes."""
+    from .preview import find_spec, parse_after, render
+
+    spec = find_spec(job_or_expr, config_path(config), tz)
+    click.echo(render(spec, parse_after(after), count, as_json))
