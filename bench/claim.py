@@ -1,0 +1,158 @@
+"""Claim throughput and queue memory, against a redis-server started here.
+
+1. Claim + ack from one Python process at batch 1, 10 and 100 (acks pipelined,
+   one EVALSHA each), in fires per second.
+2. Reference, measured in the same run: the server's ceiling for the same
+   scripts, a deep pipeline of pre-encoded EVALSHA calls (claim only, and
+   claim + ack), so Python's share of the cost shows as the ratio.
+3. Memory per planned fire: INFO used_memory before and after planning
+   1,000,000 fires of 10,000 jobs.
+
+Run: ``.venv/bin/python bench/claim.py`` (``--fires N`` to change the workload).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import redis  # noqa: E402
+
+from cronsvc.keys import Keys  # noqa: E402
+from cronsvc.redis_server import RedisServer  # noqa: E402
+from cronsvc.scripts import Scripts  # noqa: E402
+
+K = Keys()
+DIGEST = "0123456789ab"
+LINE = f"{DIGEST}|all|0|allow|3|0"
+LEASE_MS = 60_000
+PLAN_CHUNK = 10_000
+
+
+def server_ms(r: redis.Redis) -> int:
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def prepare(r: redis.Redis, s: Scripts, fires: int, jobs: int, base: int) -> list[str]:
+    """Publish ``jobs`` jobs and plan ``fires`` fires due from ``base`` on (1 s apart per job)."""
+    r.flushall()
+    names = [f"job{i:05d}" for i in range(jobs)]
+    s.publish(K, [(n, "-", LINE, "{}") for n in names], now_ms=base - 1)
+    per_job = fires // jobs
+    entries: list[tuple[str, str, int, list[int]]] = []
+    size = 0
+    for n in names:
+        dues = [base + i * 1000 for i in range(per_job)]
+        entries.append((n, DIGEST, dues[-1], dues))
+        size += per_job
+        if size >= PLAN_CHUNK:
+            s.plan(K, entries)
+            entries, size = [], 0
+    if entries:
+        s.plan(K, entries)
+    return names
+
+
+def claim_ack(s: Scripts, batch: int, total: int) -> float:
+    """Fires per second claimed and acked by this process, the way a worker does it."""
+    done = 0
+    t0 = time.perf_counter()
+    while done < total:
+        res = s.claim(K, "bench", batch=batch, lease_ms=LEASE_MS)
+        if not res.claimed:
+            break
+        record = {"status": "ok", "worker": "bench", "duration_ms": 1}
+        s.ack_many(K, [(c.fire_id, c.token, c.job, {**record, "fire": c.fire_id})
+                       for c in res.claimed])
+        done += len(res.claimed)
+    elapsed = time.perf_counter() - t0
+    assert done == total, f"claimed {done} of {total}"
+    return done / elapsed
+
+
+def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: bool) -> float:
+    """Server-bound fires per second: pre-encoded EVALSHA calls, 20 claims per round trip."""
+    claim_sha = s._scripts["claim"].sha
+    ack_sha = s._scripts["ack"].sha
+    claim_args = [11, K.queue, K.working, K.attempts, K.claims, K.jobs, K.paused, K.running,
+                  K.cancels, K.events, K.payloads, K.dead, "", "bench", batch, LEASE_MS, batch]
+    calls: list[list[object]] = []
+    for i in range(0, len(fires), batch):
+        calls.append(["EVALSHA", claim_sha, *claim_args])
+        if with_ack:
+            for fid in fires[i:i + batch]:
+                job = fid[:fid.index("@")]
+                calls.append(["EVALSHA", ack_sha, 8, K.working, K.attempts, K.claims, K.running,
+                              K.cancels, K.payloads, K.history(job), K.events, "", fid, 1, job,
+                              '{"status":"ok","worker":"bench","duration_ms":1}', 100])
+    per_trip = 20 * (batch + 1 if with_ack else 1)
+    conn = r.connection_pool.get_connection()
+    packed = [conn.pack_commands(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
+    counts = [len(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
+    t0 = time.perf_counter()
+    for chunks, n in zip(packed, counts, strict=True):
+        for chunk in chunks:
+            conn._sock.sendall(chunk)  # type: ignore[union-attr]
+        for _ in range(n):
+            reply = conn.read_response(disable_decoding=True)
+            assert not isinstance(reply, Exception), reply
+    elapsed = time.perf_counter() - t0
+    r.connection_pool.release(conn)
+    claimed = len(fires) - r.zcard(K.queue)
+    assert claimed == len(fires), f"ceiling run claimed {claimed} of {len(fires)}"
+    return len(fires) / elapsed
+
+
+def memory_per_fire(r: redis.Redis, s: Scripts, fires: int, jobs: int) -> float:
+    r.flushall()
+    before = int(r.info("memory")["used_memory"])
+    prepare(r, s, fires, jobs, server_ms(r) + 3_600_000)
+    after = int(r.info("memory")["used_memory"])
+    assert r.zcard(K.queue) == fires
+    return (after - before) / fires
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fires", type=int, default=200_000, help="fires per run at batch 100")
+    ap.add_argument("--memory-fires", type=int, default=1_000_000)
+    opts = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(tmp) as server:
+        r = redis.Redis.from_url(server.url)
+        s = Scripts(r)
+        print(f"redis-server {r.info('server')['redis_version']} on port {server.port}, "
+              f"AOF appendfsync {server.appendfsync}")
+        results: dict[int, float] = {}
+        for batch, share in ((1, 20), (10, 4), (100, 1)):
+            total = opts.fires // share
+            prepare(r, s, total, 1000, server_ms(r) - 86_400_000)
+            results[batch] = claim_ack(s, batch, total)
+        fires = opts.fires
+        ceilings = {}
+        for with_ack in (False, True):
+            prepare(r, s, fires, 1000, server_ms(r) - 86_400_000)
+            queued = [m.decode() for m in r.zrange(K.queue, 0, -1)]
+            ceilings[with_ack] = ceiling(r, s, queued, 100, with_ack)
+        print(f"ceiling (pipelined EVALSHA, batch 100): claim only {ceilings[False]:,.0f} "
+              f"fires/s, claim + ack {ceilings[True]:,.0f} fires/s")
+        for batch, rate in results.items():
+            print(f"batch {batch:>3}: {rate:>9,.0f} fires/s claimed + acked   "
+                  f"ratio {rate / ceilings[False]:.2f} of claim-only ceiling, "
+                  f"{rate / ceilings[True]:.2f} of claim+ack ceiling")
+        per_fire = memory_per_fire(r, s, opts.memory_fires, 10_000)
+        print(f"memory: {per_fire:.0f} bytes per planned fire "
+              f"({opts.memory_fires:,} fires of 10,000 jobs)")
+        ok = (results[100] >= 30_000 and results[100] >= 0.4 * ceilings[False]
+              and per_fire <= 150)
+        print("targets (batch 100 >= 30,000 fires/s and >= 0.4 of ceiling; <= 150 B/fire):",
+              "met" if ok else "MISSED")
+
+
+if __name__ == "__main__":
+    main()

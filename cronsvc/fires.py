@@ -1,0 +1,40 @@
+"""Fire ids: ``<job>@<due_ms>`` for cron fires, ``<job>@<due_ms>#<tag>`` for one-offs.
+
+A fire id is the queue member, the idempotency key handed to the job and the
+name of the run in its history, so it must be stable: the same job and due
+time always give the same id. Job names never contain ``@``, ``#`` or ``|``.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+_B32 = "abcdefghijklmnopqrstuvwxyz234567"
+_FIRE = re.compile(r"^(.+?)@(\d+)(?:#(.+))?$")
+TAG_KINDS = {"trigger": "t", "at": "a"}
+
+
+def fire_id(job: str, due_ms: int, tag: str | None = None) -> str:
+    """The id of ``job``'s fire due at ``due_ms`` (ms since the epoch, UTC)."""
+    base = f"{job}@{int(due_ms)}"
+    return f"{base}#{tag}" if tag else base
+
+
+def parse_fire(fid: str) -> tuple[str, int, str | None]:
+    """``(job, due_ms, tag or None)`` of a fire id; ValueError if it is not one."""
+    m = _FIRE.match(fid)
+    if m is None:
+        raise ValueError(f"not a fire id: {fid!r} (expected <job>@<due_ms>[#<tag>])")
+    return m.group(1), int(m.group(2)), m.group(3)
+
+
+def new_tag(kind: str) -> str:
+    """A fresh tag for a one-off fire: ``t`` (trigger) or ``a`` (at) + 6 base32 chars.
+
+    ``kind`` is ``"trigger"``/``"at"`` or the one-letter prefix itself.
+    """
+    prefix = TAG_KINDS.get(kind, kind)
+    if prefix not in TAG_KINDS.values():
+        raise ValueError(f"unknown one-off kind {kind!r}: expected one of {sorted(TAG_KINDS)}")
+    return prefix + "".join(secrets.choice(_B32) for _ in range(6))

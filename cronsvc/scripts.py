@@ -1,0 +1,341 @@
+"""The Lua scripts of ``lua/`` with typed wrappers: the only way cronsvc changes Redis state.
+
+Each script lives in ``<verb>-<numkeys>.lua``; the key count in the name is
+checked on every call, so a wrapper and its script cannot drift apart
+silently. Scripts run with EVALSHA and are loaded again on NOSCRIPT (a server
+restart or SCRIPT FLUSH). Error replies become :mod:`cronsvc.errors`
+exceptions. Clients with and without ``decode_responses`` both work.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import redis
+from redis.commands.core import Script
+
+from .batching import bulk, send_many
+from .errors import LeaseLost, ScriptError, UnknownFire, UnknownJob
+from .keys import Keys
+
+_NAME = re.compile(r"^([a-z]+)-(\d+)\.lua$")
+_ERRORS: dict[str, type[Exception]] = {
+    "LEASE_LOST": LeaseLost, "UNKNOWN_FIRE": UnknownFire, "UNKNOWN_JOB": UnknownJob,
+}
+Pairs = Iterable[tuple[str, int]]  # (fire id, token)
+
+
+@dataclass(frozen=True)
+class ScriptSource:
+    """One script file: its verb, the number of KEYS it takes and its text."""
+
+    name: str
+    numkeys: int
+    path: Path
+    text: str
+
+
+def lua_dir() -> Path:
+    """Where the scripts are: inside the installed package, else the repo's ``lua/``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "lua", here.parent / "lua"):
+        if candidate.is_dir() and any(candidate.glob("*.lua")):
+            return candidate
+    raise ScriptError(f"no Lua scripts found in {here / 'lua'} or {here.parent / 'lua'}")
+
+
+@cache
+def load_sources(directory: Path | None = None) -> dict[str, ScriptSource]:
+    """Every script of ``directory`` (default :func:`lua_dir`) by verb."""
+    found: dict[str, ScriptSource] = {}
+    for path in sorted((directory or lua_dir()).glob("*.lua")):
+        m = _NAME.match(path.name)
+        if m is None:
+            raise ScriptError(f"{path}: script files are named <verb>-<numkeys>.lua")
+        if m.group(1) in found:
+            raise ScriptError(f"{path}: a second script for {m.group(1)!r}")
+        found[m.group(1)] = ScriptSource(m.group(1), int(m.group(2)), path, path.read_text())
+    return found
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _json(record: Any) -> str:
+    if isinstance(record, str | bytes):
+        return _str(record)
+    return json.dumps(record, separators=(",", ":"), default=str)
+
+
+def script_error(exc: redis.ResponseError) -> Exception:
+    """The cronsvc exception for an error reply of a script."""
+    message = str(exc)
+    # Redis 7 prefixes Lua error replies with the script name; find the code anywhere near.
+    for code, cls in _ERRORS.items():
+        if message.startswith(code) or f" {code} " in f" {message} ":
+            return cls(message)
+    return ScriptError(message)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A fire this worker now holds; ``token`` is its attempt number and fencing token."""
+
+    fire_id: str
+    job: str
+    token: int
+    due_ms: int
+    reclaimed: bool = False
+    payload: Any = None
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """Server time, when to claim again (-1: nothing queued), claimed and dropped fires."""
+
+    now_ms: int
+    next_ms: int
+    claimed: list[Claim]
+    dropped: list[tuple[str, str]]  # (fire id, reason)
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    changed: int
+    removed: int
+    fires_removed: int
+    conflicts: list[str]
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    added: int
+    stale: list[str]
+
+
+class FailResult(NamedTuple):
+    verdict: str  # "retry" or "dead"
+    at_ms: int  # retry time, or time of death
+
+
+def _now(now_ms: int | None) -> str:
+    return "" if now_ms is None else str(int(now_ms))
+
+
+class Scripts:
+    """Typed calls of every script on one client (scripts registered once, here).
+
+    Every method takes the shard's :class:`Keys` first (``None``: the
+    unsharded keys of ``prefix``) and an optional ``now_ms`` that only tests
+    pass: by default the scripts read the Redis server clock.
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str = "") -> None:
+        self.client = client
+        self.keys = Keys(prefix=prefix)
+        self.sources = load_sources()
+        self._scripts: dict[str, Script] = {
+            name: client.register_script(src.text) for name, src in self.sources.items()
+        }
+        self._ack_heads: dict[Keys, bytes] = {}
+
+    def run(self, name: str, keys: Sequence[str], args: Sequence[Any], client: Any = None) -> Any:
+        """Run script ``name``; ScriptError if ``keys`` is not as many keys as its file says."""
+        src = self.sources.get(name)
+        if src is None:
+            raise ScriptError(f"no script {name!r} in {lua_dir()}")
+        if len(keys) != src.numkeys:
+            raise ScriptError(f"{src.path.name}: takes {src.numkeys} keys, got {len(keys)}")
+        try:
+            return self._scripts[name](keys=list(keys), args=list(args), client=client)
+        except redis.ResponseError as exc:
+            raise script_error(exc) from exc
+
+    def _k(self, keys: Keys | None) -> Keys:
+        return self.keys if keys is None else keys
+
+    # -- planner ---------------------------------------------------------------
+    def publish(
+        self, keys: Keys | None, sets: Iterable[tuple[str, str, str, str]],
+        removals: Iterable[tuple[str, str]] = (), fires: Iterable[str] = (),
+        *, now_ms: int | None = None,
+    ) -> PublishResult:
+        """Set jobs ``(job, expected_digest or '-', policy_line, spec_json)``, remove
+        ``(job, expected_digest)``, unqueue old ``fires``; conflicting jobs are left alone."""
+        k = self._k(keys)
+        args: list[Any] = [_now(now_ms)]
+        for group in (list(sets), list(removals)):
+            args.append(len(group))
+            args += [field for item in group for field in item]
+        fire_list = list(fires)
+        args += [len(fire_list), *fire_list]
+        res = self.run("publish", [k.queue, k.jobs, k.specs, k.watermarks, k.events], args)
+        return PublishResult(int(res[0]), int(res[1]), int(res[2]), [_str(j) for j in res[3]])
+
+    def plan(
+        self, keys: Keys | None, entries: Iterable[tuple[str, str, int, Sequence[int]]],
+        *, now_ms: int | None = None,
+    ) -> PlanResult:
+        """Queue fires of ``(job, digest, upto_ms, dues ascending)`` past each watermark."""
+        k = self._k(keys)
+        body: list[Any] = []
+        count = 0
+        for job, digest, upto, dues in entries:
+            body += [job, digest, int(upto), len(dues), *(int(d) for d in dues)]
+            count += 1
+        res = self.run("plan", [k.queue, k.watermarks, k.jobs], [_now(now_ms), count, *body])
+        return PlanResult(int(res[0]), [_str(j) for j in res[1]])
+
+    # -- worker ----------------------------------------------------------------
+    def claim(
+        self, keys: Keys | None, worker_id: str, batch: int = 1, lease_ms: int = 30_000,
+        scan_limit: int | None = None, *, now_ms: int | None = None,
+    ) -> ClaimResult:
+        """Claim up to ``batch`` fires: expired leases first, then due fires in due order."""
+        k = self._k(keys)
+        res = self.run("claim", [
+            k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running,
+            k.cancels, k.events, k.payloads, k.dead,
+        ], [_now(now_ms), worker_id, batch, int(lease_ms), max(scan_limit or batch, batch)])
+        # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload), m, m * (fire, why)
+        n = int(res[2])
+        claimed = []
+        for i in range(3, 3 + 5 * n, 5):
+            fid, payload = _str(res[i]), res[i + 4]
+            claimed.append(Claim(
+                fid, fid[:fid.index("@")], int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1,
+                json.loads(payload) if payload else None,
+            ))
+        rest = res[4 + 5 * n:]
+        dropped = [(_str(rest[i]), _str(rest[i + 1])) for i in range(0, len(rest), 2)]
+        return ClaimResult(int(res[0]), int(res[1]), claimed, dropped)
+
+    def heartbeat(
+        self, keys: Keys | None, lease_ms: int, pairs: Pairs, *, now_ms: int | None = None,
+    ) -> list[int]:
+        """Extend leases; per pair 1 ok, 2 ok but cancelled (stop the run), 0 lease lost."""
+        k = self._k(keys)
+        flat = [x for fid, token in pairs for x in (fid, int(token))]
+        if not flat:
+            return []
+        res = self.run("heartbeat", [k.working, k.attempts, k.cancels],
+                       [_now(now_ms), int(lease_ms), *flat])
+        return [int(x) for x in res]
+
+    def _ack_keys(self, k: Keys, job: str) -> list[str]:
+        return [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads,
+                k.history(job), k.events]
+
+    def ack(
+        self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
+        history_cap: int = 100, *, now_ms: int | None = None,
+    ) -> None:
+        """Finish a held fire and add ``record`` to its job's history; LeaseLost if taken over."""
+        k = self._k(keys)
+        self.run("ack", self._ack_keys(k, job),
+                 [_now(now_ms), fire_id, int(token), job, _json(record), int(history_cap)])
+
+    def ack_many(
+        self, keys: Keys | None, acks: Iterable[tuple[str, int, str, Any]],
+        history_cap: int = 100,
+    ) -> list[bool]:
+        """Ack ``(fire_id, token, job, record)`` items in one round trip; False = lease lost."""
+        k = self._k(keys)
+        items = list(acks)
+        script = self._scripts["ack"]
+        if not isinstance(self.client, redis.Redis):  # e.g. a cluster client: its own pipeline
+            pipe = self.client.pipeline(transaction=False)
+            for fid, token, job, record in items:
+                self.run("ack", self._ack_keys(k, job),
+                         ["", fid, int(token), job, _json(record), int(history_cap)], pipe)
+            return _lease_results(pipe.execute(raise_on_error=False))
+        head = self._ack_heads.get(k)
+        if head is None:
+            fixed = ["EVALSHA", script.sha, 8, *self._ack_keys(k, "")[:6]]
+            head = self._ack_heads[k] = b"*%d\r\n" % (len(fixed) + 8) + b"".join(bulk(x) for x in fixed)
+        # Only the history key, fire, token, job and record change from fire to fire.
+        hist = k.history("").encode()
+        mid = bulk(k.events) + bulk("")
+        tail = bulk(int(history_cap))
+        packed = []
+        for fid, token, job, record in items:
+            j, f, t, rec = job.encode(), fid.encode(), b"%d" % token, _json(record).encode()
+            packed.append(b"%s$%d\r\n%s%s\r\n%s$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+                          b"$%d\r\n%s\r\n%s" % (head, len(hist) + len(j), hist, j, mid, len(f), f,
+                                                len(t), t, len(j), j, len(rec), rec, tail))
+        results = send_many(self.client, packed)
+        if any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
+            # NOSCRIPT ran nothing: load the script and send those again.
+            self.client.script_load(script.script)
+            again = [i for i, r in enumerate(results)
+                     if isinstance(r, redis.exceptions.NoScriptError)]
+            for i, r in zip(again, send_many(self.client, [packed[i] for i in again]), strict=True):
+                results[i] = r
+        return _lease_results(results)
+
+    def fail(
+        self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
+        history_cap: int, max_attempts: int, retry_at_ms: int, *, now_ms: int | None = None,
+    ) -> FailResult:
+        """Record a failed attempt: requeued at ``retry_at_ms`` while attempts remain, else dead."""
+        k = self._k(keys)
+        res = self.run("fail", [
+            k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.dead,
+            k.history(job), k.events,
+        ], [_now(now_ms), fire_id, int(token), job, _json(record), int(history_cap),
+            int(max_attempts), int(retry_at_ms)])
+        return FailResult(_str(res[0]), int(res[1]))
+
+    def release(self, keys: Keys | None, pairs: Pairs, *, now_ms: int | None = None) -> int:
+        """Give unstarted claims back at their due time, attempt not counted; number released."""
+        k = self._k(keys)
+        flat = [x for fid, token in pairs for x in (fid, int(token))]
+        if not flat:
+            return 0
+        return int(self.run("release", [k.working, k.queue, k.attempts, k.claims],
+                            [_now(now_ms), *flat]))
+
+    def record(self, keys: Keys | None, job: str, record: Any, history_cap: int = 100) -> None:
+        """Add ``record`` to ``job``'s history and to the events list."""
+        k = self._k(keys)
+        self.run("record", [k.history(job), k.events], [_json(record), int(history_cap)])
+
+    # -- client ----------------------------------------------------------------
+    def enqueue(
+        self, keys: Keys | None, fire_id: str, due_ms: int, payload: Any = None,
+        *, now_ms: int | None = None,
+    ) -> bool:
+        """Queue a one-off fire; False if it is queued already. UnknownJob if not published."""
+        k = self._k(keys)
+        body = "" if payload is None else _json_payload(payload)
+        return self.run("enqueue", [k.queue, k.payloads, k.jobs],
+                        [_now(now_ms), fire_id, int(due_ms), body]) == 1
+
+    def cancel(self, keys: Keys | None, fire_id: str, *, now_ms: int | None = None) -> bool:
+        """Unqueue a fire that has not started; False if it is not queued."""
+        k = self._k(keys)
+        return self.run("cancel", [k.queue, k.payloads, k.attempts, k.events],
+                        [_now(now_ms), fire_id]) == 1
+
+
+def _lease_results(results: list[Any]) -> list[bool]:
+    out = []
+    for r in results:
+        if isinstance(r, Exception):
+            err = script_error(r) if isinstance(r, redis.ResponseError) else r
+            if not isinstance(err, LeaseLost):
+                raise err
+        out.append(not isinstance(r, Exception))
+    return out
+
+
+def _json_payload(payload: Any) -> str:
+    # A payload is always JSON, strings included, so the claim decodes it back as it was.
+    return json.dumps(payload, separators=(",", ":"))

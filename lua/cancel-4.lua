@@ -1,0 +1,18 @@
+-- cancel: unqueue a fire that has not started.
+-- KEYS[1] queue     zset fire -> due time, ms
+-- KEYS[2] payloads  hash fire -> payload JSON
+-- KEYS[3] attempts  hash fire -> attempts used (a retry waiting in the queue has some)
+-- KEYS[4] events    list of JSON decisions, newest first, capped at 10000
+-- ARGV[1] now_ms, or '' for the server clock
+-- ARGV[2] fire
+-- Returns 1 if it was unqueued, 0 if it was not queued (it runs, ran, or never existed).
+redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
+local now = tonumber(ARGV[1]) or (function()
+  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+local fid = ARGV[2]
+if redis.call('ZREM', KEYS[1], fid) == 0 then return 0 end
+redis.call('HDEL', KEYS[2], fid)
+redis.call('HDEL', KEYS[3], fid)
+redis.call('LPUSH', KEYS[4], cjson.encode({event = 'cancelled', fire = fid, at = now}))
+redis.call('LTRIM', KEYS[4], 0, 9999)
+return 1

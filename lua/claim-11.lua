@@ -1,0 +1,218 @@
+-- claim: stale fires first, then due fires, up to a batch; drop what policy says not to run.
+-- KEYS[1]  queue     zset fire -> due (or retry) time, ms
+-- KEYS[2]  working   zset fire -> lease deadline, ms
+-- KEYS[3]  attempts  hash fire -> attempt count = fencing token of the current claim
+-- KEYS[4]  claims    hash fire -> JSON {worker, token, due, claimed_at[, reclaimed]}
+-- KEYS[5]  jobs      hash job -> policy line digest|catch_up|deadline_ms|overlap|max_attempts|paused
+-- KEYS[6]  paused    hash job -> JSON of a runtime pause
+-- KEYS[7]  running   hash job -> fire in flight (overlap forbid/replace)
+-- KEYS[8]  cancels   hash fire -> reason the holder must stop
+-- KEYS[9]  events    list of JSON decisions, newest first, capped at 10000
+-- KEYS[10] payloads  hash fire -> payload JSON of one-off fires
+-- KEYS[11] dead      zset fire -> time it died, ms
+-- ARGV[1]  now_ms, or '' for the server clock
+-- ARGV[2]  worker id
+-- ARGV[3]  batch: fires claimed at most (stale reclaims included)
+-- ARGV[4]  lease_ms
+-- ARGV[5]  scan_limit: due fires examined at most (>= batch)
+-- Returns one flat array (nested arrays make Redis write the reply in many small pieces):
+--   now_ms, next_ms (-1: nothing queued or working),
+--   n_claimed, then per claim: fire, token, due_ms, reclaimed 0/1, payload JSON or '',
+--   n_dropped, then per drop: fire, reason
+-- Reasons: removed, paused, missed, 'catch_up latest', 'overlap forbid', dead.
+-- Writes are gathered and sent as one command per key: the cost per fire is mostly Lua.
+redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
+local now = tonumber(ARGV[1]) or (function()
+  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+local worker_json = cjson.encode(ARGV[2])
+local batch = tonumber(ARGV[3])
+-- Lua formats numbers with sprintf on every use: turn the hot ones into strings once.
+local now_s = string.format('%d', now)
+local lease_until = string.format('%d', now + tonumber(ARGV[4]))
+local scan = math.max(tonumber(ARGV[5]), batch)
+local claimed, dropped = {}, {}
+local w_args, a_args, c_args, gone = {}, {}, {}, {}
+local nevents = 0
+
+-- unpack() is bounded by the Lua C stack: send long argument lists in slices.
+local function bulk(cmd, key, args, width)
+  local step = 4000 - 4000 % width
+  for i = 1, #args, step do
+    redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
+  end
+end
+
+local policies = {}
+-- Policies of the jobs of these fires, read once per call: false when not published.
+local function load_policies(jobs)
+  local want = {}
+  for _, job in ipairs(jobs) do
+    if policies[job] == nil then want[#want + 1] = job; policies[job] = false end
+  end
+  if #want == 0 then return end
+  local lines = redis.call('HMGET', KEYS[5], unpack(want))
+  local pauses = {}
+  if redis.call('HLEN', KEYS[6]) > 0 then pauses = redis.call('HMGET', KEYS[6], unpack(want)) end
+  for i, job in ipairs(want) do
+    local line = lines[i]
+    if line then
+      local _, catch_up, deadline, overlap, max_attempts, paused =
+        string.match(line, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+      policies[job] = {catch_up = catch_up, deadline = tonumber(deadline) or 0,
+        overlap = overlap, max_attempts = tonumber(max_attempts) or 1,
+        paused = paused == '1' or (pauses[i] or false) ~= false}
+    end
+  end
+end
+
+local function event(kind, fid, reason)
+  redis.call('LPUSH', KEYS[9], cjson.encode({event = kind, fire = fid, reason = reason, at = now}))
+  nevents = nevents + 1
+end
+
+local claim_head = '{"worker":' .. worker_json .. ',"token":'
+local claim_tail = ',"claimed_at":' .. now_s
+local holders = {}  -- job -> fire claimed by this call (overlap forbid/replace)
+-- The fire in flight of a job, if its lease is still held.
+local function holder(job)
+  if holders[job] then return holders[job] end
+  local current = redis.call('HGET', KEYS[7], job)
+  if current and redis.call('ZSCORE', KEYS[2], current) then return current end
+  return nil
+end
+
+-- token: the attempt number; due: a string of digits.
+local function take(fid, job, due, token, p, reclaimed)
+  local token_s = token == 1 and '1' or tostring(token)
+  w_args[#w_args + 1] = lease_until
+  w_args[#w_args + 1] = fid
+  a_args[#a_args + 1] = fid
+  a_args[#a_args + 1] = token_s
+  c_args[#c_args + 1] = fid
+  c_args[#c_args + 1] = claim_head .. token_s .. ',"due":' .. due
+    .. claim_tail .. (reclaimed == 1 and ',"reclaimed":true}' or '}')
+  if p and p.overlap ~= 'allow' then
+    redis.call('HSET', KEYS[7], job, fid)
+    holders[job] = fid
+  end
+  claimed[#claimed + 1] = {fid, token, tonumber(due), reclaimed, ''}
+end
+
+-- 1. Stale leases: the holder died or lost Redis; run the fire again with a higher token.
+local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_s, 'LIMIT', 0, batch)
+if #stale > 0 then
+  local jobs = {}
+  for i, fid in ipairs(stale) do jobs[i] = string.match(fid, '^(.-)@') end
+  load_policies(jobs)
+  local used = redis.call('HMGET', KEYS[3], unpack(stale))
+  for i, fid in ipairs(stale) do
+    local job, p, n = jobs[i], policies[jobs[i]], tonumber(used[i]) or 0
+    if not p or n >= p.max_attempts then
+      -- Attempts and payload stay, so the dead fire can be retried by hand.
+      redis.call('ZREM', KEYS[2], fid)
+      redis.call('HDEL', KEYS[4], fid)
+      redis.call('HDEL', KEYS[8], fid)
+      if redis.call('HGET', KEYS[7], job) == fid then redis.call('HDEL', KEYS[7], job) end
+      redis.call('ZADD', KEYS[11], now_s, fid)
+      dropped[#dropped + 1] = {fid, 'dead'}
+      event('dead', fid, p and 'lease expired after the last attempt' or 'job removed')
+    else
+      take(fid, job, string.match(fid, '@(%d+)'), n + 1, p, 1)
+      event('reclaimed', fid, nil)
+    end
+  end
+end
+
+-- 2. Due fires, in due order; every fire examined is claimed or dropped, so the examined
+-- ones are exactly the first ranks of the queue.
+local examined = 0
+if #claimed < batch then
+  local fires = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, scan)
+  local parsed, latest = {}, {}
+  local find, sub = string.find, string.sub
+  for i, fid in ipairs(fires) do
+    local at = find(fid, '@', 1, true)
+    local tag = find(fid, '#', at, true)
+    local job, due_s = sub(fid, 1, at - 1), sub(fid, at + 1, tag and tag - 1 or -1)
+    local due = tonumber(due_s)
+    parsed[i] = {job, due_s, due, tag ~= nil}
+    if not tag and (latest[job] == nil or due > latest[job]) then latest[job] = due end
+  end
+  while #claimed < batch and examined < #fires do
+    -- One slice at a time, the size still missing: drops are rare, so usually one slice.
+    local first, last = examined + 1, math.min(#fires, examined + batch - #claimed)
+    local ids, jobs = {}, {}
+    for i = first, last do ids[#ids + 1] = fires[i]; jobs[#jobs + 1] = parsed[i][1] end
+    load_policies(jobs)
+    local used = redis.call('HMGET', KEYS[3], unpack(ids))
+    for i = first, last do
+      local fid = fires[i]
+      local job, due_s, due, oneoff = parsed[i][1], parsed[i][2], parsed[i][3], parsed[i][4]
+      local p, n = policies[job], tonumber(used[i - first + 1])
+      local reason = nil
+      -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
+      if not p then
+        reason = 'removed'
+      elseif p.paused and not oneoff then
+        reason = 'paused'
+      elseif not n and p.deadline > 0 and now - due > p.deadline then
+        reason = 'missed'
+      elseif not n and not oneoff and p.catch_up == 'latest' and latest[job] > due then
+        reason = 'catch_up latest'
+      elseif p.overlap ~= 'allow' then
+        local current = holder(job)
+        if current and p.overlap == 'forbid' then
+          reason = 'overlap forbid'
+        elseif current then
+          redis.call('HSET', KEYS[8], current, 'replaced')
+          event('cancelled', current, 'replaced by ' .. fid)
+        end
+      end
+      if reason then
+        if n then gone[#gone + 1] = fid end
+        dropped[#dropped + 1] = {fid, reason}
+        event('dropped', fid, reason)
+      else
+        take(fid, job, due_s, (n or 0) + 1, p, 0)
+      end
+    end
+    examined = last
+  end
+end
+
+if examined > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, examined - 1) end
+if #w_args > 0 then
+  bulk('ZADD', KEYS[2], w_args, 2)
+  bulk('HSET', KEYS[3], a_args, 2)
+  bulk('HSET', KEYS[4], c_args, 2)
+  if redis.call('HLEN', KEYS[10]) > 0 then
+    local ids = {}
+    for i, c in ipairs(claimed) do ids[i] = c[1] end
+    local payloads = redis.call('HMGET', KEYS[10], unpack(ids))
+    for i, c in ipairs(claimed) do c[5] = payloads[i] or '' end
+  end
+end
+if #gone > 0 then bulk('HDEL', KEYS[3], gone, 1) end
+if #dropped > 0 and redis.call('HLEN', KEYS[10]) > 0 then
+  local ids = {}
+  for i, d in ipairs(dropped) do if d[2] ~= 'dead' then ids[#ids + 1] = d[1] end end
+  if #ids > 0 then bulk('HDEL', KEYS[10], ids, 1) end
+end
+if nevents > 0 then redis.call('LTRIM', KEYS[9], 0, 9999) end
+
+-- 3. When to come back: the next due fire, or the next lease to expire.
+local next_ms = -1
+local q = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if q[2] then next_ms = tonumber(q[2]) end
+local w = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if w[2] and (next_ms < 0 or tonumber(w[2]) < next_ms) then next_ms = tonumber(w[2]) end
+local out = {now, next_ms, #claimed}
+for _, c in ipairs(claimed) do
+  for j = 1, 5 do out[#out + 1] = c[j] end
+end
+out[#out + 1] = #dropped
+for _, d in ipairs(dropped) do
+  out[#out + 1] = d[1]
+  out[#out + 1] = d[2]
+end
+return out
