@@ -259,7 +259,8 @@ class Scripts:
         head = self._ack_heads.get(k)
         if head is None:
             fixed = ["EVALSHA", script.sha, 8, *self._ack_keys(k, "")[:6]]
-            head = self._ack_heads[k] = b"*%d\r\n" % (len(fixed) + 8) + b"".join(bulk(x) for x in fixed)
+            head = b"*%d\r\n" % (len(fixed) + 8) + b"".join(bulk(x) for x in fixed)
+            self._ack_heads[k] = head
         # Only the history key, fire, token, job and record change from fire to fire.
         hist = k.history("").encode()
         mid = bulk(k.events) + bulk("")
