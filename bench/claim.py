@@ -4,7 +4,9 @@
    one EVALSHA each), in fires per second.
 2. Reference, measured in the same run: the server's ceiling for the same
    scripts, a deep pipeline of pre-encoded EVALSHA calls (claim only, and
-   claim + ack), so Python's share of the cost shows as the ratio.
+   claim + ack), so Python's share of the cost shows as the ratio. An ack costs
+   the server about three times what a claim does per fire, so the claim-only
+   ratio of a claim + ack loop stays low by construction.
 3. Memory per planned fire: INFO used_memory before and after planning
    1,000,000 fires of 10,000 jobs.
 
@@ -148,10 +150,14 @@ def main() -> None:
         per_fire = memory_per_fire(r, s, opts.memory_fires, 10_000)
         print(f"memory: {per_fire:.0f} bytes per planned fire "
               f"({opts.memory_fires:,} fires of 10,000 jobs)")
-        ok = (results[100] >= 30_000 and results[100] >= 0.4 * ceilings[False]
-              and per_fire <= 150)
-        print("targets (batch 100 >= 30,000 fires/s and >= 0.4 of ceiling; <= 150 B/fire):",
-              "met" if ok else "MISSED")
+        # The loop claims AND acks, so its like-for-like reference is the claim + ack ceiling.
+        checks = [
+            ("batch 100 >= 30,000 fires/s", results[100] >= 30_000),
+            ("batch 100 >= 0.4 of the claim + ack ceiling", results[100] >= 0.4 * ceilings[True]),
+            ("<= 150 bytes per planned fire", per_fire <= 150),
+        ]
+        for name, ok in checks:
+            print(f"target {name}: {'met' if ok else 'MISSED'}")
 
 
 if __name__ == "__main__":

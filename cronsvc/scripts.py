@@ -10,58 +10,24 @@ exceptions. Clients with and without ``decode_responses`` both work.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import redis
 from redis.commands.core import Script
 
 from .batching import bulk, send_many
-from .errors import LeaseLost, ScriptError, UnknownFire, UnknownJob
+from .errors import LeaseLost, ScriptError
 from .keys import Keys
+from .luafiles import ScriptSource, load_sources, lua_dir, script_error
 
-_NAME = re.compile(r"^([a-z]+)-(\d+)\.lua$")
-_ERRORS: dict[str, type[Exception]] = {
-    "LEASE_LOST": LeaseLost, "UNKNOWN_FIRE": UnknownFire, "UNKNOWN_JOB": UnknownJob,
-}
+__all__ = [
+    "Claim", "ClaimResult", "FailResult", "PlanResult", "PublishResult", "ScriptSource",
+    "Scripts", "load_sources", "lua_dir", "script_error",
+]
+
 Pairs = Iterable[tuple[str, int]]  # (fire id, token)
-
-
-@dataclass(frozen=True)
-class ScriptSource:
-    """One script file: its verb, the number of KEYS it takes and its text."""
-
-    name: str
-    numkeys: int
-    path: Path
-    text: str
-
-
-def lua_dir() -> Path:
-    """Where the scripts are: inside the installed package, else the repo's ``lua/``."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "lua", here.parent / "lua"):
-        if candidate.is_dir() and any(candidate.glob("*.lua")):
-            return candidate
-    raise ScriptError(f"no Lua scripts found in {here / 'lua'} or {here.parent / 'lua'}")
-
-
-@cache
-def load_sources(directory: Path | None = None) -> dict[str, ScriptSource]:
-    """Every script of ``directory`` (default :func:`lua_dir`) by verb."""
-    found: dict[str, ScriptSource] = {}
-    for path in sorted((directory or lua_dir()).glob("*.lua")):
-        m = _NAME.match(path.name)
-        if m is None:
-            raise ScriptError(f"{path}: script files are named <verb>-<numkeys>.lua")
-        if m.group(1) in found:
-            raise ScriptError(f"{path}: a second script for {m.group(1)!r}")
-        found[m.group(1)] = ScriptSource(m.group(1), int(m.group(2)), path, path.read_text())
-    return found
 
 
 def _str(value: Any) -> str:
@@ -72,16 +38,6 @@ def _json(record: Any) -> str:
     if isinstance(record, str | bytes):
         return _str(record)
     return json.dumps(record, separators=(",", ":"), default=str)
-
-
-def script_error(exc: redis.ResponseError) -> Exception:
-    """The cronsvc exception for an error reply of a script."""
-    message = str(exc)
-    # Redis 7 prefixes Lua error replies with the script name; find the code anywhere near.
-    for code, cls in _ERRORS.items():
-        if message.startswith(code) or f" {code} " in f" {message} ":
-            return cls(message)
-    return ScriptError(message)
 
 
 @dataclass(frozen=True, slots=True)

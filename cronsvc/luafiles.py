@@ -1,0 +1,64 @@
+"""The script files of ``lua/`` (``<verb>-<numkeys>.lua``) and their error replies.
+
+Installed, the scripts sit in the package as ``cronsvc/lua`` (the wheel
+force-includes them); in an editable install they are the repo's ``lua/``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import redis
+
+from .errors import LeaseLost, ScriptError, UnknownFire, UnknownJob
+
+_NAME = re.compile(r"^([a-z]+)-(\d+)\.lua$")
+_ERRORS: dict[str, type[Exception]] = {
+    "LEASE_LOST": LeaseLost, "UNKNOWN_FIRE": UnknownFire, "UNKNOWN_JOB": UnknownJob,
+}
+
+
+@dataclass(frozen=True)
+class ScriptSource:
+    """One script file: its verb, the number of KEYS it takes and its text."""
+
+    name: str
+    numkeys: int
+    path: Path
+    text: str
+
+
+def lua_dir() -> Path:
+    """Where the scripts are: inside the installed package, else the repo's ``lua/``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "lua", here.parent / "lua"):
+        if candidate.is_dir() and any(candidate.glob("*.lua")):
+            return candidate
+    raise ScriptError(f"no Lua scripts found in {here / 'lua'} or {here.parent / 'lua'}")
+
+
+@cache
+def load_sources(directory: Path | None = None) -> dict[str, ScriptSource]:
+    """Every script of ``directory`` (default :func:`lua_dir`) by verb."""
+    found: dict[str, ScriptSource] = {}
+    for path in sorted((directory or lua_dir()).glob("*.lua")):
+        m = _NAME.match(path.name)
+        if m is None:
+            raise ScriptError(f"{path}: script files are named <verb>-<numkeys>.lua")
+        if m.group(1) in found:
+            raise ScriptError(f"{path}: a second script for {m.group(1)!r}")
+        found[m.group(1)] = ScriptSource(m.group(1), int(m.group(2)), path, path.read_text())
+    return found
+
+
+def script_error(exc: redis.ResponseError) -> Exception:
+    """The cronsvc exception for an error reply of a script."""
+    message = str(exc)
+    # Redis 7 prefixes Lua error replies with the script name; find the code anywhere near.
+    for code, cls in _ERRORS.items():
+        if message.startswith(code) or f" {code} " in f" {message} ":
+            return cls(message)
+    return ScriptError(message)
