@@ -78,6 +78,72 @@ def validate(file: str | None, config: str | None) -> None:
     click.echo(f"{path}: {count} job{'' if count == 1 else 's'} OK")
 
 
+class Duration(click.ParamType):
+    """A duration as the job file writes it: 30s, 5m, 2h, 1d, 1h30m or seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from .durations import parse_duration
+
+        try:
+            return value if isinstance(value, float) else parse_duration(value)
+        except ValueError as exc:
+            self.fail(f"{value!r}: {exc}", param, ctx)
+
+
+DURATION = Duration()
+redis_url_option = click.option(
+    "--redis-url", "redis_url", default=None, metavar="URL",
+    help="Redis to use (default: $CRONSVC_REDIS_URL, then redis.url in the job file).",
+)
+log_format_option = click.option(
+    "--log-format", type=click.Choice(["human", "json"]), default="human", show_default=True,
+    help="Readable lines, or JSON lines for log shippers.",
+)
+name_option = click.option("--name", default=None, hidden=True, help="Name in log lines.")
+
+
+def resolve_redis_url(option: str | None, config: Any) -> str | None:
+    """--redis-url, then CRONSVC_REDIS_URL, then redis.url of the job file, else None."""
+    return option or os.environ.get("CRONSVC_REDIS_URL") or config.redis.url or None
+
+
+def require_redis_url(option: str | None, config: Any) -> str:
+    """The Redis URL to use; RedisUnavailable (exit 2) saying how to set one if none is."""
+    url = resolve_redis_url(option, config)
+    if not url:
+        raise RedisUnavailable(
+            "no Redis URL: pass --redis-url, set CRONSVC_REDIS_URL or redis.url in "
+            f"{config.source} (or run `cronsvc up` for an embedded server)"
+        )
+    return url
+
+
+@main.command()
+@config_option
+@redis_url_option
+@click.option("--horizon", type=DURATION, default=None,
+              help="How far ahead to plan (default: planner.horizon in the file, 2h).")
+@click.option("--tick", type=DURATION, default=None,
+              help="Time between two ticks (default: planner.tick in the file, 60s).")
+@log_format_option
+@name_option
+@friendly
+def planner(config: str | None, redis_url: str | None, horizon: float | None,
+            tick: float | None, log_format: str, name: str | None) -> None:
+    """Publish the job file and queue its fires ahead; reload on change or SIGHUP."""
+    from .config import load_config
+    from .connection import connect
+    from .logs import setup_logging
+    from .planner import Planner
+
+    path = config_path(config)
+    url = require_redis_url(redis_url, load_config(path))
+    setup_logging(log_format, name or "planner")
+    Planner(path, connect(url), horizon=horizon, tick=tick).run_forever()
+
+
 @main.command("next")
 @click.argument("job_or_expr", metavar="JOB_OR_EXPR")
 @config_option
