@@ -143,6 +143,28 @@ def _run_call(
     return _Result("ok" if res.ok else "failed", None, res.output, res.error)
 
 
+def _die_with_worker_fn() -> Any:
+    """On Linux, a function making a child get SIGKILL when its worker dies (kill -9
+    included), so a lost lease never leaves an orphan running beside the rerun."""
+    if os.uname().sysname != "Linux":
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def die_with_worker() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+    return die_with_worker
+
+
+_DIE_WITH_WORKER = _die_with_worker_fn()
+
+
 def _run_command(
     job: Any, ctx: FireContext, cancel: threading.Event, deadline: float | None
 ) -> _Result:
@@ -152,7 +174,7 @@ def _run_command(
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=job.cwd, env=env, start_new_session=True,
+            cwd=job.cwd, env=env, start_new_session=True, preexec_fn=_DIE_WITH_WORKER,
         )
     except OSError as exc:
         return _Result("failed", error=_start_error(argv[0], job.cwd, exc))

@@ -99,6 +99,9 @@ local function take(fid, job, due, token, p, reclaimed)
 end
 
 -- 1. Stale leases: the holder died or lost Redis; run the fire again with a higher token.
+-- A holder dying is not the job failing, so a lost lease may use LOST_LEASE_EXTRA attempts
+-- beyond the job's retries; a fire that keeps killing its workers still ends up dead.
+local LOST_LEASE_EXTRA = 2
 local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_s, 'LIMIT', 0, batch)
 if #stale > 0 then
   local jobs = {}
@@ -107,7 +110,7 @@ if #stale > 0 then
   local used = redis.call('HMGET', KEYS[3], unpack(stale))
   for i, fid in ipairs(stale) do
     local job, p, n = jobs[i], policies[jobs[i]], tonumber(used[i]) or 0
-    if not p or n >= p.max_attempts then
+    if not p or n >= p.max_attempts + LOST_LEASE_EXTRA then
       -- Attempts and payload stay, so the dead fire can be retried by hand.
       redis.call('ZREM', KEYS[2], fid)
       redis.call('HDEL', KEYS[4], fid)
@@ -115,7 +118,7 @@ if #stale > 0 then
       if redis.call('HGET', KEYS[7], job) == fid then redis.call('HDEL', KEYS[7], job) end
       redis.call('ZADD', KEYS[11], now_s, fid)
       dropped[#dropped + 1] = {fid, 'dead'}
-      event('dead', fid, p and 'lease expired after the last attempt' or 'job removed')
+      event('dead', fid, p and 'lease lost on the last attempt' or 'job removed')
     else
       take(fid, job, string.match(fid, '@(%d+)'), n + 1, p, 1)
       event('reclaimed', fid, nil)

@@ -176,13 +176,18 @@ def test_claim_reclaims_stale_leases_first_with_a_higher_token(s: Scripts, r: re
 
 
 def test_claim_dead_letters_a_stale_fire_out_of_attempts(s: Scripts, r: redis.Redis) -> None:
+    # No retries, yet a lost lease is run again: a dying worker is not a failing job.
+    # Two lost leases beyond the attempts the job has: the fire is dead (a poison pill).
     setup_job(s, dues=(1,), attempts=1)
     fid = fire_id("a", T0 + MIN)
     s.claim(K, "w1", batch=1, lease_ms=1000, now_ms=T0 + MIN)
-    res = s.claim(K, "w2", batch=1, lease_ms=1000, now_ms=T0 + MIN + 1000)
+    for token, at in ((2, T0 + MIN + 1000), (3, T0 + MIN + 2000)):
+        res = s.claim(K, "w2", batch=1, lease_ms=1000, now_ms=at)
+        assert [(c.fire_id, c.token) for c in res.claimed] == [(fid, token)]
+    res = s.claim(K, "w2", batch=1, lease_ms=1000, now_ms=T0 + MIN + 3000)
     assert res.claimed == [] and res.dropped == [(fid, "dead")]
-    assert r.zscore(K.dead, fid) == T0 + MIN + 1000 and r.zcard(K.working) == 0
-    assert r.hget(K.attempts, fid) == "1"  # kept, so a dead retry can requeue it
+    assert r.zscore(K.dead, fid) == T0 + MIN + 3000 and r.zcard(K.working) == 0
+    assert r.hget(K.attempts, fid) == "3"  # kept, so a dead retry can requeue it
 
 
 @pytest.mark.parametrize("policy, reason", [

@@ -1,0 +1,320 @@
+"""The worker: claim due fires, run them, keep their leases, ack or fail.
+
+One thread claims and sleeps, a pool runs the jobs, one thread renews leases,
+one listens for wake-ups. All scheduling decisions use Redis server time: the
+claim script returns the server's clock and the next due time, and the worker
+sleeps for the difference, measured on its own monotonic clock, so its wall
+clock may be wrong by any amount.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from .clock import SYSTEM, Clock, monotonic
+from .config import Config, Job
+from .errors import LeaseLost
+from .executor import FireContext, Outcome, execute
+from .keys import Keys, all_shards, keys_for
+from .runlog import drop_record, history_record, log_dropped, log_outcome
+from .scripts import Claim, Scripts
+
+log = logging.getLogger("cronsvc.worker")
+
+# A sleeping worker looks at Redis at least this often even without a wake-up
+# message (messages can be lost while a connection is re-established).
+MAX_SLEEP = 2.0
+# Due fires examined per claim, so `catch_up: latest` sees a job's newer fires.
+SCAN_LIMIT = 200
+PRESENCE_EVERY = 5.0
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class Running:
+    """One fire this worker holds a lease on."""
+
+    claim: Claim
+    job: Job
+    keys: Keys
+    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel_reason: str = ""
+    started_ms: int = 0
+
+
+class Worker:
+    """Claims and runs fires of the jobs in its own config, and only those."""
+
+    def __init__(
+        self,
+        config: Config,
+        client: redis.Redis,
+        *,
+        concurrency: int | None = None,
+        worker_id: str | None = None,
+        lease: float | None = None,
+        grace: float | None = None,
+        clock: Clock = SYSTEM,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.scripts = Scripts(client)
+        self.concurrency = concurrency or config.worker.concurrency
+        self.worker_id = worker_id or default_worker_id()
+        self.lease_ms = int((lease or config.worker.lease) * 1000)
+        self.grace = config.worker.grace if grace is None else grace
+        self.history_cap = config.worker.history
+        self.clock = clock
+        self.shards = all_shards(config.redis.shards, config.redis.prefix)
+        self._rotation = 0
+        self._running: dict[str, Running] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._hard_stop = threading.Event()
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cronsvc-run")
+        self._offset_ms = 0  # server clock minus local clock, from the last claim
+        self.runs_finished = 0
+
+    # -- public ------------------------------------------------------------
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        """First call: stop claiming, let runs finish within the grace period.
+        Second call: stop the runs now and give their fires back."""
+        if self._stopping.is_set():
+            self._hard_stop.set()
+        self._stopping.set()
+        self._wake.set()
+
+    def run_forever(self) -> None:
+        threads = [
+            threading.Thread(target=self._listen, name="cronsvc-wakeup", daemon=True),
+            threading.Thread(target=self._heartbeat_loop, name="cronsvc-lease", daemon=True),
+        ]
+        for t in threads:
+            t.start()
+        log.info("worker %s started: %d slots, lease %.0fs, %d jobs",
+                 self.worker_id, self.concurrency, self.lease_ms / 1000, len(self.config.jobs))
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+
+    # -- claiming ----------------------------------------------------------
+    def _loop(self) -> None:
+        last_presence = 0.0
+        while not self._stopping.is_set():
+            if monotonic() - last_presence >= PRESENCE_EVERY:
+                self._presence()
+                last_presence = monotonic()
+            self._wake.clear()
+            wait = self.claim_once()
+            if wait > 0 and not self._stopping.is_set():
+                self._wake.wait(wait)
+
+    def claim_once(self) -> float:
+        """Claim up to the free slots from every shard; return seconds to sleep."""
+        wake_at: float | None = None  # monotonic time of the earliest next fire
+        n = len(self.shards)
+        start = self._rotation
+        self._rotation = (self._rotation + 1) % n  # no shard always goes first
+        for i in range(n):
+            free = self.concurrency - len(self._running)
+            if free <= 0:
+                return MAX_SLEEP  # a finishing run sets _wake
+            keys = self.shards[(start + i) % n]
+            t0 = monotonic()
+            res = self.scripts.claim(
+                keys, self.worker_id, batch=free, lease_ms=self.lease_ms,
+                scan_limit=max(SCAN_LIMIT, free),
+            )
+            t1 = monotonic()
+            # The server's clock is the only clock: remember how far ours is off.
+            self._offset_ms = int(res.now_ms + (t1 - t0) * 500 - self.clock.now_ms())
+            for fid, reason in res.dropped:
+                self._record_drop(fid, reason)
+            for claim in res.claimed:
+                self._start(keys, claim)
+            if res.next_ms >= 0:
+                at = t1 + (res.next_ms - res.now_ms) / 1000
+                wake_at = at if wake_at is None else min(wake_at, at)
+        if wake_at is None:
+            return MAX_SLEEP
+        return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))
+
+    def _start(self, keys: Keys, claim: Claim) -> None:
+        job = self.config.jobs.get(claim.job)
+        if job is None:
+            # Redis names the job; only this worker's own config says what it runs.
+            self._finish_unknown(keys, claim)
+            return
+        run = Running(claim=claim, job=job, keys=keys)
+        with self._lock:
+            self._running[claim.fire_id] = run
+        self._pool.submit(self._run, run)
+
+    def _run(self, run: Running) -> None:
+        claim = run.claim
+        ctx = FireContext(
+            job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
+            attempt=claim.token, worker=self.worker_id, payload=claim.payload,
+        )
+        try:
+            outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock)
+            self._finish(run, outcome)
+        except Exception:  # the run loop must survive anything a job does
+            log.exception("run of %s crashed the worker thread", claim.fire_id)
+        finally:
+            with self._lock:
+                self._running.pop(claim.fire_id, None)
+            self.runs_finished += 1
+            self._wake.set()
+
+    # -- finishing ---------------------------------------------------------
+    def _finish(self, run: Running, outcome: Outcome) -> None:
+        claim, job = run.claim, run.job
+        lag = outcome.started_ms + self._offset_ms - claim.due_ms
+        if outcome.status == "cancelled" and run.cancel_reason in ("shutdown", "lease lost"):
+            if run.cancel_reason == "shutdown":
+                self.scripts.release(run.keys, [(claim.fire_id, claim.token)])
+            log_outcome(log, self.worker_id, claim, outcome, lag, note=run.cancel_reason)
+            return
+        status: str = outcome.status
+        if status == "cancelled":
+            status = run.cancel_reason or "cancelled"
+        record = history_record(claim, outcome, self.worker_id, self._offset_ms, status=status)
+        try:
+            if outcome.status == "ok" or status == "replaced":
+                self.scripts.ack(run.keys, claim.fire_id, claim.token, claim.job, record,
+                                 self.history_cap)
+                log_outcome(log, self.worker_id, claim, outcome, lag)
+            else:
+                retry_at = self._server_now() + int(job.retry_delay(claim.token) * 1000)
+                verdict, _ = self.scripts.fail(
+                    run.keys, claim.fire_id, claim.token, claim.job, record, self.history_cap,
+                    job.max_attempts, retry_at,
+                )
+                log_outcome(log, self.worker_id, claim, outcome, lag, note=verdict)
+        except LeaseLost as exc:
+            log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)
+
+    def _finish_unknown(self, keys: Keys, claim: Claim) -> None:
+        record = {
+            "fire": claim.fire_id, "job": claim.job, "status": "failed",
+            "reason": f"job {claim.job!r} is not defined in the config of worker {self.worker_id}",
+            "scheduled": claim.due_ms, "attempt": claim.token, "worker": self.worker_id,
+        }
+        log.error("%s: %s", claim.fire_id, record["reason"])
+        job_retry_at = self._server_now() + self.lease_ms
+        try:
+            self.scripts.fail(keys, claim.fire_id, claim.token, claim.job, record,
+                              self.history_cap, 3, job_retry_at)
+        except LeaseLost:
+            pass
+
+    def _record_drop(self, fid: str, reason: str) -> None:
+        record = drop_record(fid, reason, self.worker_id)
+        job = record["job"]
+        self.scripts.record(keys_for(job, self.config.redis.shards, self.config.redis.prefix),
+                            job, record, self.history_cap)
+        log_dropped(log, self.worker_id, fid, record["status"], reason)
+
+    def _server_now(self) -> int:
+        return self.clock.now_ms() + self._offset_ms
+
+    # -- leases ------------------------------------------------------------
+    def _heartbeat_loop(self) -> None:
+        period = max(self.lease_ms / 3000, 0.05)
+        while not self._hard_stop.wait(period):
+            if self._stopping.is_set() and not self._running:
+                return
+            try:
+                self.heartbeat_once()
+            except redis.RedisError as exc:
+                log.warning("lease renewal failed: %s", exc)
+
+    def heartbeat_once(self) -> None:
+        with self._lock:
+            runs = list(self._running.values())
+        by_keys: dict[Keys, list[Running]] = {}
+        for run in runs:
+            by_keys.setdefault(run.keys, []).append(run)
+        for keys, group in by_keys.items():
+            results = self.scripts.heartbeat(
+                keys, self.lease_ms, [(r.claim.fire_id, r.claim.token) for r in group]
+            )
+            for run, result in zip(group, results, strict=True):
+                if result == 1 or run.cancel.is_set():
+                    continue
+                run.cancel_reason = "replaced" if result == 2 else "lease lost"
+                log.warning("%s: stopping run: %s", run.claim.fire_id, run.cancel_reason)
+                run.cancel.set()
+
+    # -- wake-ups and presence ---------------------------------------------
+    def _listen(self) -> None:
+        channels = sorted({k.wakeup for k in self.shards})
+        while not self._stopping.is_set():
+            try:
+                pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+                pubsub.subscribe(*channels)
+                while not self._stopping.is_set():
+                    if pubsub.get_message(timeout=1.0):
+                        self._wake.set()
+            except redis.RedisError as exc:
+                log.warning("wake-up channel lost: %s", exc)
+                self._stopping.wait(1.0)
+
+    def _presence(self) -> None:
+        keys = self.shards[0]
+        info = {"busy": len(self._running), "slots": self.concurrency, "pid": os.getpid()}
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zadd(keys.workers, {self.worker_id: self._server_now()})
+            pipe.hset(keys.worker_info, self.worker_id, _json(info))
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("cannot record presence: %s", exc)
+
+    # -- shutdown ----------------------------------------------------------
+    def _shutdown(self) -> None:
+        deadline = monotonic() + self.grace
+        if self._running:
+            log.info("stopping: waiting up to %.0fs for %d running job(s)", self.grace,
+                     len(self._running))
+        while self._running and monotonic() < deadline and not self._hard_stop.is_set():
+            self._hard_stop.wait(0.05)
+        with self._lock:
+            left = list(self._running.values())
+        for run in left:
+            run.cancel_reason = "shutdown"
+            run.cancel.set()
+        self._pool.shutdown(wait=True)
+        self._hard_stop.set()
+        try:
+            keys = self.shards[0]
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(keys.workers, self.worker_id)
+            pipe.hdel(keys.worker_info, self.worker_id)
+            pipe.execute()
+        except redis.RedisError:
+            pass
+        log.info("worker %s stopped after %d run(s)", self.worker_id, self.runs_finished)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":"))
