@@ -101,12 +101,17 @@ log_format_option = click.option(
     "--log-format", type=click.Choice(["human", "json"]), default="human", show_default=True,
     help="Readable lines, or JSON lines for log shippers.",
 )
-name_option = click.option("--name", default=None, hidden=True, help="Name in log lines.")
+name_option = click.option("--name", default=None, hidden=True,
+                           help="Id of the process (the part before @ starts its log lines).")
 
 
 def resolve_redis_url(option: str | None, config: Any) -> str | None:
-    """--redis-url, then CRONSVC_REDIS_URL, then redis.url of the job file, else None."""
-    return option or os.environ.get("CRONSVC_REDIS_URL") or config.redis.url or None
+    """--redis-url, then CRONSVC_REDIS_URL, then redis.url of the job file, then the
+    embedded server of a `cronsvc up` running in this directory, else None."""
+    from .up import read_embedded_url
+
+    return (option or os.environ.get("CRONSVC_REDIS_URL") or config.redis.url
+            or read_embedded_url())
 
 
 def require_redis_url(option: str | None, config: Any) -> str:
@@ -142,6 +147,74 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
     url = require_redis_url(redis_url, load_config(path))
     setup_logging(log_format, name or "planner")
     Planner(path, connect(url), horizon=horizon, tick=tick).run_forever()
+
+
+@main.command()
+@config_option
+@redis_url_option
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
+              help="Jobs run at once (default: worker.concurrency in the file, 4).")
+@click.option("--lease", type=DURATION, default=None,
+              help="Lease of a claimed fire, renewed while it runs (default 30s).")
+@click.option("--grace", type=DURATION, default=None,
+              help="On SIGTERM, how long running jobs may finish (default 30s).")
+@log_format_option
+@name_option
+@friendly
+def worker(config: str | None, redis_url: str | None, concurrency: int | None,
+           lease: float | None, grace: float | None, log_format: str, name: str | None) -> None:
+    """Claim due fires and run them. SIGTERM: finish running jobs; again: give them back."""
+    from .config import load_config
+    from .connection import connect
+    from .logs import setup_logging
+    from .worker import Worker, default_worker_id
+
+    loaded = load_config(config_path(config))
+    url = require_redis_url(redis_url, loaded)
+    setup_logging(log_format, (name or "worker").split("@")[0])
+    w = Worker(loaded, connect(url), concurrency=concurrency, lease=lease, grace=grace,
+               worker_id=name or default_worker_id())
+    _on_stop_signals(w.stop)
+    w.run_forever()
+
+
+def _on_stop_signals(stop: Callable[[], None]) -> None:
+    import signal
+
+    def handle(_signum: int, _frame: object) -> None:
+        stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+
+
+@main.command()
+@config_option
+@redis_url_option
+@click.option("--workers", "-w", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Worker processes to start.")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
+              help="Jobs run at once per worker (default: worker.concurrency in the file).")
+@log_format_option
+@friendly
+def up(config: str | None, redis_url: str | None, workers: int, concurrency: int | None,
+       log_format: str) -> None:
+    """Planner plus workers in one command, with an embedded Redis if none is given."""
+    from .config import load_config
+    from .logs import setup_logging
+    from .up import Supervisor
+
+    path = config_path(config)
+    loaded = load_config(path)
+    url = redis_url or os.environ.get("CRONSVC_REDIS_URL") or loaded.redis.url or None
+    if url:
+        from .connection import connect
+
+        connect(url).close()  # unreachable: one line and exit 2 before any child starts
+    setup_logging(log_format, "up")
+    sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format)
+    _on_stop_signals(lambda: sup.handle_signal(0))
+    sys.exit(sup.run())
 
 
 @main.command("next")
