@@ -1,0 +1,51 @@
+"""Job functions the end-to-end tests run inside real worker processes.
+
+Each run appends one JSON line to a ledger file (O_APPEND writes of one line
+are atomic), so the tests can check what ran, where and how often, outside
+Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _append(path: str, event: str, ctx: Any) -> None:
+    line = json.dumps({
+        "event": event, "fire": ctx.fire_id, "job": ctx.job, "attempt": ctx.attempt,
+        "worker": ctx.worker, "pid": os.getpid(), "at_ms": time.time_ns() // 1_000_000,
+        "scheduled_ms": ctx.scheduled_ms, "payload": ctx.payload,
+    })
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def record(path: str, ctx: Any = None) -> None:
+    """Note the start of the run and return at once."""
+    _append(path, "start", ctx)
+
+
+def block(path: str, release: str, ctx: Any = None, limit: float = 60.0) -> None:
+    """Note the start, then hold the slot until the file ``release`` exists."""
+    _append(path, "start", ctx)
+    deadline = time.monotonic() + limit
+    while not Path(release).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{release} never appeared")
+        time.sleep(0.02)  # a job that waits for a signal from the test, not a test wait
+    _append(path, "end", ctx)
+
+
+def read_ledger(path: str | Path) -> list[dict[str, Any]]:
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
