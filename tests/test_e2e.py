@@ -250,3 +250,39 @@ def test_kill9_of_a_worker_kills_its_command(fleet, r: redis.Redis, tmp_path: Pa
     f.wait("worker-a")
     # No orphan keeps running beside the rerun the lost lease will cause.
     wait_for(lambda: _gone(command), message="the command to die with its worker")
+
+
+def test_a_run_longer_than_its_lease_keeps_it(fleet, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    f = fleet({})
+    f.write({"slow": f.call_job("0 0 1 1 *", func="block")})
+    f.worker("worker-a", "--lease", "0.5")
+    f.worker("worker-b", "--lease", "0.5")
+    fid = f.trigger("slow")
+    wait_for(lambda: starts(f, "slow"), message="the run to start")
+    held_from = server_ms(r)
+    # Six lease lengths later the run still holds its fire: renewals kept it.
+    wait_for(lambda: server_ms(r) > held_from + 3000, message="three seconds to pass")
+    assert [(e["fire"], e["attempt"]) for e in starts(f, "slow")] == [(fid, 1)]
+    assert r.hget(K.attempts, fid) == "1"
+    Path(f.release).touch()
+    wait_for(lambda: history(r, "slow"), message="the run to finish")
+    assert [(h["status"], h["attempt"]) for h in history(r, "slow")] == [("ok", 1)]
+
+
+def test_overlap_replace_stops_the_running_one(fleet, r: redis.Redis, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    started = tmp_path / "started.txt"
+    f = fleet({})
+    f.write({"stuck": {"cron": "*/2 * * * * *", "overlap": "replace", "shell": True,
+                       "command": f"echo $CRONSVC_FIRE_ID >> {started}; exec sleep 300"}})
+    f.planner()
+    f.worker("worker-a", "--lease", "1", "--grace", "0.5")
+    f.worker("worker-b", "--lease", "1", "--grace", "0.5")
+
+    def fires() -> list[str]:
+        return started.read_text().split() if started.exists() else []
+
+    wait_for(lambda: len(fires()) >= 2, message="a second fire to start")
+    replaced = wait_for(lambda: [h for h in history(r, "stuck") if h["status"] == "replaced"],
+                        message="the first run to be recorded as replaced")
+    assert replaced[0]["fire"] == fires()[0]
+    assert fires()[1] != fires()[0]
