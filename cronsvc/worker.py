@@ -13,9 +13,10 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
@@ -35,6 +36,9 @@ MAX_SLEEP = 2.0
 # Due fires examined per claim, so `catch_up: latest` sees a job's newer fires.
 SCAN_LIMIT = 200
 PRESENCE_EVERY = 5.0
+# How long a finished run's result is retried while Redis cannot be reached.
+RESULT_PATIENCE = 120.0
+T = TypeVar("T")
 
 
 def default_worker_id() -> str:
@@ -116,12 +120,21 @@ class Worker:
     # -- claiming ----------------------------------------------------------
     def _loop(self) -> None:
         last_presence = 0.0
+        outage = 0.0  # current back-off while Redis cannot be reached
         while not self._stopping.is_set():
             if monotonic() - last_presence >= PRESENCE_EVERY:
                 self._presence()
                 last_presence = monotonic()
             self._wake.clear()
-            wait = self.claim_once()
+            try:
+                wait = self.claim_once()
+                outage = 0.0
+            except redis.RedisError as exc:
+                # Redis restarting or failing over: keep running jobs, claim again later.
+                if not outage:
+                    log.warning("cannot claim, retrying: %s", exc)
+                outage = min(max(outage * 2, 0.25), MAX_SLEEP)
+                wait = outage
             if wait > 0 and not self._stopping.is_set():
                 self._wake.wait(wait)
 
@@ -189,7 +202,8 @@ class Worker:
         lag = outcome.started_ms + self._offset_ms - claim.due_ms
         if outcome.status == "cancelled" and run.cancel_reason in ("shutdown", "lease lost"):
             if run.cancel_reason == "shutdown":
-                self.scripts.release(run.keys, [(claim.fire_id, claim.token)])
+                self._persist(lambda: self.scripts.release(
+                    run.keys, [(claim.fire_id, claim.token)]))
             log_outcome(log, self.worker_id, claim, outcome, lag, note=run.cancel_reason)
             return
         status: str = outcome.status
@@ -198,18 +212,34 @@ class Worker:
         record = history_record(claim, outcome, self.worker_id, self._offset_ms, status=status)
         try:
             if outcome.status == "ok" or status == "replaced":
-                self.scripts.ack(run.keys, claim.fire_id, claim.token, claim.job, record,
-                                 self.history_cap)
+                self._persist(lambda: self.scripts.ack(
+                    run.keys, claim.fire_id, claim.token, claim.job, record, self.history_cap))
                 log_outcome(log, self.worker_id, claim, outcome, lag)
             else:
                 retry_at = self._server_now() + int(job.retry_delay(claim.token) * 1000)
-                verdict, _ = self.scripts.fail(
+                verdict, _ = self._persist(lambda: self.scripts.fail(
                     run.keys, claim.fire_id, claim.token, claim.job, record, self.history_cap,
                     job.max_attempts, retry_at,
-                )
+                ))
                 log_outcome(log, self.worker_id, claim, outcome, lag, note=verdict)
         except LeaseLost as exc:
             log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)
+
+    def _persist(self, write: Callable[[], T]) -> T:
+        """Run ``write`` until Redis takes it: a result is worth waiting for, since an
+        unrecorded run is run again once its lease expires. Gives up on a hard stop or
+        after RESULT_PATIENCE seconds (the fire then runs again: at least once)."""
+        deadline = monotonic() + RESULT_PATIENCE
+        pause = 0.1
+        while True:
+            try:
+                return write()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if self._hard_stop.is_set() or monotonic() > deadline:
+                    raise
+                log.warning("cannot record a result yet, retrying: %s", exc)
+                self._hard_stop.wait(pause)
+                pause = min(pause * 2, MAX_SLEEP)
 
     def _finish_unknown(self, keys: Keys, claim: Claim) -> None:
         record = {
@@ -301,7 +331,7 @@ class Worker:
         for run in left:
             run.cancel_reason = "shutdown"
             run.cancel.set()
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown(wait=True)  # each cancelled run releases its fire
         self._hard_stop.set()
         try:
             keys = self.shards[0]
