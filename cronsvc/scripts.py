@@ -110,9 +110,27 @@ class Scripts:
         if len(keys) != src.numkeys:
             raise ScriptError(f"{src.path.name}: takes {src.numkeys} keys, got {len(keys)}")
         try:
+            if client is None and not isinstance(self.client, redis.Redis):
+                return self._run_in_slot(self._scripts[name], list(keys), list(args))
             return self._scripts[name](keys=list(keys), args=list(args), client=client)
         except redis.ResponseError as exc:
             raise script_error(exc) from exc
+
+    def _run_in_slot(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return self.client.evalsha(script.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            self._load(script, keys[0])
+            return self.client.evalsha(script.sha, len(keys), *keys, *args)
+
+    def _load(self, script: Script, key: str) -> None:
+        """Load ``script`` where ``key`` lives. A cluster client's script_load goes to every
+        master and fails while any one is down: the other shards must keep working."""
+        if isinstance(self.client, redis.Redis):
+            self.client.script_load(script.script)
+        else:
+            node = self.client.get_node_from_key(key)  # type: ignore[attr-defined]
+            self.client.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
 
     def _k(self, keys: Keys | None) -> Keys:
         return self.keys if keys is None else keys
@@ -206,15 +224,35 @@ class Scripts:
         k = self._k(keys)
         items = list(acks)
         script = self._scripts["ack"]
-        if not isinstance(self.client, redis.Redis):  # e.g. a cluster client: its own pipeline
-            pipe = self.client.pipeline(transaction=False)
-            for fid, token, job, record in items:
-                self.run("ack", self._ack_keys(k, job),
-                         ["", fid, int(token), job, _json(record), int(history_cap)], pipe)
-            return _lease_results(pipe.execute(raise_on_error=False))
+        if isinstance(self.client, redis.Redis):
+            packed = self._packed_acks(k, items, history_cap)
+
+            def send(which: Sequence[int]) -> list[Any]:
+                return send_many(self.client, [packed[i] for i in which])
+        else:
+            # A cluster client: a shard's keys share one slot, so its pipeline still makes
+            # one round trip. ClusterPipeline refuses evalsha(); execute_command passes.
+            def send(which: Sequence[int]) -> list[Any]:
+                pipe = self.client.pipeline(transaction=False)
+                for i in which:
+                    fid, token, job, record = items[i]
+                    pipe.execute_command("EVALSHA", script.sha, 8, *self._ack_keys(k, job), "",
+                                         fid, int(token), job, _json(record), int(history_cap))
+                return pipe.execute(raise_on_error=False)
+        results = send(range(len(items)))
+        again = [i for i, r in enumerate(results) if isinstance(r, redis.exceptions.NoScriptError)]
+        if again:
+            # NOSCRIPT ran nothing: load the script and send those again.
+            self._load(script, k.working)
+            for i, r in zip(again, send(again), strict=True):
+                results[i] = r
+        return _lease_results(results)
+
+    def _packed_acks(self, k: Keys, items: list[tuple[str, int, str, Any]],
+                     history_cap: int) -> list[bytes]:
         head = self._ack_heads.get(k)
         if head is None:
-            fixed = ["EVALSHA", script.sha, 8, *self._ack_keys(k, "")[:6]]
+            fixed = ["EVALSHA", self._scripts["ack"].sha, 8, *self._ack_keys(k, "")[:6]]
             head = b"*%d\r\n" % (len(fixed) + 8) + b"".join(bulk(x) for x in fixed)
             self._ack_heads[k] = head
         # Only the history key, fire, token, job and record change from fire to fire.
@@ -227,15 +265,7 @@ class Scripts:
             packed.append(b"%s$%d\r\n%s%s\r\n%s$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
                           b"$%d\r\n%s\r\n%s" % (head, len(hist) + len(j), hist, j, mid, len(f), f,
                                                 len(t), t, len(j), j, len(rec), rec, tail))
-        results = send_many(self.client, packed)
-        if any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
-            # NOSCRIPT ran nothing: load the script and send those again.
-            self.client.script_load(script.script)
-            again = [i for i, r in enumerate(results)
-                     if isinstance(r, redis.exceptions.NoScriptError)]
-            for i, r in zip(again, send_many(self.client, [packed[i] for i in again]), strict=True):
-                results[i] = r
-        return _lease_results(results)
+        return packed
 
     def fail(
         self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
