@@ -22,10 +22,12 @@ from typing import Any, cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 from redis.exceptions import RedisClusterException
-from redis.sentinel import Sentinel
+from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError, Sentinel
 
 from .errors import RedisUnavailable
 
@@ -202,8 +204,10 @@ def client_for(
     if target.kind == "sentinel":
         sentinels = Sentinel(
             list(target.nodes),
+            # One retry, no backoff: a sentinel that refuses us (wrong password) should not
+            # hold up asking the next one for ten backed-off attempts.
             sentinel_kwargs={"socket_connect_timeout": timeout, "socket_timeout": timeout,
-                             **target.sentinel_kwargs},
+                             "retry": Retry(NoBackoff(), 1), **target.sentinel_kwargs},
             health_check_interval=30, **target.kwargs, **common,
         )
         return sentinels.master_for(target.service)
@@ -228,14 +232,35 @@ def connect(
         raise _unavailable(url, exc) from exc
     try:
         client.ping()
+    except MasterNotFoundError as exc:
+        reason = _sentinel_reason(client)
+        client.close()
+        raise _unavailable(url, exc, reason) from exc
     except (redis.RedisError, RedisClusterException) as exc:
         client.close()
         raise _unavailable(url, exc) from exc
     return client
 
 
-def _unavailable(url: str, exc: Exception) -> RedisUnavailable:
-    reason = str(exc) or type(exc).__name__
+def _sentinel_reason(client: redis.Redis) -> str:
+    """Why no sentinel named a master, one short clause per sentinel (redis-py's own
+    message embeds the repr of every client)."""
+    pool = client.connection_pool
+    service = getattr(pool, "service_name", "?")
+    notes = []
+    for sentinel in pool.sentinel_manager.sentinels:  # type: ignore[attr-defined]
+        kw = sentinel.connection_pool.connection_kwargs
+        try:
+            state = sentinel.sentinel_master(service)
+            why = f"master {state['ip']}:{state['port']} is {state['flags']}"
+        except redis.RedisError as exc:
+            why = str(exc) or type(exc).__name__
+        notes.append(f"sentinel {kw.get('host')}:{kw.get('port')}: {why}")
+    return f"no master for service {service!r} ({'; '.join(notes)})"
+
+
+def _unavailable(url: str, exc: Exception, reason: str = "") -> RedisUnavailable:
+    reason = reason or str(exc) or type(exc).__name__
     for secret in _secrets(url):
         reason = reason.replace(secret, "***")
     return RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {reason}")
