@@ -16,6 +16,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
+from cronsvc.acl import acl_setuser_args
 from cronsvc.connection import connect
 from cronsvc.errors import RedisUnavailable
 from cronsvc.fires import fire_id, new_tag
@@ -116,6 +117,30 @@ def test_scripts_on_every_shard(cluster: LocalCluster, rc: redis.Redis, shards: 
     for k in range(shards):
         pipe.hgetall(Keys(shard=k).jobs)
     assert [list(h) for h in pipe.execute()] == [[job] for job in jobs.values()]
+
+
+def test_acl_user_on_the_cluster(cluster: LocalCluster, rc: redis.Redis) -> None:
+    """The cluster client needs CLUSTER SLOTS and COMMAND on top of the usual list."""
+    args = acl_setuser_args("cronsvc", "pw", cluster=True)
+    for node in cluster.nodes:  # ACLs are per node
+        with cluster.admin(node) as admin:
+            admin.execute_command("ACL", "SETUSER", *args)
+    try:
+        url = cluster.url.replace("redis+cluster://", "redis+cluster://cronsvc:pw@")
+        s = Scripts(connect(url))
+        jobs = jobs_on_every_shard(3)
+        publish_and_plan(s, jobs, 3, 1)
+        for shard, job in jobs.items():
+            k = Keys(shard=shard)
+            (claim,) = s.claim(k, "w", now_ms=T0 + MIN).claimed
+            assert s.ack_many(k, [(claim.fire_id, claim.token, job, "{}")]) == [True]
+        with pytest.raises(RedisUnavailable) as err:
+            connect(url.replace(":pw@", ":nope@"))
+        assert "nope" not in str(err.value) and "cronsvc:***@" in str(err.value)
+    finally:
+        for node in cluster.nodes:
+            with cluster.admin(node) as admin:
+                admin.acl_deluser("cronsvc")
 
 
 def test_unsharded_keys_cross_slots(rc: redis.Redis) -> None:
