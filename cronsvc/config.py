@@ -188,6 +188,14 @@ class RedisSettings(_Frozen):
     prefix: str = ""
     cluster: bool = False
 
+    @model_validator(mode="after")
+    def _cluster_needs_shards(self) -> RedisSettings:
+        # Unsharded key names carry no hash tag: on a cluster one script would span slots.
+        if self.cluster and self.shards < 2:
+            raise ValueError("cluster: true needs shards: 2 or more "
+                             "(each shard's keys share one hash slot)")
+        return self
+
 
 class PlannerSettings(_Frozen):
     """How far ahead fires are planned, and how often."""

@@ -74,6 +74,7 @@ BAD = [
     ("redis: {}\n", "s.yaml: jobs: missing"),
     ("redis:\n  url: x\n  shard: 2\njobs: {}\n",
      "s.yaml:3: redis.shard: unknown key; did you mean 'shards'?"),
+    ("redis:\n  cluster: true\njobs: {}\n", "s.yaml:1: redis: cluster: true needs shards: 2"),
     ("worker:\n  lease: 0s\njobs: {}\n", "s.yaml:2: worker.lease: '0s': must be positive"),
     ("planner:\n  horizon: 2x\njobs: {}\n", "s.yaml:2: planner.horizon: '2x': not a duration"),
     ("defaults:\n  cron: '* * * * *'\njobs: {}\n",
