@@ -21,6 +21,7 @@ from .clock import SYSTEM, Clock, iso_utc, monotonic
 from .config import Config, Job, load_config
 from .errors import ConfigError
 from .keys import Keys, all_shards, keys_for
+from .metrics import NO_METRICS, Metrics
 from .planning import PlanBatch, Published, diff
 from .schedule import occurrences_ms
 from .scripts import Scripts
@@ -60,6 +61,7 @@ class Planner:
         clock: Clock = SYSTEM,
         horizon: float | None = None,
         tick: float | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config_path = Path(config_path)
         self._stat = _file_stat(self.config_path)
@@ -73,6 +75,8 @@ class Planner:
         self._needs_sync = True
         self._ticker = Ticker(self._scheduled_tick, lambda: self.tick_interval)
         self._started_ms = clock.now_ms()
+        self.metrics = metrics or NO_METRICS
+        self.metrics.watch_fleet(redis_client, lambda: self.config)
 
     # -- settings that follow the file unless given explicitly ---------------
     @property
@@ -173,6 +177,7 @@ class Planner:
             self.sync()
         stats = self._plan()
         self._heartbeat(stats)
+        self.metrics.ticked(stats)
         log.info("tick: %d jobs, %d fires added, %d stale, planned to %s (%.0f ms)",
                  stats.jobs, stats.added, stats.stale, iso_utc(stats.upto_ms),
                  (monotonic() - started) * 1000)

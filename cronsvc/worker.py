@@ -25,6 +25,7 @@ from .config import Config, Job
 from .errors import LeaseLost
 from .executor import FireContext, Outcome, execute
 from .keys import Keys, all_shards, keys_for
+from .metrics import NO_METRICS, Metrics
 from .runlog import drop_record, history_record, log_dropped, log_outcome
 from .scripts import Claim, Scripts
 
@@ -70,6 +71,7 @@ class Worker:
         lease: float | None = None,
         grace: float | None = None,
         clock: Clock = SYSTEM,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
         self.client = client
@@ -90,6 +92,8 @@ class Worker:
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cronsvc-run")
         self._offset_ms = 0  # server clock minus local clock, from the last claim
         self.runs_finished = 0
+        self.metrics = metrics or NO_METRICS
+        self.metrics.worker_slots(lambda: len(self._running), self.concurrency)
 
     # -- public ------------------------------------------------------------
     def wake(self) -> None:
@@ -160,6 +164,8 @@ class Worker:
             for fid, reason in res.dropped:
                 self._record_drop(fid, reason)
             for claim in res.claimed:
+                if claim.reclaimed:
+                    self.metrics.reclaimed(claim.job)
                 self._start(keys, claim)
             if res.next_ms >= 0:
                 at = t1 + (res.next_ms - res.now_ms) / 1000
@@ -222,6 +228,9 @@ class Worker:
                     job.max_attempts, retry_at,
                 ))
                 log_outcome(log, self.worker_id, claim, outcome, lag, note=verdict)
+                if verdict == "dead":
+                    self.metrics.dead(claim.job)
+            self.metrics.run_finished(claim, status, lag, job.kind)
         except LeaseLost as exc:
             log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)
 
@@ -252,6 +261,7 @@ class Worker:
         try:
             self.scripts.fail(keys, claim.fire_id, claim.token, claim.job, record,
                               self.history_cap, 3, job_retry_at)
+            self.metrics.run_finished(claim, "failed")
         except LeaseLost:
             pass
 
@@ -261,6 +271,7 @@ class Worker:
         self.scripts.record(keys_for(job, self.config.redis.shards, self.config.redis.prefix),
                             job, record, self.history_cap)
         log_dropped(log, self.worker_id, fid, record["status"], reason)
+        self.metrics.dropped(job, reason)
 
     def _server_now(self) -> int:
         return self.clock.now_ms() + self._offset_ms
