@@ -311,6 +311,42 @@ class Scripts:
         return self.run("cancel", [k.queue, k.payloads, k.attempts, k.events],
                         [_now(now_ms), fire_id]) == 1
 
+    def pause(
+        self, keys: Keys | None, job: str, note: str = "", *, now_ms: int | None = None,
+    ) -> tuple[int, list[tuple[str, int, str]]]:
+        """Pause ``job``: ``(since_ms, [(fire, lease deadline, claim JSON)])`` of its fires
+        claimed before. UnknownJob if it is not published."""
+        k = self._k(keys)
+        res = self.run("pause", [k.jobs, k.paused, k.working, k.claims],
+                       [_now(now_ms), job, note])
+        return int(res[0]), [(_str(res[i]), int(res[i + 1]), _str(res[i + 2]))
+                             for i in range(1, len(res), 3)]
+
+    def resume(
+        self, keys: Keys | None, job: str, pause_json: str = "", fires: Iterable[str] = (),
+        *, now_ms: int | None = None,
+    ) -> tuple[int, list[str]]:
+        """End ``job``'s pause and queue ``fires`` again: ``(status, fires queued)``, status
+        1 resumed, 0 not paused, -1 the pause is no longer ``pause_json`` (nothing done)."""
+        k = self._k(keys)
+        res = self.run("resume", [k.paused, k.queue, k.working, k.dead, k.events],
+                       [_now(now_ms), job, pause_json, *fires])
+        return int(res[0]), [_str(f) for f in res[1:]]
+
+    def retry_dead(self, keys: Keys | None, fire_id: str, *, now_ms: int | None = None) -> bool:
+        """Queue a dead fire again now with fresh attempts; False if it is not dead."""
+        k = self._k(keys)
+        return self.run("retry", [k.dead, k.queue, k.attempts, k.events],
+                        [_now(now_ms), fire_id]) == 1
+
+    def purge_dead(
+        self, keys: Keys | None, job: str | None = None, *, now_ms: int | None = None,
+    ) -> int:
+        """Forget the shard's dead fires (only ``job``'s if given); how many went."""
+        k = self._k(keys)
+        return int(self.run("purge", [k.dead, k.attempts, k.payloads, k.events],
+                            [_now(now_ms), job or ""]))
+
 
 def _lease_results(results: list[Any]) -> list[bool]:
     out = []

@@ -1,0 +1,43 @@
+-- resume: end a runtime pause; optionally queue again fires the pause kept from running.
+-- KEYS[1] paused   hash job -> JSON {note, since} of a runtime pause
+-- KEYS[2] queue    zset fire -> due time, ms
+-- KEYS[3] working  zset fire -> lease deadline, ms
+-- KEYS[4] dead     zset fire -> time it died, ms
+-- KEYS[5] events   list of JSON decisions, newest first, capped at 10000
+-- ARGV[1] now_ms, or '' for the server clock
+-- ARGV[2] job
+-- ARGV[3] the pause JSON the fires below were computed from, or '' when there are none
+-- ARGV[4..] cron fires of the job (`job@due_ms`) to queue again, score = their due time
+-- Returns one flat array: status, then the fires queued again. Status 1: resumed; 0: the
+--   job was not paused (nothing queued); -1: the pause is not the one given in ARGV[3]
+--   (paused again or resumed meanwhile: nothing changed, compute again).
+-- A fire already queued, in flight or dead is left alone. Fires due after the pause began
+-- were never claimed before it (claim takes due fires only), so none of them has run.
+redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
+local now = tonumber(ARGV[1]) or (function()
+  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+local job = ARGV[2]
+local current = redis.call('HGET', KEYS[1], job)
+if not current then return {0} end
+if ARGV[3] ~= '' and current ~= ARGV[3] then return {-1} end
+local head = job .. '@'
+for i = 4, #ARGV do
+  local fid = ARGV[i]
+  if string.sub(fid, 1, #head) ~= head or not string.match(fid, '^.-@%d+$') then
+    return redis.error_reply('NOT_A_CRON_FIRE ' .. fid .. ' of ' .. job)
+  end
+end
+redis.call('HDEL', KEYS[1], job)
+local out = {1}
+for i = 4, #ARGV do
+  local fid = ARGV[i]
+  if not redis.call('ZSCORE', KEYS[2], fid) and not redis.call('ZSCORE', KEYS[3], fid)
+      and not redis.call('ZSCORE', KEYS[4], fid) then
+    redis.call('ZADD', KEYS[2], string.match(fid, '@(%d+)$'), fid)
+    out[#out + 1] = fid
+  end
+end
+redis.call('LPUSH', KEYS[5], cjson.encode({event = 'resumed', job = job, at = now,
+  requeued = #out - 1}))
+redis.call('LTRIM', KEYS[5], 0, 9999)
+return out
