@@ -235,3 +235,8 @@ def next_fires(job_or_expr: str, config: str | None, tz: str | None, count: int,
 
     spec = find_spec(job_or_expr, config_path(config), tz)
     click.echo(render(spec, parse_after(after), count, as_json))
+
+
+# The operator commands (ls, pause, resume, trigger, at, cancel, history, queue, dead,
+# status) live in their own module; importing it adds them to `main`.
+from . import opscommands  # noqa: E402,F401

@@ -1,0 +1,327 @@
+"""The operator commands with click's CliRunner on a real Redis, their exit codes and
+one-line errors; the describer and WHEN parser they use; and the installed `cronsvc`
+binary against a running `cronsvc up`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+from click.testing import CliRunner, Result
+
+from cronsvc.cli import main
+from cronsvc.client import Client
+from cronsvc.describe import describe
+from cronsvc.fires import fire_id, parse_fire
+from cronsvc.keys import Keys
+from cronsvc.redis_server import free_port
+from cronsvc.render import relative, span
+from cronsvc.scripts import Scripts
+from cronsvc.when import parse_when
+from tests.conftest import wait_for
+from tests.e2e_jobs import read_ledger
+from tests.fleet import ROOT
+
+K = Keys()
+T0 = 1_900_000_000_000  # 2030-03-17T17:46:40Z
+JOBS = {
+    "backup": {"cron": "30 2 * * *", "timezone": "Europe/Berlin", "command": ["true"]},
+    "tick": {"cron": "*/10 * * * * *", "command": ["true"], "catch_up": "all"},
+}
+Invoke = Callable[..., Result]
+
+
+@pytest.fixture
+def cli(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Invoke:
+    """Run `cronsvc ARGS` in-process on the test Redis, with JOBS published."""
+    monkeypatch.chdir(tmp_path)  # no ./.cronsvc of a real `cronsvc up` is picked up
+    path = tmp_path / "schedules.yaml"
+    path.write_text(yaml.safe_dump({"jobs": JOBS}))
+    Client(redis_url, config=str(path)).publish_config()
+    env = {"CRONSVC_REDIS_URL": redis_url, "CRONSVC_CONFIG": str(path)}
+
+    def invoke(*args: str, **more_env: str | None) -> Result:
+        return CliRunner().invoke(main, list(args), env={**env, **more_env})
+
+    return invoke
+
+
+def ok(result: Result) -> str:
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    return result.stdout
+
+
+def error_line(result: Result, code: int) -> str:
+    """The one line on stderr of a failed command (and no traceback)."""
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_ls_shows_each_published_job_in_a_row_and_as_json(cli: Invoke) -> None:
+    rows = ok(cli("ls")).splitlines()
+    assert rows[0].split() == ["JOB", "SCHEDULE", "DESCRIPTION", "ZONE", "NEXT", "FIRE",
+                               "LAST", "RUN", "PAUSED"]
+    backup = next(r for r in rows if r.startswith("backup"))
+    assert "at 02:30 every day" in backup and "Europe/Berlin" in backup
+    assert " CET (in " in backup or " CEST (in " in backup
+    jobs = json.loads(ok(cli("ls", "--json")))
+    assert [(j["name"], j["description"], j["paused"]) for j in jobs] == [
+        ("backup", "at 02:30 every day", False), ("tick", "every 10 seconds", False)]
+
+
+def test_ls_works_without_a_job_file_and_lists_what_redis_has(cli: Invoke,
+                                                              tmp_path: Path) -> None:
+    jobs = json.loads(ok(cli("ls", "--json", CRONSVC_CONFIG=str(tmp_path / "none.yaml"))))
+    assert [j["name"] for j in jobs] == ["backup", "tick"]
+
+
+def test_a_broken_job_file_is_exit_1(cli: Invoke, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("jobs: [\n")
+    assert "YAML syntax error" in error_line(cli("ls", "--config", str(bad)), 1)
+
+
+def test_pause_with_note_shows_in_ls_and_resume_ends_it(cli: Invoke) -> None:
+    assert ok(cli("pause", "tick", "--note", "db migration")).startswith("paused tick since ")
+    (tick,) = [j for j in json.loads(ok(cli("ls", "--json"))) if j["name"] == "tick"]
+    assert (tick["paused"], tick["pause_note"]) == (True, "db migration")
+    assert "yes: since" in ok(cli("ls")) and "db migration" in ok(cli("ls"))
+    assert ok(cli("resume", "tick")) == "resumed tick\n"
+    assert ok(cli("resume", "tick")) == "tick was not paused\n"
+
+
+def test_pause_of_an_unknown_job_is_exit_1_naming_close_ones(cli: Invoke) -> None:
+    assert error_line(cli("pause", "tik"), 1) == "unknown job 'tik'; did you mean tick?"
+    assert cli("pause", "no way").exit_code == 2  # not a job name at all: usage
+
+
+def test_resume_catch_up_lists_the_fires_queued_again(cli: Invoke, r: redis.Redis) -> None:
+    ok(cli("pause", "tick"))
+    since = json.loads(r.hget(K.paused, "tick"))["since"] - 35_000
+    r.hset(K.paused, "tick", json.dumps({"note": "", "since": since}))
+    lines = ok(cli("resume", "tick", "--catch-up")).splitlines()
+    assert lines[0] == "resumed tick"
+    assert lines[1].startswith("catch_up all: ") and len(lines) >= 5
+    for fid in (line.strip() for line in lines[2:]):
+        assert parse_fire(fid)[1] > since and r.zscore(K.queue, fid) == parse_fire(fid)[1]
+
+
+def test_trigger_and_at_print_fire_ids_that_queue_shows(cli: Invoke, r: redis.Redis) -> None:
+    trig = ok(cli("trigger", "tick", "--payload", '{"n": 1}')).strip()
+    assert parse_fire(trig)[2].startswith("t")  # type: ignore[union-attr]
+    later = ok(cli("at", "+10m", "backup")).strip()
+    berlin = ok(cli("at", "2099-01-31T09:00", "backup", "--tz", "Europe/Berlin")).strip()
+    assert parse_fire(berlin)[1] == 4_073_529_600_000  # 08:00 UTC
+    view = json.loads(ok(cli("queue", "--json")))
+    assert [q["fire"] for q in view["due"]] == [trig]
+    assert [q["fire"] for q in view["ahead"]][:2] == [later, berlin]
+    assert json.loads(r.hget(K.payloads, trig)) == {"n": 1}
+    text = ok(cli("queue"))
+    assert text.startswith("due now: 1, oldest waiting ") and trig in text
+    assert "planned ahead: 2" in text and "in flight: 0" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["at", "2001-01-01T00:00", "backup"], "is in the past"),
+    (["at", "soon", "backup"], "not an ISO 8601 time"),
+    (["at", "+10x", "backup"], "not a delay"),
+    (["trigger", "tick", "--payload", "{nope"], "is not JSON"),
+    (["cancel", "tick-without-at"], "not a fire id"),
+    (["history", "tick", "-n", "0"], "-n"),
+])
+def test_usage_errors_are_exit_2(cli: Invoke, args: list[str], message: str) -> None:
+    result = cli(*args)
+    assert result.exit_code == 2 and message in result.stderr, result.stderr
+
+
+def test_cancel_a_queued_fire_then_it_is_not_queued(cli: Invoke, r: redis.Redis) -> None:
+    fid = ok(cli("at", "+1h", "backup")).strip()
+    assert ok(cli("cancel", fid)) == f"cancelled {fid}\n"
+    assert error_line(cli("cancel", fid), 1) == f"cannot cancel {fid}: not queued: no such fire"
+    running = fire_id("tick", 1000)
+    r.zadd(K.working, {running: 1})
+    assert error_line(cli("cancel", running), 1).endswith("not queued: it is running")
+
+
+def test_at_an_unknown_job_is_exit_1(cli: Invoke) -> None:
+    assert "did you mean backup" in error_line(cli("at", "+1m", "backpu"), 1)
+
+
+def test_history_table_and_json(cli: Invoke, r: redis.Redis) -> None:
+    Scripts(r).record(K, "tick", {"fire": "tick@1000", "job": "tick", "status": "failed",
+                                  "reason": "exit 3", "scheduled": 1000, "started": 1012,
+                                  "duration_ms": 2500, "attempt": 1, "worker": "w1"})
+    assert [h["fire"] for h in json.loads(ok(cli("history", "tick", "--json")))] == ["tick@1000"]
+    rows = ok(cli("history", "tick", "-n", "5")).splitlines()
+    assert rows[0].split()[:3] == ["FIRE", "STATUS", "SCHEDULED"]
+    assert rows[1].split()[:2] == ["tick@1000", "failed"]
+    assert "+12ms" in rows[1] and "2.5s" in rows[1] and "w1" in rows[1]
+    assert "did you mean tick" in error_line(cli("history", "tock"), 1)
+
+
+def test_dead_list_retry_and_purge(cli: Invoke, r: redis.Redis) -> None:
+    fid = fire_id("tick", 1000, "aqqqqqq")
+    r.zadd(K.dead, {fid: 2000})
+    r.hset(K.attempts, fid, 3)
+    assert [d["fire"] for d in json.loads(ok(cli("dead", "--json")))] == [fid]
+    assert fid in ok(cli("dead")) and ok(cli("dead", "--job", "backup")) == "no dead fires\n"
+    assert ok(cli("dead", "retry", fid)) == f"queued {fid} again\n"
+    assert r.zscore(K.queue, fid) is not None and r.hget(K.attempts, fid) == "0"
+    assert error_line(cli("dead", "retry", fid), 1) == f"fire {fid} is not dead (it is queued)"
+    r.zadd(K.dead, {fire_id("tick", 3000): 4000, fire_id("backup", 3000): 4000})
+    assert ok(cli("dead", "purge", "--job", "tick")) == "purged 1 dead fire\n"
+    assert ok(cli("dead", "purge")) == "purged 1 dead fire\n"
+    assert ok(cli("dead")) == "no dead fires\n"
+
+
+def test_status_lists_workers_and_warns_loudly_about_eviction(cli: Invoke,
+                                                              r: redis.Redis) -> None:
+    r.zadd(K.workers, {"host:1": int(r.time()[0]) * 1000})
+    r.hset(K.worker_info, "host:1", json.dumps({"busy": 0, "slots": 4, "pid": 1}))
+    result = cli("status")
+    assert ok(result).startswith("redis ") and "AOF " in result.stdout
+    assert "host:1" in result.stdout and "0/4" in result.stdout
+    assert "WARNING: no live planner" in result.stderr and "maxmemory" not in result.stderr
+    old = r.config_get("maxmemory-policy")["maxmemory-policy"]
+    r.config_set("maxmemory-policy", "volatile-lru")
+    try:
+        result = cli("status", "--json")
+        assert json.loads(ok(result))["maxmemory_policy"] == "volatile-lru"
+        assert "WARNING: maxmemory-policy is volatile-lru" in result.stderr
+    finally:
+        r.config_set("maxmemory-policy", old)
+
+
+def test_an_unreachable_redis_is_one_line_and_exit_2(cli: Invoke) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    for args in (["ls"], ["pause", "tick"], ["dead", "purge"], ["status"]):
+        line = error_line(cli(*args, "--redis-url", url) if args[0] != "dead" else
+                          cli("dead", "--redis-url", url, "purge"), 2)
+        assert line.startswith(f"cannot reach Redis at {url}: "), line
+
+
+def test_no_redis_url_anywhere_is_exit_2(cli: Invoke, tmp_path: Path) -> None:
+    line = error_line(cli("ls", CRONSVC_REDIS_URL=None, CRONSVC_CONFIG=str(tmp_path / "x")), 2)
+    assert line.startswith("no Redis URL: pass --redis-url")
+
+
+# -- pieces ------------------------------------------------------------------------------
+@pytest.mark.parametrize("expr, words", [
+    ("* * * * *", "every minute"),
+    ("*/5 * * * *", "every 5 minutes"),
+    ("30 2 * * *", "at 02:30 every day"),
+    ("0 9 * * 1-5", "at 09:00 on Monday to Friday"),
+    ("0 9 * * MON-FRI", "at 09:00 on Monday to Friday"),
+    ("5,35 9,21 * * *", "at 09:05, 09:35, 21:05 and 21:35 every day"),
+    ("0 */2 * * *", "every 2 hours"),
+    ("15 * * * *", "every hour at minute 15"),
+    ("*/15 9-17 * * 1-5", "every 15 minutes from 09:00 to 17:59 on Monday to Friday"),
+    ("0 0 1 * *", "at 00:00 on day 1 of the month"),
+    ("0 0 L * *", "at 00:00 on the last day of the month"),
+    ("0 0 15W * *", "at 00:00 on the weekday nearest day 15 of the month"),
+    ("0 22 * * 5L", "at 22:00 on the last Friday of the month"),
+    ("0 0 * * 1#2", "at 00:00 on the second Monday of the month"),
+    ("0 0 1 * 1", "at 00:00 on day 1 of the month or on Monday"),
+    ("0 0 * 6-8 *", "at 00:00 in June to August"),
+    ("@yearly", "at 00:00 on January 1"),
+    ("@weekly", "at 00:00 on Sunday"),
+    ("@hourly", "every hour"),
+    ("*/10 * * * * *", "every 10 seconds"),
+    ("30 * * * * *", "every minute at second 30"),
+    ("10-20 * * * *", "at minute 10 to 20 of every hour"),
+])
+def test_describe_says_the_schedule_in_plain_words(expr: str, words: str) -> None:
+    assert describe(expr) == words
+
+
+@pytest.mark.parametrize("text, due", [
+    ("+30s", T0 + 30_000), ("+10m", T0 + 600_000), ("+1h30m", T0 + 5_400_000),
+    ("now", T0), ("2030-03-17T18:00", 1_900_000_800_000),
+    ("2030-03-17T18:00Z", 1_900_000_800_000), ("2030-03-17T19:00+01:00", 1_900_000_800_000),
+])
+def test_when_is_a_delay_from_the_server_clock_or_an_iso_time(text: str, due: int) -> None:
+    assert parse_when(text, T0) == due
+
+
+def test_when_without_offset_reads_in_the_zone_given() -> None:
+    assert parse_when("2030-03-17T19:00", T0, "Europe/Berlin") == 1_900_000_800_000
+    with pytest.raises(ValueError, match="in the past"):
+        parse_when("2030-03-17T17:00", T0)
+
+
+@pytest.mark.parametrize("ms, text", [(850, "850ms"), (3_200, "3.2s"), (245_000, "4m 5s"),
+                                      (7_200_000, "2h"), (183_600_000, "2d 3h")])
+def test_spans_use_two_units_at_most(ms: int, text: str) -> None:
+    assert span(ms) == text
+
+
+def test_relative_times() -> None:
+    assert (relative(T0 + 180_000, T0), relative(T0 - 12_000, T0), relative(T0 + 300, T0)) == (
+        "in 3m", "12s ago", "now")
+
+
+# -- the installed binary ----------------------------------------------------------------
+def binary(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CRONSVC_REDIS_URL", "CRONSVC_CONFIG")}
+    done = subprocess.run([str(Path(sys.executable).parent / "cronsvc"), *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=60)
+    if check:
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done
+
+
+@pytest.mark.slow
+def test_the_installed_binary_operates_a_running_up(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    record = {"call": "tests.e2e_jobs:record", "kwargs": {"path": str(ledger)}}
+    (tmp_path / "schedules.yaml").write_text(yaml.safe_dump({"jobs": {
+        "report": {"cron": "0 0 1 1 *", **record}, "other": {"cron": "0 0 1 1 *", **record}}}))
+    env = {k: v for k, v in os.environ.items() if k not in ("CRONSVC_REDIS_URL", "CRONSVC_CONFIG")}
+    env["PYTHONPATH"] = str(ROOT)
+    log = tmp_path / "up.log"
+    with open(log, "wb") as out:
+        up = subprocess.Popen([str(Path(sys.executable).parent / "cronsvc"), "up", "--workers",
+                               "1"], cwd=tmp_path, env=env, stdout=out, stderr=out)
+    try:
+        # `cronsvc up` writes the embedded server's URL to ./.cronsvc: the commands find it.
+        wait_for(lambda: (tmp_path / ".cronsvc" / "redis.url").exists() and len(json.loads(
+            binary("ls", "--json", cwd=tmp_path, check=False).stdout or "[]")) == 2,
+            timeout=40, message="the jobs published by `cronsvc up`")
+        fid = binary("trigger", "report", "--payload", '{"to": "ops"}', cwd=tmp_path
+                     ).stdout.strip()
+        runs = wait_for(lambda: [e for e in read_ledger(ledger) if e["fire"] == fid],
+                        message="the triggered run")
+        assert runs[0]["payload"] == {"to": "ops"}
+        wait_for(lambda: [h for h in json.loads(binary("history", "report", "--json",
+                                                       cwd=tmp_path).stdout)
+                          if h["fire"] == fid and h["status"] == "ok"], message="its history")
+        assert "paused report" in binary("pause", "report", "--note", "x", cwd=tmp_path).stdout
+        missing = binary("pause", "reprot", cwd=tmp_path, check=False)
+        assert (missing.returncode, missing.stderr) == (
+            1, "unknown job 'reprot'; did you mean report?\n")
+        later = binary("at", "+1h", "other", cwd=tmp_path).stdout.strip()
+        assert later in binary("queue", cwd=tmp_path).stdout
+        assert binary("cancel", later, cwd=tmp_path).stdout == f"cancelled {later}\n"
+        status = binary("status", cwd=tmp_path)
+        assert "planners: 1 live" in status.stdout and "workers: 1 live" in status.stdout
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(60)
+        finally:
+            if up.poll() is None:
+                up.kill()
+                up.wait()
+    gone = binary("ls", cwd=tmp_path, check=False)
+    assert gone.returncode == 2 and gone.stderr.startswith("no Redis URL"), gone.stderr
+    assert "Traceback" not in log.read_text()
