@@ -145,6 +145,7 @@ class Worker:
     def claim_once(self) -> float:
         """Claim up to the free slots from every shard; return seconds to sleep."""
         wake_at: float | None = None  # monotonic time of the earliest next fire
+        failed: list[redis.RedisError] = []
         n = len(self.shards)
         start = self._rotation
         self._rotation = (self._rotation + 1) % n  # no shard always goes first
@@ -154,10 +155,17 @@ class Worker:
                 return MAX_SLEEP  # a finishing run sets _wake
             keys = self.shards[(start + i) % n]
             t0 = monotonic()
-            res = self.scripts.claim(
-                keys, self.worker_id, batch=free, lease_ms=self.lease_ms,
-                scan_limit=max(SCAN_LIMIT, free),
-            )
+            try:
+                res = self.scripts.claim(
+                    keys, self.worker_id, batch=free, lease_ms=self.lease_ms,
+                    scan_limit=max(SCAN_LIMIT, free),
+                )
+            except redis.RedisError as exc:
+                # One shard down (a cluster master failing over) must not stop the others.
+                failed.append(exc)
+                if len(failed) == n:
+                    raise
+                continue
             t1 = monotonic()
             # The server's clock is the only clock: remember how far ours is off.
             self._offset_ms = int(res.now_ms + (t1 - t0) * 500 - self.clock.now_ms())
@@ -170,6 +178,8 @@ class Worker:
             if res.next_ms >= 0:
                 at = t1 + (res.next_ms - res.now_ms) / 1000
                 wake_at = at if wake_at is None else min(wake_at, at)
+        if failed:
+            log.warning("%d of %d shard(s) cannot be claimed from: %s", len(failed), n, failed[0])
         if wake_at is None:
             return MAX_SLEEP
         return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))

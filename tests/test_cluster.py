@@ -8,20 +8,24 @@ Three real cluster-enabled redis-servers (tests/cluster.py), a cluster client fr
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+import yaml
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
 from cronsvc.acl import acl_setuser_args
+from cronsvc.config import Config, load_config
 from cronsvc.connection import connect
 from cronsvc.errors import RedisUnavailable
 from cronsvc.fires import fire_id, new_tag
 from cronsvc.keys import Keys, keys_for, shard_of
 from cronsvc.scripts import Scripts
+from cronsvc.worker import Worker
 from tests.cluster import LocalCluster
 from tests.conftest import _server_binary, wait_for
 
@@ -197,5 +201,31 @@ def test_a_dead_master_stops_only_its_shards(tmp_path: Path) -> None:
                 with pytest.raises(redis.ConnectionError, match=f"127.0.0.1:{victim.port}"):
                     s.ack_many(Keys(shard=shard), [(fire_id(jobs[shard], T0 + MIN), 1,
                                                     jobs[shard], {"status": "ok"})])
+
+        # A worker across all shards keeps running the live shards' fires.
+        for shard in sorted(live):
+            late.enqueue(Keys(shard=shard), fire_id(jobs[shard], T0, new_tag("trigger")), T0)
+        worker = Worker(cluster_config(tmp_path, jobs, shards), connect(nodes.url),
+                        concurrency=4, worker_id="w-live")
+        thread = threading.Thread(target=worker.run_forever)
+        thread.start()
+        try:
+            for shard in sorted(live):
+                wait_for(lambda shard=shard: late.client.llen(  # type: ignore[misc]
+                    keys_for(jobs[shard], shards).history(jobs[shard])) >= 5,
+                    message=f"the rest of shard {shard}'s fires to run")
+        finally:
+            worker.stop()
+            thread.join(30)
+        assert not thread.is_alive()
     finally:
         nodes.stop()
+
+
+def cluster_config(tmp_path: Path, jobs: dict[int, str], shards: int) -> Config:
+    doc = {"redis": {"shards": shards, "cluster": True},
+           "jobs": {name: {"cron": "* * * * *", "call": "cronsvc.examples:ping"}
+                    for name in jobs.values()}}
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_config(path)
