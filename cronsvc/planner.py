@@ -47,6 +47,7 @@ class TickStats:
     stale: int = 0
     upto_ms: int = 0
     wakeups: int = 0
+    failed_shards: int = 0
 
 
 class Planner:
@@ -137,36 +138,45 @@ class Planner:
         and tried again at the next tick.
         """
         now = self.clock.now_ms()
-        groups = self._by_shard()
-        pipe = self.client.pipeline(transaction=False)
-        for keys in groups:
-            pipe.hgetall(keys.jobs)
-            pipe.hgetall(keys.specs)
-            pipe.hgetall(keys.watermarks)
-            pipe.zrange(keys.queue, 0, 0, withscores=True)
-        replies = pipe.execute()
         retry = False
-        for i, (keys, jobs) in enumerate(groups.items()):
-            lines, specs, marks, lowest = replies[4 * i:4 * i + 4]
-            have = Published(_strs(lines), _strs(specs), _strs(marks),
-                             int(lowest[0][1]) if lowest else None)
-            changes = diff({j.name: j for j in jobs}, have, now, int(self.horizon * 1000))
-            if not changes:
-                continue
-            changed = 0
-            for part in changes.chunks(MAX_FIRES_PER_CALL):
-                result = self.scripts.publish(keys, part.sets, part.removals, part.fires,
-                                              now_ms=self._script_now())
-                changed += result.changed
-                for job in result.conflicts:
-                    retry = True
-                    log.warning("job %s was changed by another planner meanwhile; "
-                                "publishing again at the next tick", job)
-            log.info("published %d job(s), removed %d, unqueued %d old fire(s)",
-                     len(changes.sets), len(changes.removals), len(changes.fires))
-            if changed:
-                self.client.publish(keys.wakeup, "publish")
+        for keys, jobs in self._by_shard().items():
+            try:
+                retry |= self._sync_shard(keys, jobs, now)
+            except redis.RedisError as exc:
+                # One shard down (a cluster master failing over) must not stop the others.
+                retry = True
+                log.warning("cannot publish to shard %s, trying again at the next tick: %s",
+                            keys.shard, exc)
         self._needs_sync = retry
+
+    def _sync_shard(self, keys: Keys, jobs: list[Job], now: int) -> bool:
+        """Publish one shard's jobs; True if a conflict needs another try."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(keys.jobs)
+        pipe.hgetall(keys.specs)
+        pipe.hgetall(keys.watermarks)
+        pipe.zrange(keys.queue, 0, 0, withscores=True)
+        lines, specs, marks, lowest = pipe.execute()
+        have = Published(_strs(lines), _strs(specs), _strs(marks),
+                         int(lowest[0][1]) if lowest else None)
+        changes = diff({j.name: j for j in jobs}, have, now, int(self.horizon * 1000))
+        if not changes:
+            return False
+        changed = 0
+        retry = False
+        for part in changes.chunks(MAX_FIRES_PER_CALL):
+            result = self.scripts.publish(keys, part.sets, part.removals, part.fires,
+                                          now_ms=self._script_now())
+            changed += result.changed
+            for job in result.conflicts:
+                retry = True
+                log.warning("job %s was changed by another planner meanwhile; "
+                            "publishing again at the next tick", job)
+        log.info("published %d job(s), removed %d, unqueued %d old fire(s)",
+                 len(changes.sets), len(changes.removals), len(changes.fires))
+        if changed:
+            self.client.publish(keys.wakeup, "publish")
+        return retry
 
     # -- planning --------------------------------------------------------------
     def tick(self) -> TickStats:
@@ -176,46 +186,58 @@ class Planner:
         if self._needs_sync:
             self.sync()
         stats = self._plan()
-        self._heartbeat(stats)
+        try:
+            self._heartbeat(stats)
+        except redis.RedisError as exc:  # its shard may be down while others plan on
+            log.warning("cannot record this planner's heartbeat: %s", exc)
         self.metrics.ticked(stats)
-        log.info("tick: %d jobs, %d fires added, %d stale, planned to %s (%.0f ms)",
+        failed = f", {stats.failed_shards} shard(s) unreachable" if stats.failed_shards else ""
+        log.info("tick: %d jobs, %d fires added, %d stale, planned to %s (%.0f ms)%s",
                  stats.jobs, stats.added, stats.stale, iso_utc(stats.upto_ms),
-                 (monotonic() - started) * 1000)
+                 (monotonic() - started) * 1000, failed)
         return stats
 
     def _plan(self) -> TickStats:
         now = self.clock.now_ms()
         upto = now + int(self.horizon * 1000)
         stats = TickStats(jobs=len(self.config.jobs), upto_ms=upto)
-        groups = {keys: jobs for keys, jobs in self._by_shard().items() if jobs}
-        pipe = self.client.pipeline(transaction=False)
-        for keys, jobs in groups.items():
-            pipe.hmget(keys.watermarks, [j.name for j in jobs])
-        for (keys, jobs), marks in zip(groups.items(), pipe.execute(), strict=True):
-            batch = PlanBatch(self.scripts, keys, MAX_FIRES_PER_CALL, self._script_now())
-            for job, mark in zip(jobs, marks, strict=True):
-                if mark is None:  # not published (or wiped): publish first
-                    self._needs_sync = True
-                    continue
-                wm = int(mark)
-                if wm >= upto:
-                    continue
-                floor = now - max(MIN_LOOKBACK_MS, int((job.starting_deadline or 0) * 1000))
-                if wm < floor:
-                    log.warning("job %s: planned only up to %s; fires before %s are not planned",
-                                job.name, iso_utc(wm), iso_utc(floor))
-                batch.add(job, occurrences_ms(job, max(wm, floor), upto), upto)
-            batch.flush()
-            stats.added += batch.added
-            if batch.stale:
-                stats.stale += len(batch.stale)
-                self._needs_sync = True
-                log.warning("published definition of %s differs (another planner with another "
-                            "file?); publishing again", ", ".join(sorted(batch.stale)))
-            if batch.earliest is not None and batch.earliest < now + WAKE_WITHIN_MS:
-                self.client.publish(keys.wakeup, "plan")
-                stats.wakeups += 1
+        for keys, jobs in self._by_shard().items():
+            if not jobs:
+                continue
+            try:
+                self._plan_shard(keys, jobs, now, upto, stats)
+            except redis.RedisError as exc:
+                stats.failed_shards += 1
+                log.warning("cannot plan shard %s, trying again at the next tick: %s",
+                            keys.shard, exc)
         return stats
+
+    def _plan_shard(self, keys: Keys, jobs: list[Job], now: int, upto: int,
+                    stats: TickStats) -> None:
+        marks = self.client.hmget(keys.watermarks, [j.name for j in jobs])
+        batch = PlanBatch(self.scripts, keys, MAX_FIRES_PER_CALL, self._script_now())
+        for job, mark in zip(jobs, marks, strict=True):
+            if mark is None:  # not published (or wiped): publish first
+                self._needs_sync = True
+                continue
+            wm = int(mark)
+            if wm >= upto:
+                continue
+            floor = now - max(MIN_LOOKBACK_MS, int((job.starting_deadline or 0) * 1000))
+            if wm < floor:
+                log.warning("job %s: planned only up to %s; fires before %s are not planned",
+                            job.name, iso_utc(wm), iso_utc(floor))
+            batch.add(job, occurrences_ms(job, max(wm, floor), upto), upto)
+        batch.flush()
+        stats.added += batch.added
+        if batch.stale:
+            stats.stale += len(batch.stale)
+            self._needs_sync = True
+            log.warning("published definition of %s differs (another planner with another "
+                        "file?); publishing again", ", ".join(sorted(batch.stale)))
+        if batch.earliest is not None and batch.earliest < now + WAKE_WITHIN_MS:
+            self.client.publish(keys.wakeup, "plan")
+            stats.wakeups += 1
 
     def _heartbeat(self, stats: TickStats) -> None:
         keys = self._shards()[0]

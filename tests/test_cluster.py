@@ -24,6 +24,7 @@ from cronsvc.connection import connect
 from cronsvc.errors import RedisUnavailable
 from cronsvc.fires import fire_id, new_tag
 from cronsvc.keys import Keys, keys_for, shard_of
+from cronsvc.planner import Planner
 from cronsvc.scripts import Scripts
 from cronsvc.worker import Worker
 from tests.cluster import LocalCluster
@@ -218,6 +219,14 @@ def test_a_dead_master_stops_only_its_shards(tmp_path: Path) -> None:
             worker.stop()
             thread.join(30)
         assert not thread.is_alive()
+
+        # A planner plans the live shards and reports the dead ones.
+        planner = Planner(tmp_path / "cluster.yaml", connect(nodes.url))
+        planner.tick()  # publishes this file's definitions over the test's own
+        stats = planner.tick()
+        assert stats.failed_shards == len(dead)
+        for shard in sorted(live):
+            assert late.client.zcard(Keys(shard=shard).queue) > 0
     finally:
         nodes.stop()
 
