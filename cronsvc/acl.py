@@ -22,8 +22,9 @@ LUA_COMMANDS = (
 #: Sent directly: planner (job state, presence), worker (presence, wake-ups), client
 #: (server time, job names, pause and resume).
 DIRECT_COMMANDS = (
-    "hdel", "hexists", "hgetall", "hkeys", "hmget", "hset", "publish", "subscribe", "time",
-    "unsubscribe", "zadd", "zrange", "zrem",
+    "hdel", "hexists", "hget", "hgetall", "hkeys", "hmget", "hset", "info", "lindex", "lrange",
+    "publish", "subscribe", "time", "unsubscribe", "zadd", "zcard", "zcount", "zrange",
+    "zrangebyscore", "zrem", "zscore",
 )
 #: Everything a cronsvc user runs on one Redis server (or sentinel-managed master).
 REQUIRED_COMMANDS: tuple[str, ...] = tuple(sorted(set(

@@ -121,6 +121,12 @@ def test_planner_worker_and_client_run_as_the_user(acl_server: RedisServer,
                 (fid, "ok")]
             assert admin.zcard(K.planners) == 1
             wait_for(lambda: admin.zcard(K.workers) == 1, message="the worker's presence")
+        # The operator's read commands work as the same user.
+        assert [j.name for j in client.jobs()] == ["tick"]
+        assert [h["fire"] for h in client.history("tick")] == [fid]
+        assert client.queue().in_flight == [] and client.dead() == []
+        status = client.status()
+        assert status.redis_version and status.aof is True and len(status.workers) == 1
     finally:
         worker.stop()
         thread.join(30)

@@ -356,7 +356,7 @@ def test_enqueue_and_cancel(s: Scripts, r: redis.Redis) -> None:
 def test_every_script_is_there_with_a_header() -> None:
     sources = load_sources()
     assert set(sources) == {"publish", "plan", "claim", "heartbeat", "ack", "fail", "release",
-                            "record", "enqueue", "cancel"}
+                            "record", "enqueue", "cancel", "pause", "resume", "retry", "purge"}
     for src in sources.values():
         header = src.text.split("\n\n")[0]
         for i in range(1, src.numkeys + 1):
