@@ -17,6 +17,7 @@ import click
 
 from . import __version__
 from .errors import ConfigError, CronsvcError, RedisUnavailable
+from .metrics import metrics_port_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -134,19 +135,25 @@ def require_redis_url(option: str | None, config: Any) -> str:
               help="Time between two ticks (default: planner.tick in the file, 60s).")
 @log_format_option
 @name_option
+@metrics_port_option
 @friendly
 def planner(config: str | None, redis_url: str | None, horizon: float | None,
-            tick: float | None, log_format: str, name: str | None) -> None:
+            tick: float | None, log_format: str, name: str | None,
+            metrics_port: int | None) -> None:
     """Publish the job file and queue its fires ahead; reload on change or SIGHUP."""
     from .config import load_config
     from .connection import connect
     from .logs import setup_logging
+    from .metrics import start_metrics
     from .planner import Planner
 
     path = config_path(config)
-    url = require_redis_url(redis_url, load_config(path))
+    loaded = load_config(path)
+    url = require_redis_url(redis_url, loaded)
     setup_logging(log_format, name or "planner")
-    Planner(path, connect(url), horizon=horizon, tick=tick).run_forever()
+    client = connect(url, cluster=loaded.redis.cluster or None)
+    Planner(path, client, horizon=horizon, tick=tick,
+            metrics=start_metrics(metrics_port)).run_forever()
 
 
 @main.command()
@@ -160,20 +167,24 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
               help="On SIGTERM, how long running jobs may finish (default 30s).")
 @log_format_option
 @name_option
+@metrics_port_option
 @friendly
 def worker(config: str | None, redis_url: str | None, concurrency: int | None,
-           lease: float | None, grace: float | None, log_format: str, name: str | None) -> None:
+           lease: float | None, grace: float | None, log_format: str, name: str | None,
+           metrics_port: int | None) -> None:
     """Claim due fires and run them. SIGTERM: finish running jobs; again: give them back."""
     from .config import load_config
     from .connection import connect
     from .logs import setup_logging
+    from .metrics import start_metrics
     from .worker import Worker, default_worker_id
 
     loaded = load_config(config_path(config))
     url = require_redis_url(redis_url, loaded)
     setup_logging(log_format, (name or "worker").split("@")[0])
-    w = Worker(loaded, connect(url), concurrency=concurrency, lease=lease, grace=grace,
-               worker_id=name or default_worker_id())
+    client = connect(url, cluster=loaded.redis.cluster or None)
+    w = Worker(loaded, client, concurrency=concurrency, lease=lease, grace=grace,
+               worker_id=name or default_worker_id(), metrics=start_metrics(metrics_port))
     _on_stop_signals(w.stop)
     w.run_forever()
 
@@ -196,10 +207,14 @@ def _on_stop_signals(stop: Callable[[], None]) -> None:
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
               help="Jobs run at once per worker (default: worker.concurrency in the file).")
 @log_format_option
+@metrics_port_option
 @friendly
 def up(config: str | None, redis_url: str | None, workers: int, concurrency: int | None,
-       log_format: str) -> None:
-    """Planner plus workers in one command, with an embedded Redis if none is given."""
+       log_format: str, metrics_port: int | None) -> None:
+    """Planner plus workers in one command, with an embedded Redis if none is given.
+
+    With --metrics-port P the planner serves metrics on P and worker i on P+i.
+    """
     from .config import load_config
     from .logs import setup_logging
     from .up import Supervisor
@@ -210,9 +225,11 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
     if url:
         from .connection import connect
 
-        connect(url).close()  # unreachable: one line and exit 2 before any child starts
+        # Unreachable: one line and exit 2 before any child starts.
+        connect(url, cluster=loaded.redis.cluster or None).close()
     setup_logging(log_format, "up")
-    sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format)
+    sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format,
+                     metrics_port=metrics_port)
     _on_stop_signals(lambda: sup.handle_signal(0))
     sys.exit(sup.run())
 

@@ -86,24 +86,27 @@ class Supervisor:
 
     def __init__(self, config: str, redis_url: str | None, workers: int, *,
                  concurrency: int | None = None, log_format: str = "human",
-                 state_dir: Path = STATE_DIR) -> None:
+                 metrics_port: int | None = None, state_dir: Path = STATE_DIR) -> None:
         self.config = config
         self.redis_url = redis_url
         self.workers = workers
         self.concurrency = concurrency
         self.log_format = log_format
+        self.metrics_port = metrics_port
         self.state_dir = state_dir
         self.server: RedisServer | None = None
         self.children: list[Child] = []
         self._stop = threading.Event()
         self._signals = 0
 
-    def _argv(self, role: str, name: str) -> list[str]:
+    def _argv(self, role: str, name: str, index: int = 0) -> list[str]:
         argv = [sys.executable, "-m", "cronsvc", role, "--config", self.config,
                 "--redis-url", self.redis_url or "", "--log-format", self.log_format,
                 "--name", name]
         if role == "worker" and self.concurrency:
             argv += ["--concurrency", str(self.concurrency)]
+        if self.metrics_port is not None:  # planner on the port, worker i on port + i
+            argv += ["--metrics-port", str(self.metrics_port + index if self.metrics_port else 0)]
         return argv
 
     def handle_signal(self, signum: int, _frame: object = None) -> None:
@@ -126,7 +129,7 @@ class Supervisor:
         self.children = [Child("planner", self._argv("planner", "planner"))]
         # Worker ids must be unique across the fleet: `up` may run on several hosts.
         here = f"{socket.gethostname()}:{os.getpid()}"
-        self.children += [Child(f"worker-{i}", self._argv("worker", f"worker-{i}@{here}"))
+        self.children += [Child(f"worker-{i}", self._argv("worker", f"worker-{i}@{here}", i))
                           for i in range(1, self.workers + 1)]
         for child in self.children:
             child.start()

@@ -286,3 +286,25 @@ def test_overlap_replace_stops_the_running_one(fleet, r: redis.Redis, tmp_path: 
                         message="the first run to be recorded as replaced")
     assert replaced[0]["fire"] == fires()[0]
     assert fires()[1] != fires()[0]
+
+
+def test_worker_and_planner_processes_serve_metrics(fleet, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    import re
+    import urllib.request
+
+    f = fleet({})
+    f.write({"tick": f.call_job("* * * * * *")})
+    f.planner("planner", "--metrics-port", "0")
+    f.worker("worker-a", "--metrics-port", "0")
+
+    def scrape(name: str) -> str:
+        found = re.search(r"metrics on http://[\d.]+:(\d+)/metrics", f.log(name))
+        if not found:
+            return ""
+        with urllib.request.urlopen(f"http://127.0.0.1:{found[1]}/metrics", timeout=5) as resp:
+            return str(resp.read().decode())
+
+    wait_for(lambda: 'cronsvc_runs_total{job="tick",status="ok"}' in scrape("worker-a"),
+             message="the worker to count an ok run")
+    wait_for(lambda: 'cronsvc_job_next_fire_timestamp_seconds{job="tick"}' in scrape("planner"),
+             message="the planner to export the next fire")
