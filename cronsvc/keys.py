@@ -25,7 +25,7 @@ class Keys:
     shard: int | None = None
 
     def _k(self, name: str) -> str:
-        tag = "" if self.shard is None else "{%d}" % self.shard
+        tag = "" if self.shard is None else f"{{{self.shard}}}"
         return f"{self.prefix}{name}{tag}"
 
     # -- per shard ----------------------------------------------------------

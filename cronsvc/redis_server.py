@@ -117,7 +117,8 @@ class RedisServer:
         last = "no answer"
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                err = (self.proc.stderr.read() if self.proc.stderr else b"").decode(errors="replace")
+                raw = self.proc.stderr.read() if self.proc.stderr else b""
+                err = raw.decode(errors="replace")
                 tail = self.log_tail() or err
                 raise RedisServerError(
                     f"redis-server on port {self.port} exited with {self.proc.returncode}: {tail}"
@@ -126,7 +127,8 @@ class RedisServer:
             if last == "+PONG":
                 return
             time.sleep(0.02)
-        raise RedisServerError(f"redis-server on port {self.port} not ready after {timeout}s: {last}")
+        raise RedisServerError(
+            f"redis-server on port {self.port} not ready after {timeout}s: {last}")
 
     def log_tail(self, lines: int = 5) -> str:
         try:
