@@ -90,6 +90,16 @@ class Planner:
         """Seconds between two ticks."""
         return self._tick if self._tick is not None else self.config.planner.tick
 
+    def _now(self) -> int:
+        """Redis server time: a planner whose clock is off plans the same fires."""
+        if self.clock is not SYSTEM:
+            return self.clock.now_ms()
+        try:
+            sec, usec = self.client.time()
+        except redis.RedisError:  # on a cluster TIME may pick a node that is down
+            return self.clock.now_ms()
+        return int(sec) * 1000 + int(usec) // 1000
+
     def _script_now(self) -> int | None:
         # Scripts use the Redis clock; only an injected clock (tests) overrides it.
         return None if self.clock is SYSTEM else self.clock.now_ms()
@@ -137,7 +147,7 @@ class Planner:
         A job another planner changed since we read it is a conflict: logged,
         and tried again at the next tick.
         """
-        now = self.clock.now_ms()
+        now = self._now()
         retry = False
         for keys, jobs in self._by_shard().items():
             try:
@@ -198,7 +208,7 @@ class Planner:
         return stats
 
     def _plan(self) -> TickStats:
-        now = self.clock.now_ms()
+        now = self._now()
         upto = now + int(self.horizon * 1000)
         stats = TickStats(jobs=len(self.config.jobs), upto_ms=upto)
         for keys, jobs in self._by_shard().items():
@@ -241,7 +251,7 @@ class Planner:
 
     def _heartbeat(self, stats: TickStats) -> None:
         keys = self._shards()[0]
-        now = self.clock.now_ms()
+        now = self._now()
         info = {"pid": os.getpid(), "host": socket.gethostname(), "config": str(self.config_path),
                 "started": self._started_ms, "last_tick": now, "jobs": stats.jobs,
                 "added": stats.added, "stale": stats.stale, "planned_to": stats.upto_ms,
