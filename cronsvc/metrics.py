@@ -89,7 +89,7 @@ class Metrics(NoMetrics):
     """Counters and gauges of one process, in a registry of its own."""
 
     def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Histogram
 
         from .runlog import DROP_STATUS
 
@@ -111,15 +111,6 @@ class Metrics(NoMetrics):
         self._lag = Histogram("cronsvc_fire_lag_seconds", "Start of a fire's first attempt "
                               "minus its due time, on the Redis clock.", ["kind"],
                               buckets=LAG_BUCKETS, registry=reg)
-        self._busy = Gauge("cronsvc_worker_busy_slots", "Runs in progress in this worker.",
-                           registry=reg)
-        self._slots = Gauge("cronsvc_worker_slots", "Runs this worker may hold at once.",
-                            registry=reg)
-        self._ticks = Counter("cronsvc_planner_ticks", "Planner ticks done.", registry=reg)
-        self._planned = Counter("cronsvc_planner_fires_planned", "Fires this planner queued.",
-                                registry=reg)
-        self._last_tick = Gauge("cronsvc_planner_last_tick_timestamp_seconds",
-                                "When this planner's last tick ended.", registry=reg)
 
     def run_finished(self, claim: Claim, status: str, lag_ms: int | None = None,
                      kind: str = "") -> None:
@@ -140,17 +131,32 @@ class Metrics(NoMetrics):
     def dead(self, job: str) -> None:
         self._dead.labels(job).inc()
 
+    # A process is a worker or a planner: the unlabelled series of each role are
+    # made by the call that tells which one it is, so the other role's stay out.
     def worker_slots(self, busy: Callable[[], int], slots: int) -> None:
-        self._busy.set_function(busy)
-        self._slots.set(slots)
+        from prometheus_client import Gauge
+
+        Gauge("cronsvc_worker_busy_slots", "Runs in progress in this worker.",
+              registry=self.registry).set_function(busy)
+        Gauge("cronsvc_worker_slots", "Runs this worker may hold at once.",
+              registry=self.registry).set(slots)
+
+    def watch_fleet(self, client: redis.Redis, config: Callable[[], Config]) -> None:
+        from prometheus_client import Counter, Gauge
+
+        reg = self.registry
+        self._ticks = Counter("cronsvc_planner_ticks", "Planner ticks done.", registry=reg)
+        self._planned = Counter("cronsvc_planner_fires_planned", "Fires this planner queued.",
+                                registry=reg)
+        self._last_tick = Gauge("cronsvc_planner_last_tick_timestamp_seconds",
+                                "When this planner's last tick ended.", registry=reg)
+        reg.register(FleetCollector(client, config))  # type: ignore[arg-type]
 
     def ticked(self, stats: TickStats) -> None:
+        """A planner tick ended (after :meth:`watch_fleet`, which the planner calls first)."""
         self._ticks.inc()
         self._planned.inc(stats.added)
         self._last_tick.set(SYSTEM.now_ms() / 1000)
-
-    def watch_fleet(self, client: redis.Redis, config: Callable[[], Config]) -> None:
-        self.registry.register(FleetCollector(client, config))  # type: ignore[arg-type]
 
     # -- serving ---------------------------------------------------------------
     def serve(self, port: int, addr: str = "0.0.0.0") -> int:

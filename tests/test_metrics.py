@@ -138,6 +138,7 @@ def test_worker_counts_runs_drops_reclaims_dead_lag_and_busy_slots(
         assert value(done, "cronsvc_fire_lag_seconds_count", kind="call") == 3
         assert value(done, "cronsvc_fire_lag_seconds_bucket", kind="call", le="+Inf") == 3
         assert value(done, "cronsvc_worker_slots") == 2
+        assert not [key for key in done if key[0].startswith("cronsvc_planner_")]
 
         client.trigger("held")
         wait_for(lambda: value(scrape(port), "cronsvc_worker_busy_slots") == 1,
@@ -212,6 +213,7 @@ def test_planner_exports_the_fleet_state(
     assert value(s, "cronsvc_planner_ticks_total") == 1
     assert value(s, "cronsvc_planner_fires_planned_total") == stats.added
     assert value(s, "cronsvc_planner_last_tick_timestamp_seconds")
+    assert value(s, "cronsvc_worker_slots") is None  # a planner has no slots
 
     cfg.write_text(FLEET_JOBS.replace('  monthly: {cron: "0 0 1 * *", command: ["true"]}\n', ""))
     assert planner.reload(force=True)
@@ -285,7 +287,8 @@ def test_metrics_port_option_serves_and_no_port_serves_nothing() -> None:
     m = served[-1]
     assert m is not None and m.port
     try:
-        assert value(scrape(m.port), "cronsvc_worker_slots") == 0
+        m.reclaimed("x")
+        assert value(scrape(m.port), "cronsvc_reclaimed_total", job="x") == 1
     finally:
         m.close()
     assert CliRunner().invoke(cmd, ["--metrics-port", "70000"]).exit_code == 2
