@@ -177,6 +177,7 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     from .connection import connect
     from .logs import setup_logging
     from .metrics import start_metrics
+    from .signals import on_stop_signals
     from .worker import Worker, default_worker_id
 
     loaded = load_config(config_path(config))
@@ -185,18 +186,8 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     client = connect(url, cluster=loaded.redis.cluster or None)
     w = Worker(loaded, client, concurrency=concurrency, lease=lease, grace=grace,
                worker_id=name or default_worker_id(), metrics=start_metrics(metrics_port))
-    _on_stop_signals(w.stop)
+    on_stop_signals(w.stop)
     w.run_forever()
-
-
-def _on_stop_signals(stop: Callable[[], None]) -> None:
-    import signal
-
-    def handle(_signum: int, _frame: object) -> None:
-        stop()
-
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
 
 
 @main.command()
@@ -217,6 +208,7 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
     """
     from .config import load_config
     from .logs import setup_logging
+    from .signals import on_stop_signals
     from .up import Supervisor
 
     path = config_path(config)
@@ -228,9 +220,12 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
         # Unreachable: one line and exit 2 before any child starts.
         connect(url, cluster=loaded.redis.cluster or None).close()
     setup_logging(log_format, "up")
+    if metrics_port and metrics_port + workers > 65535:
+        raise click.BadParameter(f"{metrics_port} + {workers} workers is past port 65535",
+                                 param_hint="--metrics-port")
     sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format,
-                     metrics_port=metrics_port)
-    _on_stop_signals(lambda: sup.handle_signal(0))
+                     metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30)
+    on_stop_signals(sup.handle_signal)
     sys.exit(sup.run())
 
 

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from .signals import handle_signals
+
 JOB_ID = "cronsvc-tick"
 
 
@@ -90,23 +92,6 @@ class Ticker:
                 self._busy = False
 
     def _install_signals(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        handlers: dict[int, Callable[[], None]] = {
+        return handle_signals({
             signal.SIGTERM: self.stop, signal.SIGINT: self.stop, signal.SIGHUP: self.request,
-        }
-        old = {sig: signal.signal(sig, _handler(h)) for sig, h in handlers.items()}
-
-        def restore() -> None:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
-
-        return restore
-
-
-def _handler(action: Callable[[], None]) -> Callable[[int, object], None]:
-    # Runs in the main thread, which then waits in run() holding no scheduler lock.
-    def handle(_signum: int, _frame: object) -> None:
-        action()
-
-    return handle
+        })

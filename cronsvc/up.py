@@ -86,13 +86,15 @@ class Supervisor:
 
     def __init__(self, config: str, redis_url: str | None, workers: int, *,
                  concurrency: int | None = None, log_format: str = "human",
-                 metrics_port: int | None = None, state_dir: Path = STATE_DIR) -> None:
+                 metrics_port: int | None = None, stop_timeout: float = 60.0,
+                 state_dir: Path = STATE_DIR) -> None:
         self.config = config
         self.redis_url = redis_url
         self.workers = workers
         self.concurrency = concurrency
         self.log_format = log_format
         self.metrics_port = metrics_port
+        self.stop_timeout = stop_timeout  # longer than the workers' grace period
         self.state_dir = state_dir
         self.server: RedisServer | None = None
         self.children: list[Child] = []
@@ -109,7 +111,9 @@ class Supervisor:
             argv += ["--metrics-port", str(self.metrics_port + index if self.metrics_port else 0)]
         return argv
 
-    def handle_signal(self, signum: int, _frame: object = None) -> None:
+    def handle_signal(self) -> None:
+        """SIGTERM or Ctrl-C: children stop (workers let running jobs finish); a second
+        one is passed on too, and makes workers give their running fires back now."""
         self._signals += 1
         if self._signals == 1:
             log.info("stopping: running jobs may finish (signal again to stop at once)")
@@ -156,15 +160,20 @@ class Supervisor:
         return 0
 
     def _shutdown(self) -> None:
-        for child in self.children:
-            child.signal(signal.SIGTERM)
+        if self._signals == 0:  # leaving on our own (a child kept failing)
+            for child in self.children:
+                child.signal(signal.SIGTERM)
+        deadline = monotonic() + self.stop_timeout
         for child in self.children:
             if child.proc is None:
                 continue
             try:
-                child.proc.wait()
-            except KeyboardInterrupt:
+                child.proc.wait(max(deadline - monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                log.error("%s did not stop within %.0fs: killing it", child.name,
+                          self.stop_timeout)
                 child.signal(signal.SIGKILL)
+                child.proc.wait()
         if self.server is not None:
             self.server.stop()
             try:

@@ -19,17 +19,21 @@ from tests.fleet import ROOT
 pytestmark = pytest.mark.slow
 
 
-def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path) -> None:
-    ledger = tmp_path / "ledger.jsonl"
-    (tmp_path / "schedules.yaml").write_text(yaml.safe_dump({"jobs": {"tick": {
-        "cron": "* * * * * *", "call": "tests.e2e_jobs:record",
-        "kwargs": {"path": str(ledger)}}}}))
+def start_up(tmp_path: Path, jobs: dict[str, object], *args: str) -> subprocess.Popen[bytes]:
+    """`cronsvc up` in ``tmp_path`` on ``jobs``, with no Redis URL: an embedded server."""
+    (tmp_path / "schedules.yaml").write_text(yaml.safe_dump({"jobs": jobs}))
     env = {k: v for k, v in os.environ.items() if k not in ("CRONSVC_REDIS_URL", "CRONSVC_CONFIG")}
     env["PYTHONPATH"] = str(ROOT)
-    log = tmp_path / "up.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "cronsvc", "up", "--workers", "1"],
+    with open(tmp_path / "up.log", "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "cronsvc", "up", *args],
                                 cwd=tmp_path, env=env, stdout=out, stderr=out)
+
+
+def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    proc = start_up(tmp_path, {"tick": {"cron": "* * * * * *", "call": "tests.e2e_jobs:record",
+                                        "kwargs": {"path": str(ledger)}}}, "--workers", "1")
+    log = tmp_path / "up.log"
     try:
         wait_for(lambda: len(read_ledger(ledger)) >= 2, timeout=40,
                  message="two runs of the every-second job")
@@ -46,3 +50,34 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
         redis.Redis.from_url(url, socket_connect_timeout=1).ping()
     assert (tmp_path / ".cronsvc" / "redis").is_dir()  # the data stays for the next start
     assert "Traceback" not in log.read_text()
+
+
+def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:
+    from cronsvc.client import Client
+    from tests.fleet import history
+
+    ledger, release = tmp_path / "ledger.jsonl", tmp_path / "release"
+    proc = start_up(tmp_path, {"slow": {
+        "cron": "0 0 1 1 *", "call": "tests.e2e_jobs:block",
+        "kwargs": {"path": str(ledger), "release": str(release)}}}, "--workers", "2")
+    log = tmp_path / "up.log"
+    try:
+        url_file = tmp_path / ".cronsvc" / "redis.url"
+        wait_for(lambda: url_file.exists() and "published 1 job" in log.read_text(),
+                 message="the embedded server and the published job")
+        url = url_file.read_text().strip()
+        client = Client(url)
+        client.trigger("slow")
+        wait_for(lambda: read_ledger(ledger), message="the run to start")
+        proc.send_signal(signal.SIGINT)
+        wait_for(lambda: "waiting up to" in log.read_text(),
+                 message="the worker to wait for its running job")
+        r = redis.Redis.from_url(url, decode_responses=True)
+        release.touch()
+        done = wait_for(lambda: history(r, "slow"), message="the run to be recorded")
+        assert [h["status"] for h in done] == ["ok"], log.read_text()
+        assert proc.wait(60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
