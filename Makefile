@@ -25,6 +25,12 @@ test: install
 bench: install
 	$(BIN)/python bench/run.py
 
+# The mixed chaos scenario for CHAOS_SECONDS (every fault at random), with its totals.
+CHAOS_SECONDS ?= 600
+chaos: install
+	CRONSVC_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/python -m pytest -q -s -p no:cacheprovider \
+		--basetemp=$${TMPDIR:-/tmp}/cronsvc-chaos -m chaos -k mixed tests/chaos
+
 lint: install
 	$(BIN)/python -m pip install -q ruff mypy types-PyYAML
 	$(BIN)/ruff check cronsvc tests bench

@@ -1,0 +1,1 @@
+"""Fault injection with a run ledger kept outside Redis (``pytest -m chaos``)."""

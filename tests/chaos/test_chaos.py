@@ -1,0 +1,53 @@
+"""Chaos scenarios: faults thrown at real planner and worker processes, judged by a
+ledger of every start and finish kept outside Redis.
+
+Short by default (``make test``). ``CRONSVC_CHAOS_SECONDS=600`` makes the mixed
+scenario run that long (``make chaos``); ``CRONSVC_CHAOS_SEED`` repeats the random
+choices of a run (which faults, which victims; the timing stays real).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cronsvc.redis_server import RedisServer
+from tests.chaos.harness import FAULTS, ChaosRun, Scenario
+
+LONG = float(os.environ.get("CRONSVC_CHAOS_SECONDS", "0"))
+SCENARIOS = [
+    Scenario("worker-kills", 10, ("kill",)),
+    Scenario("planner-restarts", 10, ("planner",)),
+    Scenario("redis-restarts", 10, ("redis",)),
+    Scenario("workers-stopped", 4, ("stop",)),
+    Scenario("mixed", LONG or 12, FAULTS),
+]
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("scenario", [
+    pytest.param(s, id=s.name, marks=pytest.mark.timeout(s.seconds + 300)) for s in SCENARIOS])
+def test_chaos(scenario: Scenario, tmp_path: Path,
+               fresh_server: Callable[..., RedisServer]) -> None:
+    seed = int(os.environ.get("CRONSVC_CHAOS_SEED") or random.randrange(1 << 32))
+    print(f"\nchaos scenario {scenario.name}: CRONSVC_CHAOS_SEED={seed}, files in {tmp_path}")
+    run = ChaosRun(tmp_path, fresh_server(appendfsync="always"), scenario, seed)
+    try:
+        totals = run.run()
+    finally:
+        run.close()
+    report = run.report(totals)
+    print("\n" + report)
+    assert totals.expected > 0 and totals.run > 0, report
+    assert totals.ok(), "\n".join([report, *totals.lost[:20], *totals.unexplained[:20],
+                                   *totals.early[:20], *totals.strangers[:20], run.fleet.logs()])
+    # Each scenario's faults happened, and did what they are for.
+    kinds = {f.kind for f in run.faults}
+    assert kinds == set(scenario.faults), report
+    if "stop" in kinds:
+        assert totals.by_policy["missed"] > 0, report
