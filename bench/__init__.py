@@ -1,0 +1,1 @@
+"""Benchmarks of cronsvc: ``make bench`` runs them all and writes ``bench/REPORT.md``."""

@@ -1,0 +1,181 @@
+"""What every benchmark of ``bench/`` shares: a Redis of its own, a fleet of real
+processes, polling with a deadline, percentiles and the figures a report shows."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import redis
+
+from cronsvc.fires import parse_fire
+from cronsvc.keys import Keys
+from cronsvc.redis_server import RedisServer
+from tests.conftest import wait_for
+from tests.fleet import Fleet
+
+K = Keys()
+
+
+@dataclass
+class Figure:
+    """One row of the report: a measured value beside its target and a same-run reference."""
+
+    name: str
+    value: str
+    target: str = "-"
+    reference: str = "-"
+    met: bool | None = None  # None: the figure has no target
+
+    @property
+    def verdict(self) -> str:
+        return "-" if self.met is None else ("met" if self.met else "MISSED")
+
+
+@dataclass
+class Section:
+    """The figures of one benchmark, with notes on how they were measured."""
+
+    title: str
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def print(self) -> None:
+        print(f"\n## {self.title}")
+        for f in self.figures:
+            print(f"- {f.name}: {f.value} (target {f.target}: {f.verdict}; "
+                  f"reference {f.reference})")
+        for note in self.notes:
+            print(f"  {note}")
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending sequence (q in 0..1)."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def lag_summary(lags: Sequence[int]) -> tuple[float, float, float]:
+    """p50, p99 and max of lags in ms."""
+    ordered = sorted(lags)
+    top = ordered[-1] if ordered else math.nan
+    return percentile(ordered, 0.50), percentile(ordered, 0.99), top
+
+
+def server_ms(r: redis.Redis) -> int:
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def until(r: redis.Redis, at_ms: int, what: str) -> None:
+    """Return once the Redis clock reads ``at_ms`` (a window's edge)."""
+    wait_for(lambda: server_ms(r) >= at_ms, timeout=(at_ms - server_ms(r)) / 1000 + 10,
+             interval=0.002, message=what)
+
+
+def server_pid(server: RedisServer) -> int:
+    assert server.proc is not None, "server not started"
+    return server.proc.pid
+
+
+@contextmanager
+def redis_server(**kwargs: Any) -> Iterator[tuple[RedisServer, redis.Redis]]:
+    """A redis-server of this benchmark's own (AOF everysec unless told otherwise)."""
+    with tempfile.TemporaryDirectory(prefix="cronsvc-bench-") as tmp:
+        server = RedisServer(Path(tmp) / "redis", **kwargs)
+        server.start()
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        try:
+            yield server, client
+        finally:
+            client.close()
+            server.stop()
+
+
+@contextmanager
+def fleet(url: str, jobs: dict[str, Any], **top: Any) -> Iterator[Fleet]:
+    """A job file and the planner and worker processes a benchmark starts on it."""
+    with tempfile.TemporaryDirectory(prefix="cronsvc-fleet-") as tmp:
+        f = Fleet(Path(tmp), url, jobs, **top)
+        try:
+            yield f
+        finally:
+            f.stop_all()
+
+
+def noop_job(cron: str = "* * * * * *", **options: Any) -> dict[str, Any]:
+    return {"cron": cron, "call": "bench.jobs:noop", **options}
+
+
+def wait_workers(r: redis.Redis, count: int, timeout: float = 60) -> None:
+    """Until ``count`` workers have recorded their presence (they are claiming)."""
+    wait_for(lambda: r.zcard(K.workers) >= count, timeout, message=f"{count} workers to start")
+
+
+def histories(r: redis.Redis, jobs: Sequence[str]) -> list[dict[str, Any]]:
+    """Every history record of ``jobs``, read in one round trip."""
+    pipe = r.pipeline(transaction=False)
+    for job in jobs:
+        pipe.lrange(K.history(job), 0, -1)
+    return [json.loads(raw) for rows in pipe.execute() for raw in rows]
+
+
+def window_drained(r: redis.Redis, end_ms: int) -> bool:
+    """No fire due before ``end_ms`` is queued or held any more."""
+    if r.zcount(K.queue, "-inf", f"({end_ms}"):
+        return False
+    return not any(parse_fire(str(fid))[1] < end_ms for fid in r.zrange(K.working, 0, -1))
+
+
+class CpuMeter:
+    """CPU seconds used by a set of processes between start() and stop()."""
+
+    def __init__(self, pids: Sequence[int]) -> None:
+        self.procs = [psutil.Process(pid) for pid in pids]
+        self._start: list[float] = []
+        self._t0 = 0.0
+        self.per_process: list[float] = []  # share of one core, 0..1
+        self.elapsed = 0.0
+
+    @staticmethod
+    def _cpu(p: psutil.Process) -> float:
+        t = p.cpu_times()
+        return float(t.user + t.system)
+
+    def start(self) -> CpuMeter:
+        self._t0 = time.monotonic()
+        self._start = [self._cpu(p) for p in self.procs]
+        return self
+
+    def stop(self) -> list[float]:
+        self.elapsed = time.monotonic() - self._t0
+        self.per_process = [(self._cpu(p) - s) / self.elapsed
+                            for p, s in zip(self.procs, self._start, strict=True)]
+        return self.per_process
+
+
+def cli(doc: str | None, measure: Callable[..., Section], **options: float) -> None:
+    """``python -m bench.<name>``: run one benchmark alone and print its figures."""
+    ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    for name, default in options.items():
+        ap.add_argument(f"--{name}", type=type(default), default=default)
+    measure(**vars(ap.parse_args())).print()
+
+
+def ms(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.0f} ms"
+
+
+def rate(value: float) -> str:
+    return f"{value:,.0f}"

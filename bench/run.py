@@ -1,0 +1,80 @@
+"""``make bench``: every benchmark of cronsvc, one after the other, into bench/REPORT.md.
+
+Each benchmark starts its own redis-server (the binary ``cronsvc.redis_server``
+finds) and its own processes, and measures a reference in the same run. A
+benchmark that fails is reported as such and the others still run.
+
+Run: ``.venv/bin/python bench/run.py [--seconds 60] [--quick]``
+(``--quick``: short windows and small workloads, to try the suite; not for the report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pytest  # noqa: E402
+
+from bench import fill, idle, lag, recovery, throughput  # noqa: E402
+from bench.common import Figure, Section  # noqa: E402
+from bench.report import machine, render  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+REPORT = HERE / "REPORT.md"
+
+
+def guarded(title: str, bench: Callable[[], Section]) -> Section:
+    print(f"running: {title} ...", flush=True)
+    t0 = time.monotonic()
+    try:
+        section = bench()
+    except (Exception, pytest.fail.Exception) as exc:  # one broken benchmark must not hide
+        # the others' figures (a wait that timed out raises pytest's Failed)
+        traceback.print_exc()
+        section = Section(title, [Figure(title, f"FAILED: {type(exc).__name__}: {exc}",
+                                         met=False)])
+    section.notes.append(f"took {time.monotonic() - t0:.0f} s")
+    section.print()
+    return section
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=60.0, help="length of each timed window")
+    ap.add_argument("--quick", action="store_true", help="short runs to try the suite")
+    ap.add_argument("--output", type=Path, default=None,
+                    help=f"where to write the report (default {REPORT.name}; --quick: nowhere)")
+    opts = ap.parse_args()
+    seconds = 10.0 if opts.quick else opts.seconds
+    fires = 20_000 if opts.quick else 100_000
+    t0 = time.monotonic()
+    host = machine()
+    sections = [
+        guarded("fire lag", lambda: lag.measure(seconds)),
+        guarded("dispatch throughput", lambda: throughput.measure(fires)),
+        guarded("planner fill", fill.measure),
+        guarded("idle cost", lambda: idle.measure(seconds)),
+        guarded("recovery", lambda: recovery.measure(
+            ((2.0, 1),) if opts.quick else recovery.TRIALS)),
+    ]
+    command = "make bench" if not (opts.quick or opts.seconds != 60) else " ".join(
+        ["python bench/run.py", *sys.argv[1:]])
+    text = render(host, sections, (time.monotonic() - t0) / 60, command)
+    print("\n" + text)
+    output = opts.output or (None if opts.quick else REPORT)
+    if output is not None:
+        tmp = output.with_suffix(".md.tmp")
+        tmp.write_text(text + "\n")
+        os.replace(tmp, output)
+        print(f"\nwritten to {output}")
+
+
+if __name__ == "__main__":
+    main()
