@@ -56,6 +56,12 @@ class Running:
     cancel: threading.Event = field(default_factory=threading.Event)
     cancel_reason: str = ""
     started_ms: int = 0
+    claimed_at: float = 0.0  # local monotonic time the claim was sent
+
+    @property
+    def key(self) -> tuple[str, int]:
+        # A fire this worker lost and then reclaimed itself is held twice, by two tokens.
+        return (self.claim.fire_id, self.claim.token)
 
 
 class Worker:
@@ -84,7 +90,7 @@ class Worker:
         self.clock = clock
         self.shards = all_shards(config.redis.shards, config.redis.prefix)
         self._rotation = 0
-        self._running: dict[str, Running] = {}
+        self._running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -169,12 +175,13 @@ class Worker:
             t1 = monotonic()
             # The server's clock is the only clock: remember how far ours is off.
             self._offset_ms = int(res.now_ms + (t1 - t0) * 500 - self.clock.now_ms())
-            for fid, reason in res.dropped:
-                self._record_drop(fid, reason)
+            # Start first: recording drops talks to Redis, and a claim must not age meanwhile.
             for claim in res.claimed:
                 if claim.reclaimed:
                     self.metrics.reclaimed(claim.job)
-                self._start(keys, claim)
+                self._start(keys, claim, t0)
+            for fid, reason in res.dropped:
+                self._record_drop(fid, reason)
             if res.next_ms >= 0:
                 at = t1 + (res.next_ms - res.now_ms) / 1000
                 wake_at = at if wake_at is None else min(wake_at, at)
@@ -184,15 +191,16 @@ class Worker:
             return MAX_SLEEP
         return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))
 
-    def _start(self, keys: Keys, claim: Claim) -> None:
+    def _start(self, keys: Keys, claim: Claim, claimed_at: float) -> None:
         job = self.config.jobs.get(claim.job)
         if job is None:
             # Redis names the job; only this worker's own config says what it runs.
             self._finish_unknown(keys, claim)
             return
-        run = Running(claim=claim, job=job, keys=keys)
+        # The lease began after claimed_at, the moment the claim was sent.
+        run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at)
         with self._lock:
-            self._running[claim.fire_id] = run
+            self._running[run.key] = run
         self._pool.submit(self._run, run)
 
     def _run(self, run: Running) -> None:
@@ -202,15 +210,40 @@ class Worker:
             attempt=claim.token, worker=self.worker_id, payload=claim.payload,
         )
         try:
-            outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock)
-            self._finish(run, outcome)
+            if self._still_held(run):
+                outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock)
+                self._finish(run, outcome)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
         finally:
             with self._lock:
-                self._running.pop(claim.fire_id, None)
+                self._running.pop(run.key, None)
             self.runs_finished += 1
             self._wake.set()
+
+    def _still_held(self, run: Running) -> bool:
+        """Whether the lease of a claim is still this worker's, checked before the run
+        starts when the claim is older than a heartbeat period: a claim that waited
+        (Redis went away right after it) may have lapsed and been taken over, and
+        starting it then would run the fire twice."""
+        if monotonic() - run.claimed_at < self.lease_ms / 3000:
+            return True  # the lease granted with the claim still runs for 2/3 of its length
+        try:
+            [held] = self.scripts.heartbeat(
+                run.keys, self.lease_ms, [(run.claim.fire_id, run.claim.token)])
+        except redis.RedisError as exc:
+            held = 0
+            reason = f"cannot renew its lease: {exc}"
+        else:
+            reason = "its lease was taken over before it started"
+        if held == 2 and not run.cancel.is_set():
+            # Replaced meanwhile: the run ends at once and its result says so.
+            run.cancel_reason = "replaced"
+            run.cancel.set()
+        if held:
+            return True
+        log.warning("%s: not started, %s", run.claim.fire_id, reason)
+        return False
 
     # -- finishing ---------------------------------------------------------
     def _finish(self, run: Running, outcome: Outcome) -> None:

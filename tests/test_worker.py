@@ -1,0 +1,80 @@
+"""A worker in this process against a real Redis: what it does with a claim it holds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from cronsvc.client import Client
+from cronsvc.clock import monotonic
+from cronsvc.config import Config, load_config
+from cronsvc.connection import connect
+from cronsvc.keys import Keys
+from cronsvc.scripts import Claim, Scripts
+from cronsvc.worker import Running, Worker
+
+K = Keys()
+
+
+@pytest.fixture
+def setup(tmp_path: Path, redis_url: str) -> Iterator[tuple[Config, Client, Path]]:
+    marker = tmp_path / "ran"
+    cfg = tmp_path / "jobs.yaml"
+    cfg.write_text(
+        "jobs:\n"
+        "  mark:\n"
+        "    cron: '0 0 1 1 *'\n"
+        f"    command: [touch, {marker}]\n"
+    )
+    client = Client(redis_url, config=str(cfg))
+    client.publish_config()
+    yield load_config(cfg), client, marker
+
+
+def held_long_ago(worker: Worker, config: Config, claim: Claim) -> Running:
+    """A claim that waited a long time (Redis away) between its claim and its start."""
+    run = Running(claim=claim, job=config.jobs[claim.job], keys=K,
+                  claimed_at=monotonic() - 3600)
+    worker._running[run.key] = run
+    return run
+
+
+def test_a_claim_taken_over_before_its_start_is_not_run(
+    setup: tuple[Config, Client, Path], redis_url: str, r: redis.Redis
+) -> None:
+    config, client, marker = setup
+    fid = client.trigger("mark")
+    a = Worker(config, connect(redis_url), worker_id="a", lease=5)
+    [first] = a.scripts.claim(K, "a", batch=1, lease_ms=5000).claimed
+    # Its lease lapses (the holder could not reach Redis) and worker b takes the fire over.
+    r.zadd(K.working, {fid: 0})
+    [second] = Scripts(r).claim(K, "b", batch=1, lease_ms=60_000).claimed
+    assert (second.fire_id, second.token) == (fid, 2)
+
+    a._run(held_long_ago(a, config, first))
+
+    assert not marker.exists()  # a did not run it
+    assert not a._running
+    assert r.hget(K.attempts, fid) == "2"
+    assert json.loads(r.hget(K.claims, fid))["worker"] == "b"  # type: ignore[arg-type]
+    assert r.lrange(K.history("mark"), 0, -1) == []
+
+
+def test_a_claim_still_held_at_its_late_start_runs(
+    setup: tuple[Config, Client, Path], redis_url: str, r: redis.Redis
+) -> None:
+    config, client, marker = setup
+    fid = client.trigger("mark")
+    a = Worker(config, connect(redis_url), worker_id="a", lease=5)
+    [claim] = a.scripts.claim(K, "a", batch=1, lease_ms=5000).claimed
+
+    a._run(held_long_ago(a, config, claim))
+
+    assert marker.exists()
+    [record] = [json.loads(h) for h in r.lrange(K.history("mark"), 0, -1)]
+    assert (record["fire"], record["status"], record["attempt"]) == (fid, "ok", 1)
+    assert r.zscore(K.working, fid) is None
