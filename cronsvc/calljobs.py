@@ -1,10 +1,11 @@
 """Running `call` jobs: a Python callable named `package.module:function`.
 
-The callable runs in a daemon thread of this process so that a timeout or a
-cancel can be reported on time. A thread cannot be killed, so call jobs should
-be cooperative: long-running ones check :func:`stopping` now and then and
-return when it is true. One that ignores it keeps running in the background
-until it returns; its result is then discarded.
+A job with a timeout runs in a daemon thread of its own, so that the timeout
+or a cancel can be reported on time; one without runs in the thread that asked
+(:func:`call_here`). A thread cannot be killed, so call jobs should be
+cooperative: long-running ones check :func:`stopping` now and then and return
+when it is true. One that ignores it keeps running in the background until it
+returns; its result is then discarded.
 
 The callable is invoked as ``fn(*job.args, **job.kwargs)``. It receives its
 :class:`~cronsvc.executor.FireContext` through :func:`current` and, when its
@@ -124,6 +125,20 @@ def start_call(job: Any, ctx: FireContext, stop: threading.Event) -> tuple[threa
     thread = threading.Thread(target=target, name=f"cronsvc-call-{ctx.fire_id}", daemon=True)
     thread.start()
     return done, box
+
+
+def call_here(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
+    """Run the job's callable in this thread and return its result.
+
+    For jobs without a timeout: nothing would stop them early, and a thread of
+    their own costs more than a no-op call. ``stop`` still reaches stopping().
+    """
+    current_token, stop_token = _current.set(ctx), _stop.set(stop)
+    try:
+        return _invoke(job, ctx)
+    finally:
+        _current.reset(current_token)
+        _stop.reset(stop_token)
 
 
 def _invoke(job: Any, ctx: FireContext) -> CallResult:

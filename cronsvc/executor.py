@@ -5,9 +5,11 @@ timeout or a cancel can kill the whole tree: SIGTERM to the group, then
 SIGKILL after :data:`KILL_GRACE` seconds. Their stdout and stderr are merged;
 the last :data:`OUTPUT_CAP` bytes are kept.
 
-`call` jobs run a Python callable in a thread (see :mod:`cronsvc.calljobs`):
-a timeout or cancel is reported at once, but the thread cannot be killed and
-is left to finish on its own; cooperative callables poll :func:`stopping`.
+`call` jobs run a Python callable (see :mod:`cronsvc.calljobs`). With a
+timeout, in a thread of its own: a timeout or cancel is reported at once, but
+the thread cannot be killed and is left to finish on its own. Without one, in
+the caller's thread, which saves a thread per run: a cancel is reported when
+the call returns. Cooperative callables poll :func:`stopping` either way.
 
 :func:`execute` never raises: every problem becomes a "failed" outcome.
 """
@@ -24,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any, Literal, NamedTuple
 
-from .calljobs import OUTPUT_CAP, current, start_call, stopping
+from .calljobs import OUTPUT_CAP, call_here, current, start_call, stopping
 from .clock import SYSTEM, Clock, iso_utc
 
 __all__ = ["FireContext", "Outcome", "Status", "execute", "current", "stopping", "OUTPUT_CAP"]
@@ -133,6 +135,13 @@ def _stopped(how: str, timeout: float | None) -> _Result:
 def _run_call(
     job: Any, ctx: FireContext, cancel: threading.Event, deadline: float | None
 ) -> _Result:
+    if deadline is None:
+        # No timeout: the call runs here, and a cancel is seen when it returns (or
+        # through stopping(), which the cancel event drives).
+        res = call_here(job, ctx, cancel)
+        if cancel.is_set():
+            return _stopped("cancelled", None)
+        return _Result("ok" if res.ok else "failed", None, res.output, res.error)
     stop = threading.Event()
     done, box = start_call(job, ctx, stop)
     how = _wait(done, cancel, deadline)

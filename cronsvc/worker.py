@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import socket
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -28,6 +28,7 @@ from .keys import Keys, all_shards, keys_for
 from .metrics import NO_METRICS, Metrics
 from .runlog import drop_record, history_record, log_dropped, log_outcome
 from .scripts import Claim, Scripts
+from .slots import Slots
 
 log = logging.getLogger("cronsvc.worker")
 
@@ -39,6 +40,12 @@ SCAN_LIMIT = 200
 PRESENCE_EVERY = 5.0
 # How long a finished run's result is retried while Redis cannot be reached.
 RESULT_PATIENCE = 120.0
+# How long a stopping worker waits for cancelled runs to end before it gives their fires
+# back: commands get KILL_GRACE after SIGTERM; calls without a timeout cannot be stopped.
+STOP_WAIT = 10.0
+CALL_STOP_WAIT = 1.0
+# Results recorded in one round trip at most.
+RESULT_BATCH = 500
 T = TypeVar("T")
 
 
@@ -57,6 +64,7 @@ class Running:
     cancel_reason: str = ""
     started_ms: int = 0
     claimed_at: float = 0.0  # local monotonic time the claim was sent
+    ended: bool = False  # the job has returned; its result may not be recorded yet
 
     @property
     def key(self) -> tuple[str, int]:
@@ -95,7 +103,11 @@ class Worker:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._hard_stop = threading.Event()
-        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cronsvc-run")
+        self._pool = Slots(self.concurrency, "cronsvc-run")
+        # (run, outcome) of finished runs, for the results thread; None ends it.
+        self._results: queue.SimpleQueue[tuple[Running, Outcome] | None] = queue.SimpleQueue()
+        self._results_thread = threading.Thread(
+            target=self._record_results, name="cronsvc-results", daemon=True)
         self._offset_ms = 0  # server clock minus local clock, from the last claim
         self.runs_finished = 0
         self.metrics = metrics or NO_METRICS
@@ -118,7 +130,7 @@ class Worker:
             threading.Thread(target=self._listen, name="cronsvc-wakeup", daemon=True),
             threading.Thread(target=self._heartbeat_loop, name="cronsvc-lease", daemon=True),
         ]
-        for t in threads:
+        for t in (*threads, self._results_thread):
             t.start()
         log.info("worker %s started: %d slots, lease %.0fs, %d jobs",
                  self.worker_id, self.concurrency, self.lease_ms / 1000, len(self.config.jobs))
@@ -209,17 +221,24 @@ class Worker:
             job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
             attempt=claim.token, worker=self.worker_id, payload=claim.payload,
         )
+        outcome = None
         try:
             if self._still_held(run):
                 outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock)
-                self._finish(run, outcome)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
-        finally:
-            with self._lock:
-                self._running.pop(run.key, None)
-            self.runs_finished += 1
-            self._wake.set()
+        if outcome is None:
+            self._free(run)
+        else:
+            # The slot stays taken (and the lease renewed) until the result is in Redis.
+            run.ended = True
+            self._results.put((run, outcome))
+
+    def _free(self, run: Running) -> None:
+        with self._lock:
+            self._running.pop(run.key, None)
+        self.runs_finished += 1
+        self._wake.set()
 
     def _still_held(self, run: Running) -> bool:
         """Whether the lease of a claim is still this worker's, checked before the run
@@ -246,9 +265,40 @@ class Worker:
         return False
 
     # -- finishing ---------------------------------------------------------
-    def _finish(self, run: Running, outcome: Outcome) -> None:
+    def _record_results(self) -> None:
+        """One thread writes every result: successes go to Redis in one round trip per
+        shard for all runs that finished meanwhile, and run lines are logged in order."""
+        last = False
+        while not last:
+            batch: list[tuple[Running, Outcome]] = []
+            item = self._results.get()
+            while True:
+                if item is None:  # the worker is stopping and this is all
+                    last = True
+                    break
+                batch.append(item)
+                if len(batch) >= RESULT_BATCH or self._results.empty():
+                    break
+                item = self._results.get_nowait()
+            acks: dict[Keys, list[tuple[Running, Outcome, dict[str, Any]]]] = {}
+            for run, outcome in batch:
+                try:
+                    self._finish(run, outcome, acks)
+                except redis.RedisError as exc:
+                    log.error("%s: result not recorded, the fire will run again: %s",
+                              run.claim.fire_id, exc)
+                except Exception:  # the worker must survive a result it cannot record
+                    log.exception("result of %s not recorded", run.claim.fire_id)
+            for keys, items in acks.items():
+                self._ack(keys, items)
+            for run, _ in batch:
+                self._free(run)
+
+    def _finish(self, run: Running, outcome: Outcome,
+                acks: dict[Keys, list[tuple[Running, Outcome, dict[str, Any]]]]) -> None:
+        """Record a failure or a release now; add a success to ``acks``."""
         claim, job = run.claim, run.job
-        lag = outcome.started_ms + self._offset_ms - claim.due_ms
+        lag = self._lag(run, outcome)
         if outcome.status == "cancelled" and run.cancel_reason in ("shutdown", "lease lost"):
             if run.cancel_reason == "shutdown":
                 self._persist(lambda: self.scripts.release(
@@ -259,23 +309,44 @@ class Worker:
         if status == "cancelled":
             status = run.cancel_reason or "cancelled"
         record = history_record(claim, outcome, self.worker_id, self._offset_ms, status=status)
+        if outcome.status == "ok" or status == "replaced":
+            acks.setdefault(run.keys, []).append((run, outcome, record))
+            return
+        retry_at = self._server_now() + int(job.retry_delay(claim.token) * 1000)
         try:
-            if outcome.status == "ok" or status == "replaced":
-                self._persist(lambda: self.scripts.ack(
-                    run.keys, claim.fire_id, claim.token, claim.job, record, self.history_cap))
-                log_outcome(log, self.worker_id, claim, outcome, lag)
-            else:
-                retry_at = self._server_now() + int(job.retry_delay(claim.token) * 1000)
-                verdict, _ = self._persist(lambda: self.scripts.fail(
-                    run.keys, claim.fire_id, claim.token, claim.job, record, self.history_cap,
-                    job.max_attempts, retry_at,
-                ))
-                log_outcome(log, self.worker_id, claim, outcome, lag, note=verdict)
-                if verdict == "dead":
-                    self.metrics.dead(claim.job)
-            self.metrics.run_finished(claim, status, lag, job.kind)
+            verdict, _ = self._persist(lambda: self.scripts.fail(
+                run.keys, claim.fire_id, claim.token, claim.job, record, self.history_cap,
+                job.max_attempts, retry_at,
+            ))
         except LeaseLost as exc:
             log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)
+            return
+        log_outcome(log, self.worker_id, claim, outcome, lag, note=verdict)
+        if verdict == "dead":
+            self.metrics.dead(claim.job)
+        self.metrics.run_finished(claim, status, lag, job.kind)
+
+    def _ack(self, keys: Keys, items: list[tuple[Running, Outcome, dict[str, Any]]]) -> None:
+        acks = [(run.claim.fire_id, run.claim.token, run.claim.job, record)
+                for run, _, record in items]
+        try:
+            recorded = self._persist(lambda: self.scripts.ack_many(keys, acks, self.history_cap))
+        except redis.RedisError as exc:
+            log.error("%d result(s) not recorded, their fires will run again: %s",
+                      len(items), exc)
+            return
+        for (run, outcome, record), ok in zip(items, recorded, strict=True):
+            claim = run.claim
+            if not ok:
+                log.warning("%s: result not recorded, lease taken over (attempt %d)",
+                            claim.fire_id, claim.token)
+                continue
+            lag = self._lag(run, outcome)
+            log_outcome(log, self.worker_id, claim, outcome, lag)
+            self.metrics.run_finished(claim, record["status"], lag, run.job.kind)
+
+    def _lag(self, run: Running, outcome: Outcome) -> int:
+        return outcome.started_ms + self._offset_ms - run.claim.due_ms
 
     def _persist(self, write: Callable[[], T]) -> T:
         """Run ``write`` until Redis takes it: a result is worth waiting for, since an
@@ -373,6 +444,18 @@ class Worker:
             log.warning("cannot record presence: %s", exc)
 
     # -- shutdown ----------------------------------------------------------
+    def _release_stuck(self, runs: list[Running]) -> None:
+        by_keys: dict[Keys, list[Running]] = {}
+        for run in runs:
+            log.warning("%s: call still running at stop; its fire is given back", run.claim.fire_id)
+            by_keys.setdefault(run.keys, []).append(run)
+        for keys, group in by_keys.items():
+            try:
+                self.scripts.release(keys, [(r.claim.fire_id, r.claim.token) for r in group])
+            except redis.RedisError as exc:
+                log.error("cannot give back %d fire(s), they run again after their lease: %s",
+                          len(group), exc)
+
     def _shutdown(self) -> None:
         deadline = monotonic() + self.grace
         if self._running:
@@ -381,11 +464,25 @@ class Worker:
         while self._running and monotonic() < deadline and not self._hard_stop.is_set():
             self._hard_stop.wait(0.05)
         with self._lock:
-            left = list(self._running.values())
+            left = [run for run in self._running.values() if not run.ended]
         for run in left:
             run.cancel_reason = "shutdown"
             run.cancel.set()
-        self._pool.shutdown(wait=True)  # each cancelled run releases its fire
+        # Commands are killed and timed calls given up on, and each releases its fire;
+        # a call without a timeout returns when it returns (soon, if it polls
+        # stopping()). Then the fires of calls still running are given back here.
+        started = monotonic()
+        while pending := [run for run in left if not run.ended]:
+            waited = monotonic() - started
+            if waited > STOP_WAIT or (waited > CALL_STOP_WAIT and not any(
+                    run.job.call is None or run.job.timeout is not None for run in pending)):
+                break
+            threading.Event().wait(0.05)
+        self._pool.close()
+        self._release_stuck([run for run in left if not run.ended])
+        self._results.put(None)
+        if self._results_thread.is_alive():
+            self._results_thread.join()
         self._hard_stop.set()
         try:
             keys = self.shards[0]

@@ -49,3 +49,7 @@ def until_stopped() -> str:
 
 
 NOT_CALLABLE = 42
+
+
+def thread_name() -> str:
+    return threading.current_thread().name

@@ -273,6 +273,14 @@ def test_call_timeout_asks_the_call_to_stop() -> None:
     assert jobfuncs.SAW_STOP.wait(10)
 
 
+def test_call_runs_in_its_own_thread_only_when_it_has_a_timeout() -> None:
+    # Without a timeout nothing could stop it early: it runs in the caller's thread.
+    here = run(make_job(call="tests.jobfuncs:thread_name")).output
+    assert here == repr(threading.current_thread().name)
+    timed = run(make_job(call="tests.jobfuncs:thread_name", timeout=5)).output
+    assert timed.startswith("'cronsvc-call-")
+
+
 def test_call_cancel() -> None:
     jobfuncs.STARTED.clear()
     jobfuncs.SAW_STOP.clear()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from cronsvc.connection import connect
 from cronsvc.keys import Keys
 from cronsvc.scripts import Claim, Scripts
 from cronsvc.worker import Running, Worker
+from tests.conftest import wait_for
+from tests.e2e_jobs import read_ledger
 
 K = Keys()
 
@@ -43,6 +46,13 @@ def held_long_ago(worker: Worker, config: Config, claim: Claim) -> Running:
     return run
 
 
+def run_now(worker: Worker, run: Running) -> None:
+    """Run it as the worker's pool would, and record its result as the worker would."""
+    worker._run(run)
+    worker._results.put(None)
+    worker._record_results()
+
+
 def test_a_claim_taken_over_before_its_start_is_not_run(
     setup: tuple[Config, Client, Path], redis_url: str, r: redis.Redis
 ) -> None:
@@ -55,7 +65,7 @@ def test_a_claim_taken_over_before_its_start_is_not_run(
     [second] = Scripts(r).claim(K, "b", batch=1, lease_ms=60_000).claimed
     assert (second.fire_id, second.token) == (fid, 2)
 
-    a._run(held_long_ago(a, config, first))
+    run_now(a, held_long_ago(a, config, first))
 
     assert not marker.exists()  # a did not run it
     assert not a._running
@@ -72,9 +82,41 @@ def test_a_claim_still_held_at_its_late_start_runs(
     a = Worker(config, connect(redis_url), worker_id="a", lease=5)
     [claim] = a.scripts.claim(K, "a", batch=1, lease_ms=5000).claimed
 
-    a._run(held_long_ago(a, config, claim))
+    run_now(a, held_long_ago(a, config, claim))
 
     assert marker.exists()
     [record] = [json.loads(h) for h in r.lrange(K.history("mark"), 0, -1)]
     assert (record["fire"], record["status"], record["attempt"]) == (fid, "ok", 1)
     assert r.zscore(K.working, fid) is None
+
+
+def test_a_stopped_worker_gives_back_the_fire_of_a_call_that_ignores_its_cancel(
+    tmp_path: Path, redis_url: str, r: redis.Redis
+) -> None:
+    ledger, release = tmp_path / "ledger", tmp_path / "release"
+    cfg = tmp_path / "jobs.yaml"
+    cfg.write_text(
+        "jobs:\n"
+        "  stubborn:\n"
+        "    cron: '0 0 1 1 *'\n"
+        "    call: tests.e2e_jobs:block\n"
+        f"    args: [{str(ledger)!r}, {str(release)!r}]\n"
+    )
+    client = Client(redis_url, config=str(cfg))
+    client.publish_config()
+    worker = Worker(load_config(cfg), connect(redis_url), worker_id="a", grace=0)
+    thread = threading.Thread(target=worker.run_forever, daemon=True)
+    thread.start()
+    try:
+        fid = client.trigger("stubborn")
+        wait_for(lambda: read_ledger(ledger), message="the call to start")
+        worker.stop()
+        worker.stop()  # the second signal: give everything back and go
+        wait_for(lambda: not thread.is_alive(), message="the worker to stop")
+        # Back in the queue at its due time, its attempt not counted; nothing in flight.
+        assert r.zscore(K.queue, fid) is not None
+        assert r.zcard(K.working) == 0
+        assert r.hget(K.attempts, fid) is None
+        assert r.lrange(K.history("stubborn"), 0, -1) == []
+    finally:
+        release.touch()  # lets the call's thread end
