@@ -33,8 +33,13 @@ from .slots import Slots
 log = logging.getLogger("cronsvc.worker")
 
 # A sleeping worker looks at Redis at least this often even without a wake-up
-# message (messages can be lost while a connection is re-established).
-MAX_SLEEP = 2.0
+# message (messages can be lost while a connection is re-established). It
+# otherwise sleeps until the next due fire or lease deadline the claim reports,
+# so this only bounds the delay after a lost message; it is also most of what
+# an idle worker costs Redis.
+MAX_SLEEP = 5.0
+# While Redis cannot be reached, it is tried again at most this far apart.
+OUTAGE_RETRY = 2.0
 # Due fires examined per claim, so `catch_up: latest` sees a job's newer fires.
 SCAN_LIMIT = 200
 PRESENCE_EVERY = 5.0
@@ -155,7 +160,7 @@ class Worker:
                 # Redis restarting or failing over: keep running jobs, claim again later.
                 if not outage:
                     log.warning("cannot claim, retrying: %s", exc)
-                outage = min(max(outage * 2, 0.25), MAX_SLEEP)
+                outage = min(max(outage * 2, 0.25), OUTAGE_RETRY)
                 wait = outage
             if wait > 0 and not self._stopping.is_set():
                 self._wake.wait(wait)
@@ -362,7 +367,7 @@ class Worker:
                     raise
                 log.warning("cannot record a result yet, retrying: %s", exc)
                 self._hard_stop.wait(pause)
-                pause = min(pause * 2, MAX_SLEEP)
+                pause = min(pause * 2, OUTAGE_RETRY)
 
     def _finish_unknown(self, keys: Keys, claim: Claim) -> None:
         record = {

@@ -30,6 +30,20 @@ local batch = tonumber(ARGV[3])
 local now_s = string.format('%d', now)
 local lease_until = string.format('%d', now + tonumber(ARGV[4]))
 local scan = math.max(tonumber(ARGV[5]), batch)
+-- When to come back: the next due fire, or the next lease to expire; -1 if neither.
+local function next_due()
+  local next_ms = -1
+  local q = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if q[2] then next_ms = tonumber(q[2]) end
+  local w = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if w[2] and (next_ms < 0 or tonumber(w[2]) < next_ms) then next_ms = tonumber(w[2]) end
+  return next_ms
+end
+
+-- An idle fleet claims often and finds nothing: answer that with two reads.
+local soonest = next_due()
+if soonest < 0 or soonest > now then return {now, soonest, 0, 0} end
+
 local claimed, dropped = {}, {}
 local w_args, a_args, c_args, gone = {}, {}, {}, {}
 local nevents = 0
@@ -203,13 +217,8 @@ if #dropped > 0 and redis.call('HLEN', KEYS[10]) > 0 then
 end
 if nevents > 0 then redis.call('LTRIM', KEYS[9], 0, 9999) end
 
--- 3. When to come back: the next due fire, or the next lease to expire.
-local next_ms = -1
-local q = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if q[2] then next_ms = tonumber(q[2]) end
-local w = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if w[2] and (next_ms < 0 or tonumber(w[2]) < next_ms) then next_ms = tonumber(w[2]) end
-local out = {now, next_ms, #claimed}
+-- 3. When to come back.
+local out = {now, next_due(), #claimed}
 for _, c in ipairs(claimed) do
   for j = 1, 5 do out[#out + 1] = c[j] end
 end
