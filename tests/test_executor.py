@@ -226,6 +226,15 @@ def test_command_not_found() -> None:
     assert out.error == "command not found: no-such-command-cronsvc"
 
 
+def test_program_not_executable(tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\necho hi\n")  # no x bit
+    out = run(make_job(command=["./job.sh"], cwd=str(tmp_path)))
+    assert (out.status, out.error) == ("failed", "permission denied: ./job.sh")
+    script.chmod(0o755)
+    assert run(make_job(command=["./job.sh"], cwd=str(tmp_path))).output == "hi\n"
+
+
 def test_missing_cwd(tmp_path: Path) -> None:
     missing = str(tmp_path / "nope")
     out = run(make_job(command=["true"], cwd=missing))
