@@ -38,6 +38,13 @@ def setup_logging(fmt: str = "human", name: str = "", level: int = logging.INFO)
         handler.setFormatter(
             logging.Formatter(f"%(asctime)s {prefix}%(levelname)s %(message)s", "%H:%M:%S")
         )
+    # A worker logs a line per run: skip what no line shows (the logging HOWTO's
+    # "Optimization" knobs: caller frame, thread, process and task names).
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging.logAsyncioTasks = False  # type: ignore[attr-defined]
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
