@@ -104,6 +104,9 @@ class Worker:
         self.shards = all_shards(config.redis.shards, config.redis.prefix)
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
+        # Slots taken: runs started and not ended. A run frees its slot when it ends,
+        # so claiming goes on while results are written (its lease is still renewed).
+        self._busy = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -116,7 +119,7 @@ class Worker:
         self._offset_ms = 0  # server clock minus local clock, from the last claim
         self.runs_finished = 0
         self.metrics = metrics or NO_METRICS
-        self.metrics.worker_slots(lambda: len(self._running), self.concurrency)
+        self.metrics.worker_slots(lambda: self._busy, self.concurrency)
 
     # -- public ------------------------------------------------------------
     def wake(self) -> None:
@@ -173,7 +176,7 @@ class Worker:
         start = self._rotation
         self._rotation = (self._rotation + 1) % n  # no shard always goes first
         for i in range(n):
-            free = self.concurrency - len(self._running)
+            free = self.concurrency - self._busy
             if free <= 0:
                 return MAX_SLEEP  # a finishing run sets _wake
             keys = self.shards[(start + i) % n]
@@ -218,6 +221,7 @@ class Worker:
         run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at)
         with self._lock:
             self._running[run.key] = run
+            self._busy += 1
         self._pool.submit(self._run, run)
 
     def _run(self, run: Running) -> None:
@@ -232,18 +236,19 @@ class Worker:
                 outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
+        with self._lock:
+            self._busy -= 1
+            run.ended = True
+        self._wake.set()
         if outcome is None:
             self._free(run)
         else:
-            # The slot stays taken (and the lease renewed) until the result is in Redis.
-            run.ended = True
             self._results.put((run, outcome))
 
     def _free(self, run: Running) -> None:
         with self._lock:
             self._running.pop(run.key, None)
         self.runs_finished += 1
-        self._wake.set()
 
     def _still_held(self, run: Running) -> bool:
         """Whether the lease of a claim is still this worker's, checked before the run
@@ -439,7 +444,7 @@ class Worker:
 
     def _presence(self) -> None:
         keys = self.shards[0]
-        info = {"busy": len(self._running), "slots": self.concurrency, "pid": os.getpid()}
+        info = {"busy": self._busy, "slots": self.concurrency, "pid": os.getpid()}
         try:
             pipe = self.client.pipeline(transaction=False)
             pipe.zadd(keys.workers, {self.worker_id: self._server_now()})
