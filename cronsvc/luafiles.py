@@ -1,5 +1,8 @@
 """The script files of ``lua/`` (``<verb>-<numkeys>.lua``) and their error replies.
 
+``<verb>-<numkeys>+.lua`` takes ``numkeys`` fixed keys and then any number more
+(one per item of a batch).
+
 Installed, the scripts sit in the package as ``cronsvc/lua`` (the wheel
 force-includes them); in an editable install they are the repo's ``lua/``.
 """
@@ -15,7 +18,7 @@ import redis
 
 from .errors import LeaseLost, ScriptError, UnknownFire, UnknownJob
 
-_NAME = re.compile(r"^([a-z]+)-(\d+)\.lua$")
+_NAME = re.compile(r"^([a-z]+)-(\d+)(\+?)\.lua$")
 _ERRORS: dict[str, type[Exception]] = {
     "LEASE_LOST": LeaseLost, "UNKNOWN_FIRE": UnknownFire, "UNKNOWN_JOB": UnknownJob,
 }
@@ -29,6 +32,12 @@ class ScriptSource:
     numkeys: int
     path: Path
     text: str
+    more_keys: bool = False  # numkeys is the least it takes
+
+    def check_keys(self, count: int) -> None:
+        if count != self.numkeys and not (self.more_keys and count > self.numkeys):
+            takes = f"at least {self.numkeys + 1}" if self.more_keys else str(self.numkeys)
+            raise ScriptError(f"{self.path.name}: takes {takes} keys, got {count}")
 
 
 def lua_dir() -> Path:
@@ -47,10 +56,11 @@ def load_sources(directory: Path | None = None) -> dict[str, ScriptSource]:
     for path in sorted((directory or lua_dir()).glob("*.lua")):
         m = _NAME.match(path.name)
         if m is None:
-            raise ScriptError(f"{path}: script files are named <verb>-<numkeys>.lua")
+            raise ScriptError(f"{path}: script files are named <verb>-<numkeys>[+].lua")
         if m.group(1) in found:
             raise ScriptError(f"{path}: a second script for {m.group(1)!r}")
-        found[m.group(1)] = ScriptSource(m.group(1), int(m.group(2)), path, path.read_text())
+        found[m.group(1)] = ScriptSource(m.group(1), int(m.group(2)), path, path.read_text(),
+                                         more_keys=m.group(3) == "+")
     return found
 
 

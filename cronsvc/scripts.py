@@ -1,7 +1,7 @@
 """The Lua scripts of ``lua/`` with typed wrappers: the only way cronsvc changes Redis state.
 
-Each script lives in ``<verb>-<numkeys>.lua``; the key count in the name is
-checked on every call, so a wrapper and its script cannot drift apart
+Each script lives in ``<verb>-<numkeys>.lua`` (``+``: that many and more);
+the key count in the name is checked on every call, so a wrapper and its script cannot drift apart
 silently. Scripts run with EVALSHA and are loaded again on NOSCRIPT (a server
 restart or SCRIPT FLUSH). Error replies become :mod:`cronsvc.errors`
 exceptions. Clients with and without ``decode_responses`` both work.
@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 import redis
 from redis.commands.core import Script
 
-from .batching import bulk, send_many
 from .errors import LeaseLost, ScriptError
 from .keys import Keys
 from .luafiles import ScriptSource, load_sources, lua_dir, script_error
@@ -28,6 +27,8 @@ __all__ = [
 ]
 
 Pairs = Iterable[tuple[str, int]]  # (fire id, token)
+# Fires acked per script call at most: a call blocks the server while it runs.
+ACK_CHUNK = 500
 
 
 def _str(value: Any) -> str:
@@ -100,15 +101,13 @@ class Scripts:
         self._scripts: dict[str, Script] = {
             name: client.register_script(src.text) for name, src in self.sources.items()
         }
-        self._ack_heads: dict[Keys, bytes] = {}
 
     def run(self, name: str, keys: Sequence[str], args: Sequence[Any], client: Any = None) -> Any:
         """Run script ``name``; ScriptError if ``keys`` is not as many keys as its file says."""
         src = self.sources.get(name)
         if src is None:
             raise ScriptError(f"no script {name!r} in {lua_dir()}")
-        if len(keys) != src.numkeys:
-            raise ScriptError(f"{src.path.name}: takes {src.numkeys} keys, got {len(keys)}")
+        src.check_keys(len(keys))
         try:
             if client is None and not isinstance(self.client, redis.Redis):
                 return self._run_in_slot(self._scripts[name], list(keys), list(args))
@@ -203,69 +202,35 @@ class Scripts:
                        [_now(now_ms), int(lease_ms), *flat])
         return [int(x) for x in res]
 
-    def _ack_keys(self, k: Keys, job: str) -> list[str]:
-        return [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads,
-                k.history(job), k.events]
-
     def ack(
         self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
-        history_cap: int = 100, *, now_ms: int | None = None,
+        history_cap: int = 100,
     ) -> None:
         """Finish a held fire and add ``record`` to its job's history; LeaseLost if taken over."""
-        k = self._k(keys)
-        self.run("ack", self._ack_keys(k, job),
-                 [_now(now_ms), fire_id, int(token), job, _json(record), int(history_cap)])
+        [lost] = self._acks(self._k(keys), [(fire_id, token, job, record)], history_cap)
+        if lost is not None:
+            raise LeaseLost(lost)
 
     def ack_many(
         self, keys: Keys | None, acks: Iterable[tuple[str, int, str, Any]],
         history_cap: int = 100,
     ) -> list[bool]:
-        """Ack ``(fire_id, token, job, record)`` items in one round trip; False = lease lost."""
-        k = self._k(keys)
-        items = list(acks)
-        script = self._scripts["ack"]
-        if isinstance(self.client, redis.Redis):
-            packed = self._packed_acks(k, items, history_cap)
+        """Ack ``(fire_id, token, job, record)`` items of one shard; False = lease lost."""
+        return [lost is None for lost in self._acks(self._k(keys), list(acks), history_cap)]
 
-            def send(which: Sequence[int]) -> list[Any]:
-                return send_many(self.client, [packed[i] for i in which])
-        else:
-            # A cluster client: a shard's keys share one slot, so its pipeline still makes
-            # one round trip. ClusterPipeline refuses evalsha(); execute_command passes.
-            def send(which: Sequence[int]) -> list[Any]:
-                pipe = self.client.pipeline(transaction=False)
-                for i in which:
-                    fid, token, job, record = items[i]
-                    pipe.execute_command("EVALSHA", script.sha, 8, *self._ack_keys(k, job), "",
-                                         fid, int(token), job, _json(record), int(history_cap))
-                return pipe.execute(raise_on_error=False)
-        results = send(range(len(items)))
-        again = [i for i, r in enumerate(results) if isinstance(r, redis.exceptions.NoScriptError)]
-        if again:
-            # NOSCRIPT ran nothing: load the script and send those again.
-            self._load(script, k.working)
-            for i, r in zip(again, send(again), strict=True):
-                results[i] = r
-        return _lease_results(results)
-
-    def _packed_acks(self, k: Keys, items: list[tuple[str, int, str, Any]],
-                     history_cap: int) -> list[bytes]:
-        head = self._ack_heads.get(k)
-        if head is None:
-            fixed = ["EVALSHA", self._scripts["ack"].sha, 8, *self._ack_keys(k, "")[:6]]
-            head = b"*%d\r\n" % (len(fixed) + 8) + b"".join(bulk(x) for x in fixed)
-            self._ack_heads[k] = head
-        # Only the history key, fire, token, job and record change from fire to fire.
-        hist = k.history("").encode()
-        mid = bulk(k.events) + bulk("")
-        tail = bulk(int(history_cap))
-        packed = []
-        for fid, token, job, record in items:
-            j, f, t, rec = job.encode(), fid.encode(), b"%d" % token, _json(record).encode()
-            packed.append(b"%s$%d\r\n%s%s\r\n%s$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
-                          b"$%d\r\n%s\r\n%s" % (head, len(hist) + len(j), hist, j, mid, len(f), f,
-                                                len(t), t, len(j), j, len(rec), rec, tail))
-        return packed
+    def _acks(self, k: Keys, items: list[tuple[str, int, str, Any]],
+              history_cap: int) -> list[str | None]:
+        """Per item None if acked, else why not; ACK_CHUNK items per script call."""
+        out: list[str | None] = []
+        fixed = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads]
+        for i in range(0, len(items), ACK_CHUNK):
+            chunk = items[i:i + ACK_CHUNK]
+            args: list[Any] = [int(history_cap)]
+            for fid, token, job, record in chunk:
+                args += (fid, int(token), job, _json(record))
+            res = self.run("ack", [*fixed, *(k.history(job) for _, _, job, _ in chunk)], args)
+            out += [None if r == 1 else _str(r) for r in res]
+        return out
 
     def fail(
         self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
@@ -346,17 +311,6 @@ class Scripts:
         k = self._k(keys)
         return int(self.run("purge", [k.dead, k.attempts, k.payloads, k.events],
                             [_now(now_ms), job or ""]))
-
-
-def _lease_results(results: list[Any]) -> list[bool]:
-    out = []
-    for r in results:
-        if isinstance(r, Exception):
-            err = script_error(r) if isinstance(r, redis.ResponseError) else r
-            if not isinstance(err, LeaseLost):
-                raise err
-        out.append(not isinstance(r, Exception))
-    return out
 
 
 def _json_payload(payload: Any) -> str:

@@ -1,0 +1,45 @@
+-- ack: finish fires held with these tokens and record each run in its job's history.
+-- Any number of fires in one call: the cost per fire is one ZREM and one LPUSH.
+-- KEYS[1] working   zset fire -> lease deadline, ms
+-- KEYS[2] attempts  hash fire -> fencing token of the current claim
+-- KEYS[3] claims    hash fire -> claim
+-- KEYS[4] running   hash job -> fire in flight
+-- KEYS[5] cancels   hash fire -> reason the holder must stop
+-- KEYS[6] payloads  hash fire -> payload JSON
+-- KEYS[6 + i]       list: the history of the i-th fire's job, newest first
+-- ARGV[1] history cap; then per fire ARGV[4i - 2 .. 4i + 1]: fire, token, job, record JSON
+-- Returns per fire 1 if acked, else 'LEASE_LOST <fire> token <token> current <current>':
+-- the token is not the current one or the fire is not in working (a newer claim of the
+-- fire must not be finished by an older holder).
+local cap = tonumber(ARGV[1])
+local n = (#ARGV - 1) / 4
+local fids = {}
+for i = 1, n do fids[i] = ARGV[4 * i - 2] end
+local current = redis.call('HMGET', KEYS[2], unpack(fids))
+local out, done, jobs = {}, {}, {}
+for i = 1, n do
+  local fid, token, job = ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i]
+  if tonumber(current[i]) == tonumber(token) and redis.call('ZREM', KEYS[1], fid) == 1 then
+    done[#done + 1] = fid
+    jobs[#jobs + 1] = job
+    if redis.call('LPUSH', KEYS[6 + i], ARGV[4 * i + 1]) > cap then
+      redis.call('LTRIM', KEYS[6 + i], 0, cap - 1)
+    end
+    out[i] = 1
+  else
+    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current ' .. tostring(current[i] or 'none')
+  end
+end
+if #done > 0 then
+  for k = 2, 6 do
+    if k ~= 4 then redis.call('HDEL', KEYS[k], unpack(done)) end
+  end
+  -- The job's fire in flight (overlap forbid/replace) is cleared only if it is this one.
+  local in_flight = redis.call('HMGET', KEYS[4], unpack(jobs))
+  local clear = {}
+  for i, job in ipairs(jobs) do
+    if in_flight[i] == done[i] then clear[#clear + 1] = job end
+  end
+  if #clear > 0 then redis.call('HDEL', KEYS[4], unpack(clear)) end
+end
+return out
