@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pytest  # noqa: E402
 
-from bench import fill, idle, lag, recovery, throughput  # noqa: E402
+from bench import fill, idle, lag, recovery, throughput, trigger  # noqa: E402
 from bench.common import Figure, Section  # noqa: E402
 from bench.report import machine, render  # noqa: E402
 
@@ -61,6 +61,7 @@ def main() -> None:
         guarded("dispatch throughput", lambda: throughput.measure(fires)),
         guarded("planner fill", fill.measure),
         guarded("idle cost", lambda: idle.measure(seconds)),
+        guarded("trigger latency", lambda: trigger.measure(10 if opts.quick else 50)),
         guarded("recovery", lambda: recovery.measure(
             ((2.0, 1),) if opts.quick else recovery.TRIALS)),
     ]
