@@ -126,6 +126,11 @@ class ChaosRun:
         name = self._name("worker")
         self.fleet.worker(name, "--lease", LEASE, "--concurrency", "4")
         self.workers.append(name)
+        # Until it is claiming: a worker that finds Redis down at start exits (a supervisor
+        # such as `cronsvc up` or systemd starts it again), and a fault injected before it
+        # connected would leave the fleet short of a worker for the rest of the run.
+        wait_for(lambda: self.r.zscore(K.workers, name) is not None, timeout=60,
+                 message=f"{name} to start claiming")
 
     def start_planner(self) -> None:
         name = self._name("planner")
