@@ -25,6 +25,7 @@ from .config import Config, Job
 from .errors import LeaseLost
 from .executor import FireContext, Outcome, execute
 from .keys import Keys, all_shards, keys_for
+from .logs import batched_lines
 from .metrics import NO_METRICS, Metrics
 from .runlog import drop_record, history_record, log_dropped, log_outcome
 from .scripts import Claim, Scripts
@@ -290,19 +291,23 @@ class Worker:
                 if len(batch) >= RESULT_BATCH or self._results.empty():
                     break
                 item = self._results.get_nowait()
-            acks: dict[Keys, list[tuple[Running, Outcome, dict[str, Any]]]] = {}
-            for run, outcome in batch:
-                try:
-                    self._finish(run, outcome, acks)
-                except redis.RedisError as exc:
-                    log.error("%s: result not recorded, the fire will run again: %s",
-                              run.claim.fire_id, exc)
-                except Exception:  # the worker must survive a result it cannot record
-                    log.exception("result of %s not recorded", run.claim.fire_id)
-            for keys, items in acks.items():
-                self._ack(keys, items)
-            for run, _ in batch:
-                self._free(run)
+            with batched_lines():
+                self._record_batch(batch)
+
+    def _record_batch(self, batch: list[tuple[Running, Outcome]]) -> None:
+        acks: dict[Keys, list[tuple[Running, Outcome, dict[str, Any]]]] = {}
+        for run, outcome in batch:
+            try:
+                self._finish(run, outcome, acks)
+            except redis.RedisError as exc:
+                log.error("%s: result not recorded, the fire will run again: %s",
+                          run.claim.fire_id, exc)
+            except Exception:  # the worker must survive a result it cannot record
+                log.exception("result of %s not recorded", run.claim.fire_id)
+        for keys, items in acks.items():
+            self._ack(keys, items)
+        for run, _ in batch:
+            self._free(run)
 
     def _finish(self, run: Running, outcome: Outcome,
                 acks: dict[Keys, list[tuple[Running, Outcome, dict[str, Any]]]]) -> None:

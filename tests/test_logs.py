@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from cronsvc.executor import Outcome
-from cronsvc.logs import setup_logging
+from cronsvc.logs import batched_lines, setup_logging
 from cronsvc.runlog import log_outcome
 from cronsvc.scripts import Claim
 
@@ -54,3 +54,22 @@ def test_human_run_lines_name_the_process_and_the_fire(
     [line] = capsys.readouterr().err.splitlines()
     assert " worker-1 INFO ok backup@1700000000000 attempt=2 scheduled=2023-11-14T22:13:20" \
         in line
+
+
+def test_batched_lines_are_written_at_the_end_of_the_block_in_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    setup_logging("human", "worker-1")
+    log = logging.getLogger("cronsvc.worker")
+    with batched_lines():
+        log.info("one")
+        log.info("two")
+        assert capsys.readouterr().err == ""  # held
+        log.warning("three")  # a warning is not held, and the lines before it go first
+        assert [line.split(" ", 3)[3] for line in capsys.readouterr().err.splitlines()] == [
+            "one", "two", "three"]
+        log.info("four")
+        assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err.endswith(" worker-1 INFO four\n")
+    log.info("five")  # outside a block: at once
+    assert capsys.readouterr().err.endswith(" worker-1 INFO five\n")
