@@ -377,7 +377,9 @@ class Worker:
                     raise
                 log.warning("cannot record a result yet, retrying: %s", exc)
                 self._hard_stop.wait(pause)
-                pause = min(pause * 2, OUTAGE_RETRY)
+                # Soon after Redis is back, well within a lease: until it is recorded,
+                # the result holds the fire only as long as heartbeats renew its lease.
+                pause = min(pause * 2, OUTAGE_RETRY, self.lease_ms / 4000)
 
     def _finish_unknown(self, keys: Keys, claim: Claim) -> None:
         record = {

@@ -26,6 +26,9 @@ from cronsvc.schedule import occurrences_ms
 POLICY = ("missed", "skipped")
 # A drop decided just before a fault may have lost its history line with the worker.
 DROP_RECORD_WINDOW_MS = 3000
+# How long after a run's end its worker may still hold the fire: the lease of the chaos
+# workers (a result not recorded by then is lost with the lease).
+RESULT_WINDOW_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -92,12 +95,15 @@ def _explain(prev: dict[str, Any], cur: dict[str, Any], prev_end: int | None,
         if f.kind == "kill" and f.target == prev["worker"] and \
                 prev["at_ms"] <= f.start_ms <= cur["at_ms"]:
             return "worker kill -9"
-        # Redis went down while the earlier attempt ran, until its result was recorded.
-        # (A restart between a claim and its start explains nothing: a worker checks a
-        # claim that waited that long before it starts it.)
-        ran = f.end_ms >= prev["at_ms"] and (prev_end is None or prev_end >= f.start_ms)
-        if f.kind == "redis" and ran and f.start_ms <= cur["at_ms"]:
-            return "Redis restart during the run"
+        # Redis went down while the earlier attempt held the fire: from its start until
+        # its result was recorded, which the ledger does not show; a worker records it
+        # within a lease of the run's end, or the lease lapses anyway. (A restart between
+        # a claim and its start explains nothing: a worker checks a claim that waited
+        # that long before it starts it.)
+        held = f.end_ms >= prev["at_ms"] and (
+            prev_end is None or prev_end + RESULT_WINDOW_MS >= f.start_ms)
+        if f.kind == "redis" and held and f.start_ms <= cur["at_ms"]:
+            return "Redis restart during the run or before its result was recorded"
     return None
 
 
