@@ -14,6 +14,7 @@ import os
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -105,9 +106,6 @@ class Worker:
         self.shards = all_shards(config.redis.shards, config.redis.prefix)
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
-        # Slots taken: runs started and not ended. A run frees its slot when it ends,
-        # so claiming goes on while results are written (its lease is still renewed).
-        self._busy = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -120,7 +118,7 @@ class Worker:
         self._offset_ms = 0  # server clock minus local clock, from the last claim
         self.runs_finished = 0
         self.metrics = metrics or NO_METRICS
-        self.metrics.worker_slots(lambda: self._busy, self.concurrency)
+        self.metrics.worker_slots(self._busy, self.concurrency)
 
     # -- public ------------------------------------------------------------
     def wake(self) -> None:
@@ -177,7 +175,7 @@ class Worker:
         start = self._rotation
         self._rotation = (self._rotation + 1) % n  # no shard always goes first
         for i in range(n):
-            free = self.concurrency - self._busy
+            free = self.concurrency - self._busy()
             if free <= 0:
                 return MAX_SLEEP  # a finishing run sets _wake
             keys = self.shards[(start + i) % n]
@@ -222,7 +220,6 @@ class Worker:
         run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at)
         with self._lock:
             self._running[run.key] = run
-            self._busy += 1
         self._pool.submit(self._run, run)
 
     def _run(self, run: Running) -> None:
@@ -237,14 +234,18 @@ class Worker:
                 outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
-        with self._lock:
-            self._busy -= 1
-            run.ended = True
+        run.ended = True
         self._wake.set()
         if outcome is None:
             self._free(run)
         else:
             self._results.put((run, outcome))
+
+    def _busy(self) -> int:
+        """Slots taken: runs started and not ended. A run frees its slot when it ends, so
+        claiming goes on while its result is written (its lease is still renewed)."""
+        with self._lock:
+            return sum(not run.ended for run in self._running.values())
 
     def _free(self, run: Running) -> None:
         with self._lock:
@@ -421,10 +422,7 @@ class Worker:
     def heartbeat_once(self) -> None:
         with self._lock:
             runs = list(self._running.values())
-        by_keys: dict[Keys, list[Running]] = {}
-        for run in runs:
-            by_keys.setdefault(run.keys, []).append(run)
-        for keys, group in by_keys.items():
+        for keys, group in _by_shard(runs).items():
             results = self.scripts.heartbeat(
                 keys, self.lease_ms, [(r.claim.fire_id, r.claim.token) for r in group]
             )
@@ -451,7 +449,7 @@ class Worker:
 
     def _presence(self) -> None:
         keys = self.shards[0]
-        info = {"busy": self._busy, "slots": self.concurrency, "pid": os.getpid()}
+        info = {"busy": self._busy(), "slots": self.concurrency, "pid": os.getpid()}
         try:
             pipe = self.client.pipeline(transaction=False)
             pipe.zadd(keys.workers, {self.worker_id: self._server_now()})
@@ -462,11 +460,9 @@ class Worker:
 
     # -- shutdown ----------------------------------------------------------
     def _release_stuck(self, runs: list[Running]) -> None:
-        by_keys: dict[Keys, list[Running]] = {}
         for run in runs:
             log.warning("%s: call still running at stop; its fire is given back", run.claim.fire_id)
-            by_keys.setdefault(run.keys, []).append(run)
-        for keys, group in by_keys.items():
+        for keys, group in _by_shard(runs).items():
             try:
                 self.scripts.release(keys, [(r.claim.fire_id, r.claim.token) for r in group])
             except redis.RedisError as exc:
@@ -494,7 +490,7 @@ class Worker:
             if waited > STOP_WAIT or (waited > CALL_STOP_WAIT and not any(
                     run.job.call is None or run.job.timeout is not None for run in pending)):
                 break
-            threading.Event().wait(0.05)
+            time.sleep(0.05)
         self._pool.close()
         self._release_stuck([run for run in left if not run.ended])
         self._results.put(None)
@@ -510,6 +506,13 @@ class Worker:
         except redis.RedisError:
             pass
         log.info("worker %s stopped after %d run(s)", self.worker_id, self.runs_finished)
+
+
+def _by_shard(runs: list[Running]) -> dict[Keys, list[Running]]:
+    by_keys: dict[Keys, list[Running]] = {}
+    for run in runs:
+        by_keys.setdefault(run.keys, []).append(run)
+    return by_keys
 
 
 def _json(value: Any) -> str:

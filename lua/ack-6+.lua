@@ -31,8 +31,8 @@ for i = 1, n do
   end
 end
 if #done > 0 then
-  for k = 2, 6 do
-    if k ~= 4 then redis.call('HDEL', KEYS[k], unpack(done)) end
+  for _, key in ipairs({KEYS[2], KEYS[3], KEYS[5], KEYS[6]}) do
+    redis.call('HDEL', key, unpack(done))
   end
   -- The job's fire in flight (overlap forbid/replace) is cleared only if it is this one.
   local in_flight = redis.call('HMGET', KEYS[4], unpack(jobs))

@@ -38,6 +38,14 @@ def setup(tmp_path: Path, redis_url: str) -> Iterator[tuple[Config, Client, Path
     yield load_config(cfg), client, marker
 
 
+def claimed_by_a(config: Config, client: Client, redis_url: str) -> tuple[str, Worker, Claim]:
+    """A triggered fire of `mark`, and worker a holding it with a 5 s lease."""
+    fid = client.trigger("mark")
+    a = Worker(config, connect(redis_url), worker_id="a", lease=5)
+    [claim] = a.scripts.claim(K, "a", batch=1, lease_ms=5000).claimed
+    return fid, a, claim
+
+
 def held_long_ago(worker: Worker, config: Config, claim: Claim) -> Running:
     """A claim that waited a long time (Redis away) between its claim and its start."""
     run = Running(claim=claim, job=config.jobs[claim.job], keys=K,
@@ -57,9 +65,7 @@ def test_a_claim_taken_over_before_its_start_is_not_run(
     setup: tuple[Config, Client, Path], redis_url: str, r: redis.Redis
 ) -> None:
     config, client, marker = setup
-    fid = client.trigger("mark")
-    a = Worker(config, connect(redis_url), worker_id="a", lease=5)
-    [first] = a.scripts.claim(K, "a", batch=1, lease_ms=5000).claimed
+    fid, a, first = claimed_by_a(config, client, redis_url)
     # Its lease lapses (the holder could not reach Redis) and worker b takes the fire over.
     r.zadd(K.working, {fid: 0})
     [second] = Scripts(r).claim(K, "b", batch=1, lease_ms=60_000).claimed
@@ -78,9 +84,7 @@ def test_a_claim_still_held_at_its_late_start_runs(
     setup: tuple[Config, Client, Path], redis_url: str, r: redis.Redis
 ) -> None:
     config, client, marker = setup
-    fid = client.trigger("mark")
-    a = Worker(config, connect(redis_url), worker_id="a", lease=5)
-    [claim] = a.scripts.claim(K, "a", batch=1, lease_ms=5000).claimed
+    fid, a, claim = claimed_by_a(config, client, redis_url)
 
     run_now(a, held_long_ago(a, config, claim))
 
