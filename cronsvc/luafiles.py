@@ -16,11 +16,14 @@ from pathlib import Path
 
 import redis
 
-from .errors import LeaseLost, ScriptError, UnknownFire, UnknownJob
+from .errors import LeaseLost, ScriptError, Superseded, UnknownFire, UnknownJob
 
 _NAME = re.compile(r"^([a-z]+)-(\d+)(\+?)\.lua$")
+_INCLUDE = re.compile(r"^-- @include ([a-z][a-z0-9_-]*\.lua)$", re.MULTILINE)
+INCLUDES = "includes"  # the folder of shared snippets, beside the scripts
 _ERRORS: dict[str, type[Exception]] = {
     "LEASE_LOST": LeaseLost, "UNKNOWN_FIRE": UnknownFire, "UNKNOWN_JOB": UnknownJob,
+    "SUPERSEDED": Superseded,
 }
 
 
@@ -51,17 +54,35 @@ def lua_dir() -> Path:
 
 @cache
 def load_sources(directory: Path | None = None) -> dict[str, ScriptSource]:
-    """Every script of ``directory`` (default :func:`lua_dir`) by verb."""
+    """Every script of ``directory`` (default :func:`lua_dir`) by verb, includes expanded."""
+    base = directory or lua_dir()
     found: dict[str, ScriptSource] = {}
-    for path in sorted((directory or lua_dir()).glob("*.lua")):
+    for path in sorted(base.glob("*.lua")):
         m = _NAME.match(path.name)
         if m is None:
             raise ScriptError(f"{path}: script files are named <verb>-<numkeys>[+].lua")
         if m.group(1) in found:
             raise ScriptError(f"{path}: a second script for {m.group(1)!r}")
-        found[m.group(1)] = ScriptSource(m.group(1), int(m.group(2)), path, path.read_text(),
+        text = expand_includes(path.read_text(), base / INCLUDES, path)
+        found[m.group(1)] = ScriptSource(m.group(1), int(m.group(2)), path, text,
                                          more_keys=m.group(3) == "+")
     return found
+
+
+def expand_includes(text: str, includes: Path, path: Path) -> str:
+    """``text`` with each ``-- @include NAME.lua`` line replaced by ``includes/NAME.lua``.
+
+    Shared snippets (the clock, the capped event push) live once, as in BullMQ's
+    ``src/commands/includes``; an included file includes nothing itself.
+    """
+    def include(m: re.Match[str]) -> str:
+        source = includes / m.group(1)
+        try:
+            return source.read_text().rstrip("\n")
+        except OSError:
+            raise ScriptError(f"{path}: cannot include {m.group(1)}: no {source}") from None
+
+    return _INCLUDE.sub(include, text)
 
 
 def script_error(exc: redis.ResponseError) -> Exception:

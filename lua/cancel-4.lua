@@ -6,9 +6,7 @@
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] fire
 -- Returns 1 if it was unqueued, 0 if it was not queued (it runs, ran, or never existed).
-redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
-local now = tonumber(ARGV[1]) or (function()
-  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+-- @include now.lua
 local fid = ARGV[2]
 if redis.call('ZREM', KEYS[1], fid) == 0 then return 0 end
 redis.call('HDEL', KEYS[2], fid)

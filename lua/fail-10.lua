@@ -13,9 +13,7 @@
 -- ARGV[2] fire, ARGV[3] token, ARGV[4] job, ARGV[5] record JSON, ARGV[6] history cap,
 -- ARGV[7] max_attempts, ARGV[8] retry_at_ms
 -- Returns {'retry', retry_at_ms} or {'dead', now_ms}; error LEASE_LOST as ack.
-redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
-local now = tonumber(ARGV[1]) or (function()
-  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+-- @include now.lua
 local fid, token, job = ARGV[2], ARGV[3], ARGV[4]
 local current = redis.call('HGET', KEYS[3], fid)
 if tonumber(current) ~= tonumber(token) or not redis.call('ZSCORE', KEYS[1], fid) then
@@ -38,8 +36,12 @@ else
   -- Attempts and payload stay, so the dead fire can be retried by hand.
   verdict, at = 'dead', now
   redis.call('ZADD', KEYS[8], now, fid)
+  -- The reason names the last attempt's error: what `cronsvc dead` shows.
+  local ok, last = pcall(cjson.decode, ARGV[5])
+  local why = ok and type(last) == 'table' and (last.reason or last.status) or nil
   local line = cjson.encode({fire = fid, job = job, status = 'dead', attempt = tonumber(token),
-    scheduled = tonumber(string.match(fid, '@(%d+)')), reason = 'no attempts left'})
+    scheduled = tonumber(string.match(fid, '@(%d+)')),
+    reason = 'no attempts left' .. (type(why) == 'string' and (': ' .. why) or '')})
   redis.call('LPUSH', KEYS[9], line)
   redis.call('LPUSH', KEYS[10],
     cjson.encode({event = 'dead', fire = fid, attempt = tonumber(token), at = now}))

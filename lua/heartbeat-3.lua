@@ -7,9 +7,7 @@
 -- ARGV[3..] pairs: fire, token
 -- Returns one result per pair: 1 extended, 2 extended but cancelled (stop the run),
 -- 0 lease lost (another claim holds the fire, or it is finished).
-redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
-local now = tonumber(ARGV[1]) or (function()
-  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+-- @include now.lua
 local until_ms = now + tonumber(ARGV[2])
 local out = {}
 for i = 3, #ARGV - 1, 2 do

@@ -10,9 +10,7 @@
 --   this call: claim sees the pause in every call after it): fire, lease deadline ms, claim
 --   JSON or ''. A job paused already keeps its `since` (the note is replaced).
 -- Error 'UNKNOWN_JOB <job>' if the job is not published.
-redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
-local now = tonumber(ARGV[1]) or (function()
-  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+-- @include now.lua
 local job = ARGV[2]
 if redis.call('HEXISTS', KEYS[1], job) == 0 then
   return redis.error_reply('UNKNOWN_JOB ' .. job)

@@ -6,9 +6,7 @@
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] job whose dead fires go, or '' for every job of this shard
 -- Returns the number of fires purged.
-redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
-local now = tonumber(ARGV[1]) or (function()
-  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+-- @include now.lua
 local head = ARGV[2] ~= '' and (ARGV[2] .. '@') or nil
 local n = 0
 for _, fid in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do

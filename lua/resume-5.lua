@@ -13,9 +13,7 @@
 --   (paused again or resumed meanwhile: nothing changed, compute again).
 -- A fire already queued, in flight or dead is left alone. Fires due after the pause began
 -- were never claimed before it (claim takes due fires only), so none of them has run.
-redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
-local now = tonumber(ARGV[1]) or (function()
-  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+-- @include now.lua
 local job = ARGV[2]
 local current = redis.call('HGET', KEYS[1], job)
 if not current then return {0} end

@@ -9,9 +9,7 @@
 -- Attempts restart at 0, not deleted: claim judges the starting deadline and catch_up only on
 -- a fire's first start (no attempts entry), and a dead fire is late by nature. Its first
 -- claim gets token 1 and the job's full retries. The payload of a one-off stays.
-redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
-local now = tonumber(ARGV[1]) or (function()
-  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+-- @include now.lua
 local fid = ARGV[2]
 if redis.call('ZREM', KEYS[1], fid) == 0 then return 0 end
 redis.call('HSET', KEYS[3], fid, 0)

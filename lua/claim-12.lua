@@ -1,39 +1,56 @@
 -- claim: stale fires first, then due fires, up to a batch; drop what policy says not to run.
+-- Only fires whose job definition this worker holds (KEYS[12]) are taken: others are left
+-- queued for a worker that holds it (or handed back, when their lease lapsed).
 -- KEYS[1]  queue     zset fire -> due (or retry) time, ms
 -- KEYS[2]  working   zset fire -> lease deadline, ms
 -- KEYS[3]  attempts  hash fire -> attempt count = fencing token of the current claim
 -- KEYS[4]  claims    hash fire -> JSON {worker, token, due, claimed_at[, reclaimed]}
--- KEYS[5]  jobs      hash job -> policy line digest|catch_up|deadline_ms|overlap|max_attempts|paused
+-- KEYS[5]  jobs      hash job -> policy line (cronsvc/policy.py):
+--                    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition
 -- KEYS[6]  paused    hash job -> JSON of a runtime pause
 -- KEYS[7]  running   hash job -> fire in flight (overlap forbid/replace)
 -- KEYS[8]  cancels   hash fire -> reason the holder must stop
 -- KEYS[9]  events    list of JSON decisions, newest first, capped at 10000
 -- KEYS[10] payloads  hash fire -> payload JSON of one-off fires
 -- KEYS[11] dead      zset fire -> time it died, ms
+-- KEYS[12] held      hash job -> definition digest, of the job file this worker runs
 -- ARGV[1]  now_ms, or '' for the server clock
 -- ARGV[2]  worker id
 -- ARGV[3]  batch: fires claimed at most (stale reclaims included)
 -- ARGV[4]  lease_ms
 -- ARGV[5]  scan_limit: due fires examined at most (>= batch)
+-- ARGV[6]  unheld_ms: a due fire no worker with its definition took for this long is missed
+-- ARGV[7]  '1': take fires of any definition (tools and tests draining a queue), else '0'
 -- Returns one flat array (nested arrays make Redis write the reply in many small pieces):
 --   now_ms, next_ms (-1: nothing queued or working),
 --   n_claimed, then per claim: fire, token, due_ms, reclaimed 0/1, payload JSON or '',
+--     the claim JSON of the holder whose lease lapsed (reclaimed) or '',
 --   n_dropped, then per drop: fire, reason
--- Reasons: removed, paused, missed, 'catch_up latest', 'overlap forbid', dead.
+-- Reasons: removed, paused, missed, 'catch_up latest', 'overlap forbid', dead (its lease
+-- lapsed on the last attempt), 'dead: job removed' (lapsed after its job was removed),
+-- 'definition not held' (a missed fire: no worker holding its definition took it in time).
+-- next_ms skips due fires this worker cannot take: it comes back for the first fire due
+-- later, and within a second while its scan found nothing it could take.
 -- Writes are gathered and sent as one command per key: the cost per fire is mostly Lua.
-redis.replicate_commands()  -- TIME before writes needs effects replication on Redis < 7
-local now = tonumber(ARGV[1]) or (function()
-  local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end)()
+-- @include now.lua
 local worker_json = cjson.encode(ARGV[2])
 local batch = tonumber(ARGV[3])
 -- Lua formats numbers with sprintf on every use: turn the hot ones into strings once.
-local now_s = string.format('%d', now)
 local lease_until = string.format('%d', now + tonumber(ARGV[4]))
 local scan = math.max(tonumber(ARGV[5]), batch)
+local unheld_ms = tonumber(ARGV[6])
+local any_definition = ARGV[7] == '1'
+local RESCAN_MS = 1000
 -- When to come back: the next due fire, or the next lease to expire; -1 if neither.
-local function next_due()
+-- `skipping`: due fires were left for other workers, so look past what is due now.
+local function next_due(skipping)
   local next_ms = -1
-  local q = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local q
+  if skipping then
+    q = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now_s, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  else
+    q = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  end
   if q[2] then next_ms = tonumber(q[2]) end
   local w = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   if w[2] and (next_ms < 0 or tonumber(w[2]) < next_ms) then next_ms = tonumber(w[2]) end
@@ -41,7 +58,8 @@ local function next_due()
 end
 
 -- An idle fleet claims often and finds nothing: answer that with two reads.
-local soonest = next_due()
+local now_s = string.format('%d', now)
+local soonest = next_due(false)
 if soonest < 0 or soonest > now then return {now, soonest, 0, 0} end
 
 local claimed, dropped = {}, {}
@@ -65,16 +83,20 @@ local function load_policies(jobs)
   end
   if #want == 0 then return end
   local lines = redis.call('HMGET', KEYS[5], unpack(want))
+  local held = any_definition and {} or redis.call('HMGET', KEYS[12], unpack(want))
   local pauses = {}
   if redis.call('HLEN', KEYS[6]) > 0 then pauses = redis.call('HMGET', KEYS[6], unpack(want)) end
   for i, job in ipairs(want) do
     local line = lines[i]
     if line then
-      local _, catch_up, deadline, overlap, max_attempts, paused =
-        string.match(line, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+      local _, catch_up, deadline, overlap, max_attempts, paused, definition =
+        string.match(line, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)$')
       policies[job] = {catch_up = catch_up, deadline = tonumber(deadline) or 0,
         overlap = overlap, max_attempts = tonumber(max_attempts) or 1,
-        paused = paused == '1' or (pauses[i] or false) ~= false}
+        paused = paused == '1' or (pauses[i] or false) ~= false,
+        -- A line without a definition (an older planner's) needs the job, in any version.
+        held = any_definition or (held[i] or false) ~= false and
+          (definition == '' or held[i] == definition)}
     end
   end
 end
@@ -95,8 +117,8 @@ local function holder(job)
   return nil
 end
 
--- token: the attempt number; due: a string of digits.
-local function take(fid, job, due, token, p, reclaimed)
+-- token: the attempt number; due: a string of digits; before: the lapsed holder's claim.
+local function take(fid, job, due, token, p, reclaimed, before)
   local token_s = token == 1 and '1' or tostring(token)
   w_args[#w_args + 1] = lease_until
   w_args[#w_args + 1] = fid
@@ -109,7 +131,7 @@ local function take(fid, job, due, token, p, reclaimed)
     redis.call('HSET', KEYS[7], job, fid)
     holders[job] = fid
   end
-  claimed[#claimed + 1] = {fid, token, tonumber(due), reclaimed, ''}
+  claimed[#claimed + 1] = {fid, token, tonumber(due), reclaimed, '', before or ''}
 end
 
 -- 1. Stale leases: the holder died or lost Redis; run the fire again with a higher token.
@@ -122,29 +144,40 @@ if #stale > 0 then
   for i, fid in ipairs(stale) do jobs[i] = string.match(fid, '^(.-)@') end
   load_policies(jobs)
   local used = redis.call('HMGET', KEYS[3], unpack(stale))
+  local before = redis.call('HMGET', KEYS[4], unpack(stale))
   for i, fid in ipairs(stale) do
     local job, p, n = jobs[i], policies[jobs[i]], tonumber(used[i]) or 0
-    if not p or n >= p.max_attempts + LOST_LEASE_EXTRA then
+    if p and not p.held then
+      -- Not this worker's to run: back to the queue at its due time, no attempt used, for a
+      -- worker that holds its definition (the claim is kept: whoever takes it sees the holder).
+      redis.call('ZREM', KEYS[2], fid)
+      redis.call('ZADD', KEYS[1], string.match(fid, '@(%d+)'), fid)
+      if redis.call('HGET', KEYS[7], job) == fid then redis.call('HDEL', KEYS[7], job) end
+      event('handed back', fid, 'lease lapsed; definition not held by ' .. ARGV[2])
+    elseif not p or n >= p.max_attempts + LOST_LEASE_EXTRA then
       -- Attempts and payload stay, so the dead fire can be retried by hand.
       redis.call('ZREM', KEYS[2], fid)
       redis.call('HDEL', KEYS[4], fid)
       redis.call('HDEL', KEYS[8], fid)
       if redis.call('HGET', KEYS[7], job) == fid then redis.call('HDEL', KEYS[7], job) end
       redis.call('ZADD', KEYS[11], now_s, fid)
-      dropped[#dropped + 1] = {fid, 'dead'}
+      dropped[#dropped + 1] = {fid, p and 'dead' or 'dead: job removed'}
       event('dead', fid, p and 'lease lost on the last attempt' or 'job removed')
     else
-      take(fid, job, string.match(fid, '@(%d+)'), n + 1, p, 1)
+      take(fid, job, string.match(fid, '@(%d+)'), n + 1, p, 1, before[i])
       event('reclaimed', fid, nil)
     end
   end
 end
 
--- 2. Due fires, in due order; every fire examined is claimed or dropped, so the examined
--- ones are exactly the first ranks of the queue.
+-- 2. Due fires, in due order; every fire examined is claimed, dropped, or left for a worker
+-- that holds its definition. Without the last, the examined ones are exactly the first ranks
+-- of the queue.
 local examined = 0
+local skipped, leave = false, {}  -- fires left queued for workers holding their definition
+local fires = {}
 if #claimed < batch then
-  local fires = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, scan)
+  fires = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, scan)
   local parsed, latest = {}, {}
   local find, sub = string.find, string.sub
   for i, fid in ipairs(fires) do
@@ -174,6 +207,13 @@ if #claimed < batch then
         reason = 'paused'
       elseif not n and p.deadline > 0 and now - due > p.deadline then
         reason = 'missed'
+      elseif not p.held then
+        if now - due > unheld_ms then
+          reason = 'definition not held'
+        else
+          skipped = true
+          leave[fid] = true
+        end
       elseif not n and not oneoff and p.catch_up == 'latest' and latest[job] > due then
         reason = 'catch_up latest'
       elseif p.overlap ~= 'allow' then
@@ -185,19 +225,31 @@ if #claimed < batch then
           event('cancelled', current, 'replaced by ' .. fid)
         end
       end
-      if reason then
+      if leave[fid] then
+        -- stays queued, unseen by this worker
+      elseif reason then
         if n then gone[#gone + 1] = fid end
         dropped[#dropped + 1] = {fid, reason}
         event('dropped', fid, reason)
       else
-        take(fid, job, due_s, (n or 0) + 1, p, 0)
+        -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
+        local before = n and redis.call('HGET', KEYS[4], fid) or nil
+        take(fid, job, due_s, (n or 0) + 1, p, before and 1 or 0, before)
       end
     end
     examined = last
   end
 end
 
-if examined > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, examined - 1) end
+if examined > 0 and not skipped then
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, examined - 1)
+elseif examined > 0 then
+  local taken = {}
+  for i = 1, examined do
+    if not leave[fires[i]] then taken[#taken + 1] = fires[i] end
+  end
+  if #taken > 0 then bulk('ZREM', KEYS[1], taken, 1) end
+end
 if #w_args > 0 then
   bulk('ZADD', KEYS[2], w_args, 2)
   bulk('HSET', KEYS[3], a_args, 2)
@@ -212,15 +264,22 @@ end
 if #gone > 0 then bulk('HDEL', KEYS[3], gone, 1) end
 if #dropped > 0 and redis.call('HLEN', KEYS[10]) > 0 then
   local ids = {}
-  for i, d in ipairs(dropped) do if d[2] ~= 'dead' then ids[#ids + 1] = d[1] end end
+  for i, d in ipairs(dropped) do
+    if string.sub(d[2], 1, 4) ~= 'dead' then ids[#ids + 1] = d[1] end
+  end
   if #ids > 0 then bulk('HDEL', KEYS[10], ids, 1) end
 end
 if nevents > 0 then redis.call('LTRIM', KEYS[9], 0, 9999) end
 
 -- 3. When to come back.
-local out = {now, next_due(), #claimed}
+local next_ms = next_due(skipped)
+if skipped and (examined >= scan or #claimed >= batch)
+    and (next_ms < 0 or next_ms > now + RESCAN_MS) then
+  next_ms = now + RESCAN_MS  -- more may be due past what this call looked at
+end
+local out = {now, next_ms, #claimed}
 for _, c in ipairs(claimed) do
-  for j = 1, 5 do out[#out + 1] = c[j] end
+  for j = 1, 6 do out[#out + 1] = c[j] end
 end
 out[#out + 1] = #dropped
 for _, d in ipairs(dropped) do

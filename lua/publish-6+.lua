@@ -1,0 +1,102 @@
+-- publish: write new, changed and removed job definitions of one file generation; unqueue
+-- the fires of old definitions, each job's unqueued fires summed up in one history line.
+-- KEYS[1] queue       zset fire -> due time, ms
+-- KEYS[2] jobs        hash job -> policy line (cronsvc/policy.py), schedule digest first
+-- KEYS[3] specs       hash job -> JSON {cron, timezone, jitter}
+-- KEYS[4] watermarks  hash job -> ms planned up to
+-- KEYS[5] events      list of JSON decisions, newest first, capped at 10000
+-- KEYS[6] published   string: the generation whose definitions this shard holds
+-- KEYS[6 + i]         list: the history of the i-th job whose fires are unqueued
+-- ARGV[1] now_ms, or '' for the server clock
+-- ARGV[2] generation of the file being published
+-- ARGV[3] history cap
+-- ARGV[4] n_set, then per job: job, expected old digest ('-' = absent), policy line, spec JSON
+-- then    n_removed, then per job: job, expected old digest
+-- then    n_groups, then per job whose fires go (history key KEYS[6 + i]): job, why
+--         ('removed' or 'replaced'), n, then the n fire ids to unqueue (never in working)
+-- A newer generation already published here wins: error 'SUPERSEDED <generation>', nothing
+-- written. A job whose current digest is not the expected one is a conflict: left as is, and
+-- its fires stay queued (another planner of the same generation published it meanwhile).
+-- A new digest moves the watermark to now: the new definition plans fires after now only.
+-- A history line {job, status = why, reason, fires, first, last, at, generation} records the
+-- unqueued fires of each job (none leaves the queue without one).
+-- Returns {n_changed (jobs written), n_removed, n_fires_unqueued, conflicts: {job...}}
+-- @include now.lua
+local gen = tonumber(ARGV[2])
+local cap = tonumber(ARGV[3])
+local current_gen = tonumber(redis.call('GET', KEYS[6]) or '0')
+if current_gen > gen then
+  return redis.error_reply('SUPERSEDED ' .. current_gen)
+end
+redis.call('SET', KEYS[6], gen)
+
+local function digest_of(job)
+  local line = redis.call('HGET', KEYS[2], job)
+  return line and string.match(line, '^[^|]*') or '-'
+end
+
+local changed, removed, unqueued, conflicts, conflicted = 0, 0, 0, {}, {}
+local i = 5
+for _ = 1, tonumber(ARGV[4]) do
+  local job, expected, line, spec = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  i = i + 4
+  local current = digest_of(job)
+  if current ~= expected then
+    conflicts[#conflicts + 1] = job
+    conflicted[job] = true
+  else
+    redis.call('HSET', KEYS[2], job, line)
+    redis.call('HSET', KEYS[3], job, spec)
+    if string.match(line, '^[^|]*') ~= current then
+      redis.call('HSET', KEYS[4], job, now)
+    end
+    changed = changed + 1
+  end
+end
+local n_removed = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, n_removed do
+  local job, expected = ARGV[i], ARGV[i + 1]
+  i = i + 2
+  if digest_of(job) ~= expected then
+    conflicts[#conflicts + 1] = job
+    conflicted[job] = true
+  else
+    removed = removed + redis.call('HDEL', KEYS[2], job)
+    redis.call('HDEL', KEYS[3], job)
+    redis.call('HDEL', KEYS[4], job)
+  end
+end
+local REASONS = {removed = 'removed: job deleted from the file',
+                 replaced = 'replaced: definition changed'}
+local n_groups = tonumber(ARGV[i])
+i = i + 1
+for g = 1, n_groups do
+  local job, why, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local count, first, last = 0, nil, nil
+  if not conflicted[job] then
+    for k = i + 3, i + 2 + n do
+      local fid = ARGV[k]
+      if redis.call('ZREM', KEYS[1], fid) == 1 then
+        local due = tonumber(string.match(fid, '@(%d+)'))
+        count = count + 1
+        if not first or due < first then first = due end
+        if not last or due > last then last = due end
+      end
+    end
+  end
+  i = i + 3 + n
+  if count > 0 then
+    unqueued = unqueued + count
+    -- Built by hand: cjson would write large integers in exponent notation.
+    local line = '{"job":' .. cjson.encode(job) .. ',"status":' .. cjson.encode(why)
+      .. ',"reason":' .. cjson.encode(REASONS[why] or why) .. ',"fires":' .. count
+      .. ',"first":' .. string.format('%d', first) .. ',"last":' .. string.format('%d', last)
+      .. ',"at":' .. string.format('%d', now) .. ',"generation":' .. gen .. '}'
+    redis.call('LPUSH', KEYS[6 + g], line)
+    redis.call('LTRIM', KEYS[6 + g], 0, cap - 1)
+    redis.call('LPUSH', KEYS[5], line)
+  end
+end
+if unqueued > 0 then redis.call('LTRIM', KEYS[5], 0, 9999) end
+return {changed, removed, unqueued, conflicts}
