@@ -45,7 +45,7 @@ def prepare(r: redis.Redis, s: Scripts, fires: int, jobs: int, base: int) -> lis
     """Publish ``jobs`` jobs and plan ``fires`` fires due from ``base`` on (1 s apart per job)."""
     r.flushall()
     names = [f"job{i:05d}" for i in range(jobs)]
-    s.publish(K, [(n, "-", LINE, "{}") for n in names], now_ms=base - 1)
+    s.publish(K, [(n, "-", LINE, "{}") for n in names], generation=1, now_ms=base - 1)
     per_job = fires // jobs
     entries: list[tuple[str, str, int, list[int]]] = []
     size = 0

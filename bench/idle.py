@@ -22,7 +22,8 @@ import redis
 
 from bench import common
 from bench.common import Figure, K, Section
-from cronsvc.worker import MAX_SLEEP, PRESENCE_EVERY
+from cronsvc.presence import PRESENCE_EVERY
+from cronsvc.worker import MAX_SLEEP
 from tests.conftest import wait_for
 
 WORKERS = 8

@@ -16,13 +16,14 @@ CONNECTION_COMMANDS = ("ping", "select")
 SCRIPT_COMMANDS = ("evalsha", "script|load")
 #: Called from inside lua/*.lua.
 LUA_COMMANDS = (
-    "hdel", "hexists", "hget", "hincrby", "hlen", "hmget", "hset", "lpush", "ltrim", "time",
-    "zadd", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zscore",
+    "get", "hdel", "hexists", "hget", "hincrby", "hlen", "hmget", "hset", "lpush", "ltrim",
+    "set", "time", "zadd", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zscore",
 )
-#: Sent directly: planner (job state, presence), worker (presence, wake-ups), client
-#: (server time, job names, pause and resume).
+#: Sent directly: planner (job state, generations, presence), worker (presence, wake-ups,
+#: the definitions it holds), client (server time, job names, pause and resume).
 DIRECT_COMMANDS = (
-    "hdel", "hexists", "hget", "hgetall", "hkeys", "hmget", "hset", "info", "lindex", "lrange",
+    "expire", "get", "hdel", "hexists", "hget", "hgetall", "hkeys", "hmget", "hset", "info",
+    "lindex", "lrange",
     "publish", "subscribe", "time", "unsubscribe", "zadd", "zcard", "zcount", "zrange",
     "zrangebyscore", "zrem", "zscore",
 )

@@ -172,7 +172,8 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
 def worker(config: str | None, redis_url: str | None, concurrency: int | None,
            lease: float | None, grace: float | None, log_format: str, name: str | None,
            metrics_port: int | None) -> None:
-    """Claim due fires and run them. SIGTERM: finish running jobs; again: give them back."""
+    """Claim due fires and run them; reload the file on change or SIGHUP.
+    SIGTERM: finish running jobs; again: give them back."""
     from .config import load_config
     from .connection import connect
     from .logs import setup_logging
@@ -180,13 +181,15 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     from .signals import on_stop_signals
     from .worker import Worker, default_worker_id
 
-    loaded = load_config(config_path(config))
+    path = config_path(config)
+    loaded = load_config(path)
     url = require_redis_url(redis_url, loaded)
     setup_logging(log_format, (name or "worker").split("@")[0])
     client = connect(url, cluster=loaded.redis.cluster or None)
     w = Worker(loaded, client, concurrency=concurrency, lease=lease, grace=grace,
-               worker_id=name or default_worker_id(), metrics=start_metrics(metrics_port))
-    on_stop_signals(w.stop)
+               worker_id=name or default_worker_id(), metrics=start_metrics(metrics_port),
+               config_path=path)
+    on_stop_signals(w.stop, reload=w.request_reload)
     w.run_forever()
 
 
@@ -227,6 +230,28 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
                      metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30)
     on_stop_signals(sup.handle_signal)
     sys.exit(sup.run())
+
+
+@main.command()
+@click.argument("file", required=False, metavar="[FILE]")
+@config_option
+@redis_url_option
+@friendly
+def publish(file: str | None, config: str | None, redis_url: str | None) -> None:
+    """Make a job file the published one now, even if planners hold a newer one.
+
+    Planners publish their own file when it changes or is new; an older file that
+    comes back (a rollback while newer planners still run) waits for them to stop.
+    This publishes it at once; the planners holding another file then yield to it.
+    """
+    from .client import Client
+    from .config import load_config
+
+    path = file or config_path(config)
+    loaded = load_config(path)
+    client = Client(require_redis_url(redis_url, loaded), config=loaded)
+    generation = client.publish_config()
+    click.echo(f"published {path} as generation {generation} ({len(loaded.jobs)} jobs)")
 
 
 @main.command("next")

@@ -70,13 +70,16 @@ class Client(FleetReader):
                          config.redis.prefix if config else "")
         self.scripts = Scripts(client, prefix=self.prefix)
 
-    def publish_config(self) -> None:
-        """Publish the client's job file now, as a planner does when it starts."""
+    def publish_config(self) -> int:
+        """Publish the client's job file now as the newest generation, even if planners
+        hold another one (a rollback on purpose); the generation it is now."""
         if self.config is None:
             raise ValueError("publish_config needs the client's config")
         from .planner import Planner
 
-        Planner(self.config.source, self.redis).sync()
+        generation = Planner(self.config.source, self.redis).publish(force=True)
+        assert generation is not None  # forced: never yields
+        return generation
 
     # -- one-off runs ----------------------------------------------------------
     def enqueue(self, job: str, when: int | datetime | timedelta, payload: Any = None, *,

@@ -31,6 +31,7 @@ from pydantic import (
 from .configreport import Report, close_match
 from .durations import parse_duration
 from .errors import ConfigError, ScheduleError
+from .policy import Policy
 from .schedule import validate_cron
 from .yamlsource import KeyPath, YamlSyntaxError, load
 
@@ -167,8 +168,13 @@ class Job(_Frozen):
     @cached_property
     def digest(self) -> str:
         """12 hex chars identifying the schedule; changes only when the fire times may."""
-        canonical = json.dumps(self.spec, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+        return _digest(self.spec)
+
+    @cached_property
+    def definition(self) -> str:
+        """12 hex chars identifying what runs and how (command or call, env, timeout,
+        retries...): a worker runs a fire only if its own file has this definition."""
+        return _digest(self.model_dump(include=set(DEFINITION_FIELDS), mode="json"))
 
     @property
     def max_attempts(self) -> int:
@@ -178,6 +184,16 @@ class Job(_Frozen):
     def retry_delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         return min(self.backoff * 2 ** max(attempt - 1, 0), self.backoff_max)
+
+
+#: The fields of a job that say what runs and how a run ends (see Job.definition).
+DEFINITION_FIELDS = frozenset({"name", "shell", "command", "call", "args", "kwargs", "env", "cwd",
+                               "timeout", "retries", "backoff", "backoff_max"})
+
+
+def _digest(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 class RedisSettings(_Frozen):
@@ -221,6 +237,12 @@ class Config(_Frozen):
     planner: PlannerSettings = PlannerSettings()
     worker: WorkerSettings = WorkerSettings()
     jobs: dict[str, Job] = {}
+
+    @cached_property
+    def digest(self) -> str:
+        """12 hex chars identifying the jobs of the file: their schedules, policies and
+        definitions (not comments, order or the settings of the processes)."""
+        return _digest(sorted((name, Policy.of(job).format()) for name, job in self.jobs.items()))
 
 
 SECTIONS: dict[str, type[BaseModel]] = {

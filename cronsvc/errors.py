@@ -41,6 +41,10 @@ class LeaseLost(ScriptError):
     """The fencing token no longer matches: another worker holds this fire now."""
 
 
+class Superseded(ScriptError):
+    """A newer generation of the job file was published to this shard meanwhile."""
+
+
 class UnknownFire(ScriptError):
     """The fire id is not queued, in flight or dead."""
 

@@ -94,6 +94,16 @@ class Keys:
         """list: capped log of every decision scripts take (JSON lines, newest first)."""
         return self._k("cron:events")
 
+    @property
+    def published(self) -> str:
+        """string: the generation (see ``generation``) whose definitions this shard holds."""
+        return self._k("cron:published")
+
+    def held(self, digest: str) -> str:
+        """hash: job -> definition digest, of the jobs of this shard in the job file whose
+        held-definitions digest is ``digest`` (written by its workers, expiring unless renewed)."""
+        return self._k(f"cron:held:{digest}")
+
     def history(self, job: str) -> str:
         """list: the job's last runs, newest first (JSON), capped."""
         return self._k("cron:history") + ":" + job
@@ -118,6 +128,16 @@ class Keys:
     def planner_info(self) -> str:
         """hash: planner id -> JSON (last tick, jobs, fires added, horizon)."""
         return self._k("cron:planner-info")
+
+    @property
+    def generation(self) -> str:
+        """hash: the newest published job file: gen (a counter), digest, planner, at (ms), jobs."""
+        return self._k("cron:generation")
+
+    @property
+    def generations(self) -> str:
+        """hash: job file digest -> the generation it was last published as."""
+        return self._k("cron:generations")
 
     @property
     def wakeup(self) -> str:

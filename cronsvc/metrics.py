@@ -69,6 +69,9 @@ class NoMetrics:
     def reclaimed(self, job: str) -> None:
         """A fire whose lease had expired was claimed again."""
 
+    def redis_error(self, code: str) -> None:
+        """Redis refused a command or could not be reached (``code``: OOM, READONLY, ...)."""
+
     def dead(self, job: str) -> None:
         """A fire ran out of attempts and went to the dead letters."""
 
@@ -108,6 +111,10 @@ class Metrics(NoMetrics):
                                   registry=reg)
         self._dead = Counter("cronsvc_dead", "Fires that ran out of attempts.", ["job"],
                              registry=reg)
+        self._redis_errors = Counter(
+            "cronsvc_redis_errors", "Redis errors this process rode out, by code: an error "
+            "reply (OOM, READONLY, MISCONF, LOADING...) or the exception of a lost connection.",
+            ["code"], registry=reg)
         self._lag = Histogram("cronsvc_fire_lag_seconds", "Start of a fire's first attempt "
                               "minus its due time, on the Redis clock.", ["kind"],
                               buckets=LAG_BUCKETS, registry=reg)
@@ -120,13 +127,16 @@ class Metrics(NoMetrics):
             self._lag.labels(kind).observe(max(lag_ms, 0) / 1000)
 
     def dropped(self, job: str, reason: str) -> None:
-        if reason == "dead":
+        if self._drop_status.get(reason) == "dead":
             self.dead(job)
         else:
             self._dropped.labels(job, self._drop_status.get(reason, "skipped"), reason).inc()
 
     def reclaimed(self, job: str) -> None:
         self._reclaimed.labels(job).inc()
+
+    def redis_error(self, code: str) -> None:
+        self._redis_errors.labels(code).inc()
 
     def dead(self, job: str) -> None:
         self._dead.labels(job).inc()
@@ -251,7 +261,7 @@ class FleetCollector:
         from prometheus_client.core import GaugeMetricFamily as G
 
         from .keys import all_shards
-        from .worker import PRESENCE_EVERY
+        from .presence import WORKER_STALE_MS
 
         config = self.config()
         shards = all_shards(config.redis.shards, config.redis.prefix)
@@ -265,7 +275,7 @@ class FleetCollector:
             pipe.zcard(keys.working)
             pipe.zcard(keys.dead)
             pipe.hkeys(keys.paused)
-        pipe.zrangebyscore(shards[0].workers, now - int(3 * PRESENCE_EVERY * 1000), "+inf")
+        pipe.zrangebyscore(shards[0].workers, now - WORKER_STALE_MS, "+inf")
         replies = pipe.execute()
         live = [_s(w) for w in replies.pop()]
         depth = G("cronsvc_queue_depth", "Fires queued (planned ahead or due).", labels=["shard"])
@@ -292,7 +302,7 @@ class FleetCollector:
             G("cronsvc_oldest_due_lateness_seconds",
               "How long the oldest due fire has waited (0: nothing due).", lateness),
             G("cronsvc_dead_letters", "Fires in the dead letters.", dead),
-            G("cronsvc_workers_live", "Workers seen in the last three presence periods.",
+            G("cronsvc_workers_live", "Workers whose presence is recent (as cronsvc status).",
               len(live)),
             G("cronsvc_fleet_busy_slots", "Runs in progress, summed over live workers.", busy),
             G("cronsvc_fleet_slots", "Slots, summed over live workers.", slots),

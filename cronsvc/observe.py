@@ -16,6 +16,7 @@ import redis
 from .errors import UnknownJob
 from .fires import parse_fire
 from .keys import Keys, all_shards, keys_for
+from .presence import WORKER_STALE_MS, planner_stale_ms
 from .views import (
     LAST_RUN_SCAN,
     DeadFire,
@@ -34,12 +35,7 @@ from .views import (
     spec_of,
 )
 
-__all__ = ["PLANNER_SLACK_MS", "WORKER_STALE_MS", "FleetReader"]
-
-#: A worker renews its presence every 5 s; one silent for longer than this is shown as gone.
-WORKER_STALE_MS = 20_000
-#: A planner's heartbeat is its tick (60 s by default): gone after two ticks and this.
-PLANNER_SLACK_MS = 10_000
+__all__ = ["FleetReader"]
 
 
 class FleetReader:
@@ -266,8 +262,7 @@ class FleetReader:
         for pid, seen in planners_raw:
             info = planner_info.get(pid)
             tick = float(json.loads(info).get("tick", 60)) if info else 60.0
-            planners.append(member(self._s(pid), seen, info, now,
-                                   int(2 * tick * 1000) + PLANNER_SLACK_MS))
+            planners.append(member(self._s(pid), seen, info, now, planner_stale_ms(tick)))
         workers = [member(self._s(w), seen, worker_info.get(w), now, WORKER_STALE_MS)
                    for w, seen in workers_raw]
         version, aof, policy = self._server_settings()

@@ -3,6 +3,8 @@
 Planning is idempotent (the plan script adds only fires later than a job's
 watermark and raises it in the same step), so any number of planners may run
 at once: there is no leader, and two ticking together add each fire once.
+Planners holding different job files (a rolling deploy) do not undo each
+other: the newest published generation wins (:mod:`cronsvc.generations`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ import redis
 
 from .clock import SYSTEM, Clock, iso_utc, monotonic
 from .config import Config, Job, load_config
-from .errors import ConfigError
+from .errors import Superseded
+from .filewatch import FileWatch, file_stat, reread
+from .generations import Newest, Verdict, compare, decide
 from .keys import Keys, all_shards, keys_for
 from .metrics import NO_METRICS, Metrics
-from .planning import PlanBatch, Published, diff
+from .planning import PlanBatch, Published, diff, policy_line
+from .presence import alive, planner_stale_ms
+from .redisfaults import REDIS_ERRORS, ErrorLog
 from .schedule import occurrences_ms
 from .scripts import Scripts
 from .ticking import Ticker
@@ -48,6 +54,7 @@ class TickStats:
     upto_ms: int = 0
     wakeups: int = 0
     failed_shards: int = 0
+    verdict: str = ""  # current, publish or yield (cronsvc.generations.Verdict)
 
 
 class Planner:
@@ -65,7 +72,7 @@ class Planner:
         metrics: Metrics | None = None,
     ) -> None:
         self.config_path = Path(config_path)
-        self._stat = _file_stat(self.config_path)
+        self._stat = file_stat(self.config_path)
         self.config: Config = load_config(self.config_path)
         self.client = redis_client
         self.scripts = Scripts(redis_client)
@@ -75,7 +82,14 @@ class Planner:
         self._tick = tick
         self._needs_sync = True
         self._ticker = Ticker(self._scheduled_tick, lambda: self.tick_interval)
+        self._watch = FileWatch(self.config_path, self.request_reload)
         self._started_ms = clock.now_ms()
+        self.errors = ErrorLog(clock)
+        # The file changed under this planner since it last decided what to publish.
+        self._changed = False
+        self.generation: int | None = None  # the generation this planner's file is, if newest
+        self.verdict: Verdict | None = None
+        self.newest = Newest()
         self.metrics = metrics or NO_METRICS
         self.metrics.watch_fleet(redis_client, lambda: self.config)
 
@@ -114,6 +128,10 @@ class Planner:
             groups.setdefault(keys, []).append(job)
         return groups
 
+    def _noted(self, exc: BaseException) -> None:
+        """Remember a Redis error for status and metrics."""
+        self.metrics.redis_error(self.errors.note(exc))
+
     # -- reload ----------------------------------------------------------------
     def reload(self, *, force: bool = False) -> bool:
         """Load the file again if it changed (or ``force``); True if a new config is in force.
@@ -121,84 +139,177 @@ class Planner:
         A broken file is logged, one located problem per line, and the last
         good config stays.
         """
-        stat = _file_stat(self.config_path)
+        stat = file_stat(self.config_path)
         if stat == self._stat and not force:
             return False
         self._stat = stat
-        try:
-            config = load_config(self.config_path)
-        except ConfigError as exc:
-            log.error("%s is invalid; keeping the last good config (%d jobs)",
-                      self.config_path, len(self.config.jobs))
-            for problem in exc.problems:
-                log.error("%s", problem)
-            return False
-        if config == self.config:
+        config = reread(self.config_path, self.config, log)
+        if config is None:
             return False
         self.config = config
         self._needs_sync = True
+        self._changed = True
         log.info("reloaded %s: %d jobs", self.config_path, len(config.jobs))
         return True
 
     # -- publishing ----------------------------------------------------------
-    def sync(self) -> None:
-        """Publish new, changed and removed jobs; unqueue fires of old definitions.
+    def decide(self) -> Verdict:
+        """Publish this planner's file, keep it in sync, or yield to a newer one."""
+        keys = self._shards()[0]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(keys.generation)
+        pipe.hget(keys.generations, self.config.digest)
+        pipe.zrange(keys.planners, 0, -1, withscores=True)
+        pipe.hgetall(keys.planner_info)
+        raw, published_as, seen, infos = pipe.execute()
+        newest = _newest(_strs(raw))
+        now = self._now()
+        verdict = decide(self.config.digest, newest,
+                         published_as=None if published_as is None else int(published_as),
+                         changed=self._changed,
+                         newest_held=self._newest_held(newest, seen, _strs(infos), now))
+        self.newest = newest
+        if verdict is Verdict.PUBLISH:
+            gen, status = self.scripts.generation(
+                keys, self.config.digest, self.planner_id, newest.gen, len(self.config.jobs),
+                now_ms=self._script_now())
+            if status < 0:  # another file came first: look again at the next tick
+                log.warning("another job file was published meanwhile (generation %d); "
+                            "deciding again at the next tick", gen)
+                self.generation, self.verdict = None, Verdict.YIELD
+                return Verdict.YIELD
+            log.info("publishing %s as generation %d (%d jobs)", self.config_path, gen,
+                     len(self.config.jobs))
+            self.newest = Newest(gen, self.config.digest, self.planner_id, now,
+                                 len(self.config.jobs))
+            self._needs_sync = True
+        elif verdict is Verdict.CURRENT:
+            gen = newest.gen
+        else:
+            gen = None
+        self._changed = False
+        self.generation, self.verdict = gen, verdict
+        return verdict
 
-        A job another planner changed since we read it is a conflict: logged,
-        and tried again at the next tick.
+    def _newest_held(self, newest: Newest, seen: list[tuple[Any, float]],
+                     infos: dict[str, str], now: int) -> bool:
+        """Whether a live planner other than this one holds the newest file (or has just
+        published it: its first heartbeat follows its publish)."""
+        if newest.at_ms is not None and alive(newest.at_ms, now,
+                                              planner_stale_ms(self.tick_interval)):
+            return True
+        for member, last in seen:
+            pid = _s(member)
+            info = _json(infos.get(pid))
+            if pid == self.planner_id or info.get("digest") != newest.digest:
+                continue
+            if alive(int(last), now, planner_stale_ms(float(info.get("tick") or 60))):
+                return True
+        return False
+
+    def publish(self, *, force: bool = False) -> int | None:
+        """Decide and publish now, as a tick does; ``force`` publishes the file even when
+        another one is newer (``cronsvc publish``: a rollback on purpose). The generation
+        this planner's file is now, or None when it yielded."""
+        if force:
+            self._changed = True
+        if self.decide() is Verdict.YIELD:
+            return None
+        self.sync()
+        return self.generation
+
+    def sync(self) -> None:
+        """Publish new, changed and removed jobs of this planner's generation; unqueue the
+        fires of old definitions (each recorded in its job's history).
+
+        A job another planner of the same generation changed since we read it is a
+        conflict: logged, and tried again at the next tick. A newer generation on a
+        shard stops the publish there: the next tick decides again.
         """
+        if self.generation is None:
+            return
         now = self._now()
         retry = False
         for keys, jobs in self._by_shard().items():
             try:
-                retry |= self._sync_shard(keys, jobs, now)
-            except redis.RedisError as exc:
+                retry |= self._sync_shard(keys, jobs, now, self.generation)
+            except Superseded as exc:
+                retry = True
+                log.warning("shard %s holds a newer job file (%s); deciding again at the "
+                            "next tick", keys.shard, exc)
+                self.generation = None
+                break
+            except REDIS_ERRORS as exc:
                 # One shard down (a cluster master failing over) must not stop the others.
                 retry = True
+                self._noted(exc)
                 log.warning("cannot publish to shard %s, trying again at the next tick: %s",
                             keys.shard, exc)
         self._needs_sync = retry
 
-    def _sync_shard(self, keys: Keys, jobs: list[Job], now: int) -> bool:
+    def _sync_shard(self, keys: Keys, jobs: list[Job], now: int, generation: int) -> bool:
         """Publish one shard's jobs; True if a conflict needs another try."""
         pipe = self.client.pipeline(transaction=False)
         pipe.hgetall(keys.jobs)
         pipe.hgetall(keys.specs)
         pipe.hgetall(keys.watermarks)
         pipe.zrange(keys.queue, 0, 0, withscores=True)
-        lines, specs, marks, lowest = pipe.execute()
+        pipe.get(keys.published)
+        lines, specs, marks, lowest, published = pipe.execute()
         have = Published(_strs(lines), _strs(specs), _strs(marks),
                          int(lowest[0][1]) if lowest else None)
         changes = diff({j.name: j for j in jobs}, have, now, int(self.horizon * 1000))
-        if not changes:
+        if not changes and published is not None and int(published) == generation:
             return False
         changed = 0
         retry = False
         for part in changes.chunks(MAX_FIRES_PER_CALL):
-            result = self.scripts.publish(keys, part.sets, part.removals, part.fires,
+            result = self.scripts.publish(keys, part.sets, part.removals, part.unqueue,
+                                          generation=generation,
+                                          history_cap=self.config.worker.history,
                                           now_ms=self._script_now())
             changed += result.changed
             for job in result.conflicts:
                 retry = True
                 log.warning("job %s was changed by another planner meanwhile; "
                             "publishing again at the next tick", job)
-        log.info("published %d job(s), removed %d, unqueued %d old fire(s)",
-                 len(changes.sets), len(changes.removals), len(changes.fires))
+        if changes:
+            log.info("published %d job(s), removed %d, unqueued %d old fire(s)",
+                     len(changes.sets), len(changes.removals), changes.fires)
         if changed:
             self.client.publish(keys.wakeup, "publish")
         return retry
+
+    def _disagreement(self) -> str:
+        """How this planner's file differs from the published one, for its log line."""
+        published: dict[str, str] = {}
+        for keys in self._shards():
+            published.update(_strs(self.client.hgetall(keys.jobs)))
+        mine = {name: policy_line(job) for name, job in self.config.jobs.items()}
+        return compare(mine, published).summary()
 
     # -- planning --------------------------------------------------------------
     def tick(self) -> TickStats:
         """Reload if the file changed, publish if needed, plan up to now + horizon."""
         started = monotonic()
         self.reload()
-        if self._needs_sync:
+        try:
+            verdict = self.decide()
+        except REDIS_ERRORS as exc:  # the first shard may be down while others plan on
+            self._noted(exc)
+            log.warning("cannot read the published generation; keeping the last decision: %s",
+                        exc)
+            verdict = Verdict.CURRENT if self.generation is not None else Verdict.YIELD
+        if verdict is Verdict.YIELD:
+            self._say_yielding()
+        elif self._needs_sync:
             self.sync()
         stats = self._plan()
+        stats.verdict = verdict.value
         try:
             self._heartbeat(stats)
-        except redis.RedisError as exc:  # its shard may be down while others plan on
+        except REDIS_ERRORS as exc:  # its shard may be down while others plan on
+            self._noted(exc)
             log.warning("cannot record this planner's heartbeat: %s", exc)
         self.metrics.ticked(stats)
         failed = f", {stats.failed_shards} shard(s) unreachable" if stats.failed_shards else ""
@@ -206,6 +317,19 @@ class Planner:
                  stats.jobs, stats.added, stats.stale, iso_utc(stats.upto_ms),
                  (monotonic() - started) * 1000, failed)
         return stats
+
+    def _say_yielding(self) -> None:
+        """The warning a planner gives every tick while another job file is the newest."""
+        n = self.newest
+        try:
+            differs = self._disagreement()
+        except REDIS_ERRORS as exc:
+            self._noted(exc)
+            differs = "cannot compare"
+        log.warning("%s is not the published job file (generation %d, from %s at %s): "
+                    "publishing nothing, planning only the jobs both define alike (%s)",
+                    self.config_path, n.gen, n.planner,
+                    iso_utc(n.at_ms) if n.at_ms is not None else "?", differs)
 
     def _plan(self) -> TickStats:
         now = self._now()
@@ -216,7 +340,8 @@ class Planner:
                 continue
             try:
                 self._plan_shard(keys, jobs, now, upto, stats)
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
+                self._noted(exc)
                 stats.failed_shards += 1
                 log.warning("cannot plan shard %s, trying again at the next tick: %s",
                             keys.shard, exc)
@@ -228,7 +353,7 @@ class Planner:
         batch = PlanBatch(self.scripts, keys, MAX_FIRES_PER_CALL, self._script_now())
         for job, mark in zip(jobs, marks, strict=True):
             if mark is None:  # not published (or wiped): publish first
-                self._needs_sync = True
+                self._needs_sync = self.generation is not None
                 continue
             wm = int(mark)
             if wm >= upto:
@@ -241,10 +366,9 @@ class Planner:
         batch.flush()
         stats.added += batch.added
         if batch.stale:
+            # Another generation's schedule for these jobs: planned by its own planners.
             stats.stale += len(batch.stale)
-            self._needs_sync = True
-            log.warning("published definition of %s differs (another planner with another "
-                        "file?); publishing again", ", ".join(sorted(batch.stale)))
+            self._needs_sync = self.generation is not None
         if batch.earliest is not None and batch.earliest < now + WAKE_WITHIN_MS:
             self.client.publish(keys.wakeup, "plan")
             stats.wakeups += 1
@@ -255,7 +379,9 @@ class Planner:
         info = {"pid": os.getpid(), "host": socket.gethostname(), "config": str(self.config_path),
                 "started": self._started_ms, "last_tick": now, "jobs": stats.jobs,
                 "added": stats.added, "stale": stats.stale, "planned_to": stats.upto_ms,
-                "horizon": self.horizon, "tick": self.tick_interval}
+                "horizon": self.horizon, "tick": self.tick_interval,
+                "digest": self.config.digest, "generation": self.generation,
+                "verdict": stats.verdict, "last_error": self.errors.as_info()}
         pipe = self.client.pipeline(transaction=False)
         pipe.zadd(keys.planners, {self.planner_id: now})
         pipe.hset(keys.planner_info, self.planner_id, json.dumps(info, separators=(",", ":")))
@@ -278,12 +404,14 @@ class Planner:
         log.info("planner %s started: %d jobs from %s, horizon %.0fs, tick %.0fs",
                  self.planner_id, len(self.config.jobs), self.config_path, self.horizon,
                  self.tick_interval)
+        self._watch.start()
         try:
             self._ticker.run()
         finally:
+            self._watch.stop()
             try:
                 self.unregister()
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("cannot remove this planner from the live list: %s", exc)
             log.info("planner %s stopped", self.planner_id)
 
@@ -301,18 +429,27 @@ class Planner:
                 log.info("reload requested")
                 self.reload(force=True)
             self.tick()
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
+            self._noted(exc)
             log.warning("tick failed, trying again at the next one: %s", exc)
         except Exception:  # the planner outlives any one bad tick
             log.exception("tick failed")
 
 
-def _file_stat(path: Path) -> tuple[int, int] | None:
+def _newest(raw: dict[str, str]) -> Newest:
+    if not raw.get("gen"):
+        return Newest()
+    return Newest(int(raw["gen"]), raw.get("digest"), raw.get("planner"),
+                  int(raw["at"]) if raw.get("at") else None,
+                  int(raw["jobs"]) if raw.get("jobs") else None)
+
+
+def _json(raw: str | None) -> dict[str, Any]:
     try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _strs(mapping: dict[Any, Any]) -> dict[str, str]:

@@ -16,33 +16,23 @@ from typing import Any
 from .config import Job
 from .fires import fire_id
 from .keys import Keys
+from .policy import Policy, digest_of
 from .schedule import occurrences_ms
 from .scripts import Scripts
 
 log = logging.getLogger("cronsvc.planner")
 
-# catch_up none drops a fire this late when the file sets no starting_deadline.
-NONE_DEADLINE_S = 60.0
 ABSENT = "-"  # expected digest of a job that is not published yet
 
 
 def policy_line(job: Job) -> str:
-    """``digest|catch_up|deadline_ms|overlap|max_attempts|paused`` as the claim script reads it."""
-    deadline = job.starting_deadline
-    if job.catch_up == "none" and not deadline:
-        deadline = NONE_DEADLINE_S
-    deadline_ms = round(deadline * 1000) if deadline else 0
-    paused = "1" if job.paused else "0"
-    return f"{job.digest}|{job.catch_up}|{deadline_ms}|{job.overlap}|{job.max_attempts}|{paused}"
+    """The job's published policy line (:mod:`cronsvc.policy`)."""
+    return Policy.of(job).format()
 
 
 def spec_json(job: Job) -> str:
     """The schedule-defining fields, enough to expand the job's fires again later."""
     return json.dumps(job.spec, separators=(",", ":"))
-
-
-def digest_of(line: str) -> str:
-    return line.split("|", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -71,10 +61,16 @@ class Changes:
 
     sets: list[tuple[str, str, str, str]] = field(default_factory=list)  # job, old, line, spec
     removals: list[tuple[str, str]] = field(default_factory=list)  # job, old digest
-    fires: list[str] = field(default_factory=list)  # queued fires of the old definitions
+    # (job, why, its queued fires of the old definition): why is removed or replaced
+    unqueue: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.sets or self.removals or self.fires)
+        return bool(self.sets or self.removals or self.unqueue)
+
+    @property
+    def fires(self) -> int:
+        """Fires to unqueue."""
+        return sum(len(fires) for _, _, fires in self.unqueue)
 
     def chunks(self, size: int) -> Iterator[Changes]:
         """The changes as calls of at most ``size`` fires each; jobs all go in the first.
@@ -82,9 +78,17 @@ class Changes:
         Definitions and the first fires share one atomic call, so in the common
         case no worker can claim an old fire after its job changed.
         """
-        yield Changes(self.sets, self.removals, self.fires[:size])
-        for start in range(size, len(self.fires), size):
-            yield Changes(fires=self.fires[start:start + size])
+        part = Changes(self.sets, self.removals)
+        room = size
+        for job, why, fires in self.unqueue:
+            while fires:
+                if room == 0:
+                    yield part
+                    part, room = Changes(), size
+                head, fires = fires[:room], fires[room:]
+                part.unqueue.append((job, why, head))
+                room -= len(head)
+        yield part
 
 
 def diff(wanted: Mapping[str, Job], have: Published, now_ms: int, horizon_ms: int) -> Changes:
@@ -98,11 +102,11 @@ def diff(wanted: Mapping[str, Job], have: Published, now_ms: int, horizon_ms: in
         old_digest = digest_of(old) if old else ABSENT
         out.sets.append((name, old_digest, line, spec_json(job)))
         if old and old_digest != job.digest:
-            out.fires += old_fires(name, have, now_ms, horizon_ms)
+            out.unqueue.append((name, "replaced", old_fires(name, have, now_ms, horizon_ms)))
     for name, old in have.lines.items():
         if name not in wanted:
             out.removals.append((name, digest_of(old)))
-            out.fires += old_fires(name, have, now_ms, horizon_ms)
+            out.unqueue.append((name, "removed", old_fires(name, have, now_ms, horizon_ms)))
     return out
 
 

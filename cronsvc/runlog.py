@@ -11,7 +11,14 @@ from .fires import parse_fire
 from .scripts import Claim
 
 # Claim drops a fire for one of these reasons; anything else is a skip by policy.
-DROP_STATUS = {"missed": "missed", "dead": "dead"}
+DROP_STATUS = {"missed": "missed", "dead": "dead", "dead: job removed": "dead",
+               "definition not held": "missed"}
+# What a claim's reason means, in the history line (the reason itself otherwise).
+DROP_REASONS = {
+    "dead": "no attempts left: lease lost on the last attempt (its worker died or lost Redis)",
+    "definition not held": "missed: no live worker holds this definition of the job "
+                           "(their job files differ)",
+}
 
 
 def history_record(
@@ -37,7 +44,8 @@ def drop_record(fid: str, reason: str, worker: str) -> dict[str, Any]:
     """The history line of a fire the claim script decided not to run."""
     job, due_ms, _ = parse_fire(fid)
     return {
-        "fire": fid, "job": job, "status": DROP_STATUS.get(reason, "skipped"), "reason": reason,
+        "fire": fid, "job": job, "status": DROP_STATUS.get(reason, "skipped"),
+        "reason": DROP_REASONS.get(reason, reason),
         "scheduled": due_ms, "started": None, "duration_ms": None, "attempt": None,
         "worker": worker, "exit_code": None, "output": None,
     }
@@ -60,3 +68,17 @@ def log_outcome(
 
 def log_dropped(log: logging.Logger, worker: str, fid: str, status: str, reason: str) -> None:
     log.warning("%s %s (%s)", status, fid, reason, extra={"fire": fid, "worker": worker})
+
+
+def lost_record(claim: Claim, before: dict[str, Any]) -> dict[str, Any]:
+    """The history line of an attempt whose lease lapsed: its worker died, froze or lost
+    Redis before the run's result was recorded; ``claim`` is the attempt after it."""
+    worker = before.get("worker") or "?"
+    token = before.get("token")
+    return {
+        "fire": claim.fire_id, "job": claim.job, "status": "lost",
+        "reason": f"lease lost: worker {worker}", "scheduled": claim.due_ms,
+        "started": before.get("claimed_at"), "duration_ms": None,
+        "attempt": int(token) if token is not None else claim.token - 1,
+        "worker": worker, "exit_code": None, "output": None,
+    }

@@ -3,8 +3,11 @@
 Each script lives in ``<verb>-<numkeys>.lua`` (``+``: that many and more);
 the key count in the name is checked on every call, so a wrapper and its script cannot drift apart
 silently. Scripts run with EVALSHA and are loaded again on NOSCRIPT (a server
-restart or SCRIPT FLUSH). Error replies become :mod:`cronsvc.errors`
-exceptions. Clients with and without ``decode_responses`` both work.
+restart or SCRIPT FLUSH). Error replies of the scripts' own (``LEASE_LOST``...)
+become :mod:`cronsvc.errors` exceptions; a reply meaning "Redis cannot serve this
+now" (``OOM``, ``READONLY``...) stays the redis-py error it is, as a direct command
+gives it, so callers treat both alike (:mod:`cronsvc.redisfaults`). Clients with
+and without ``decode_responses`` both work.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import redis
 from redis.commands.core import Script
 
 from .errors import LeaseLost, ScriptError
+from .fires import job_of
 from .keys import Keys
 from .luafiles import ScriptSource, load_sources, lua_dir, script_error
+from .redisfaults import is_outage
 
 __all__ = [
     "Claim", "ClaimResult", "FailResult", "PlanResult", "PublishResult", "ScriptSource",
@@ -29,6 +34,9 @@ __all__ = [
 Pairs = Iterable[tuple[str, int]]  # (fire id, token)
 # Fires acked per script call at most: a call blocks the server while it runs.
 ACK_CHUNK = 500
+# A due fire that no worker holding its definition took for this long is missed.
+UNHELD_MS = 600_000
+CLAIM_FIELDS = 6  # per claimed fire in the claim script's reply
 
 
 def _str(value: Any) -> str:
@@ -51,6 +59,7 @@ class Claim:
     due_ms: int
     reclaimed: bool = False
     payload: Any = None
+    before: dict[str, Any] | None = None  # the claim of the holder whose lease lapsed
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,8 @@ class Scripts:
                 return self._run_in_slot(self._scripts[name], list(keys), list(args))
             return self._scripts[name](keys=list(keys), args=list(args), client=client)
         except redis.ResponseError as exc:
+            if is_outage(exc):
+                raise  # "not now" (OOM, READONLY, ...): callers ride it out like a lost connection
             raise script_error(exc) from exc
 
     def _run_in_slot(self, script: Script, keys: list[str], args: list[Any]) -> Any:
@@ -137,20 +148,39 @@ class Scripts:
     # -- planner ---------------------------------------------------------------
     def publish(
         self, keys: Keys | None, sets: Iterable[tuple[str, str, str, str]],
-        removals: Iterable[tuple[str, str]] = (), fires: Iterable[str] = (),
-        *, now_ms: int | None = None,
+        removals: Iterable[tuple[str, str]] = (),
+        unqueue: Iterable[tuple[str, str, Sequence[str]]] = (), *, generation: int,
+        history_cap: int = 100, now_ms: int | None = None,
     ) -> PublishResult:
-        """Set jobs ``(job, expected_digest or '-', policy_line, spec_json)``, remove
-        ``(job, expected_digest)``, unqueue old ``fires``; conflicting jobs are left alone."""
+        """Write the definitions of file ``generation``: set ``(job, expected_digest or '-',
+        policy_line, spec_json)``, remove ``(job, expected_digest)``, unqueue ``(job, why,
+        fires)`` (why ``removed`` or ``replaced``: one history line per job). Jobs that
+        conflict are left alone. :class:`Superseded` if a newer generation wrote this shard."""
         k = self._k(keys)
-        args: list[Any] = [_now(now_ms)]
+        args: list[Any] = [_now(now_ms), int(generation), int(history_cap)]
         for group in (list(sets), list(removals)):
             args.append(len(group))
             args += [field for item in group for field in item]
-        fire_list = list(fires)
-        args += [len(fire_list), *fire_list]
-        res = self.run("publish", [k.queue, k.jobs, k.specs, k.watermarks, k.events], args)
+        groups = [(job, why, list(fires)) for job, why, fires in unqueue]
+        args.append(len(groups))
+        for job, why, fires in groups:
+            args += [job, why, len(fires), *fires]
+        res = self.run("publish", [k.queue, k.jobs, k.specs, k.watermarks, k.events,
+                                   k.published, *(k.history(job) for job, _, _ in groups)], args)
         return PublishResult(int(res[0]), int(res[1]), int(res[2]), [_str(j) for j in res[3]])
+
+    def generation(
+        self, keys: Keys | None, digest: str, planner: str, seen: int | None, jobs: int,
+        *, now_ms: int | None = None,
+    ) -> tuple[int, int]:
+        """Make the file ``digest`` the newest generation unless another was published after
+        generation ``seen`` (None: whatever is newest). ``(generation, status)``: status 1
+        now newest, 0 it was already, -1 another file came first (nothing written).
+        ``keys``: those of the first shard, where the fleet's keys live."""
+        k = self._k(keys)
+        res = self.run("generation", [k.generation, k.generations],
+                       [_now(now_ms), digest, planner, "" if seen is None else int(seen), jobs])
+        return int(res[0]), int(res[1])
 
     def plan(
         self, keys: Keys | None, entries: Iterable[tuple[str, str, int, Sequence[int]]],
@@ -169,24 +199,33 @@ class Scripts:
     # -- worker ----------------------------------------------------------------
     def claim(
         self, keys: Keys | None, worker_id: str, batch: int = 1, lease_ms: int = 30_000,
-        scan_limit: int | None = None, *, now_ms: int | None = None,
+        scan_limit: int | None = None, *, held: str | None = None, unheld_ms: int = UNHELD_MS,
+        now_ms: int | None = None,
     ) -> ClaimResult:
-        """Claim up to ``batch`` fires: expired leases first, then due fires in due order."""
+        """Claim up to ``batch`` fires: expired leases first, then due fires in due order.
+
+        ``held`` is the key of the definitions this worker holds (``Keys.held``): fires of
+        other definitions are left for other workers, and dropped as missed once due for
+        ``unheld_ms`` without one taking them. None takes fires of any definition (tools).
+        """
         k = self._k(keys)
         res = self.run("claim", [
             k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running,
-            k.cancels, k.events, k.payloads, k.dead,
-        ], [_now(now_ms), worker_id, batch, int(lease_ms), max(scan_limit or batch, batch)])
-        # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload), m, m * (fire, why)
+            k.cancels, k.events, k.payloads, k.dead, held or k.held(""),
+        ], [_now(now_ms), worker_id, batch, int(lease_ms), max(scan_limit or batch, batch),
+            int(unheld_ms), "1" if held is None else "0"])
+        # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
+        # m, m * (fire, why)
         n = int(res[2])
         claimed = []
-        for i in range(3, 3 + 5 * n, 5):
-            fid, payload = _str(res[i]), res[i + 4]
+        for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS):
+            fid, payload, before = _str(res[i]), res[i + 4], res[i + 5]
             claimed.append(Claim(
-                fid, fid[:fid.index("@")], int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1,
+                fid, job_of(fid), int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1,
                 json.loads(payload) if payload else None,
+                json.loads(before) if before else None,
             ))
-        rest = res[4 + 5 * n:]
+        rest = res[4 + CLAIM_FIELDS * n:]
         dropped = [(_str(rest[i]), _str(rest[i + 1])) for i in range(0, len(rest), 2)]
         return ClaimResult(int(res[0]), int(res[1]), claimed, dropped)
 

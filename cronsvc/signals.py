@@ -36,6 +36,11 @@ def handle_signals(actions: Mapping[int, Callable[[], None]]) -> Restore:
     return restore
 
 
-def on_stop_signals(stop: Callable[[], None]) -> Restore:
-    """``stop()`` on SIGTERM and SIGINT (each signal calls it once more)."""
-    return handle_signals({signal.SIGTERM: stop, signal.SIGINT: stop})
+def on_stop_signals(stop: Callable[[], None], reload: Callable[[], None] | None = None
+                    ) -> Restore:
+    """``stop()`` on SIGTERM and SIGINT (each signal calls it once more); ``reload()``
+    on SIGHUP when given."""
+    actions: dict[int, Callable[[], None]] = {signal.SIGTERM: stop, signal.SIGINT: stop}
+    if reload is not None:
+        actions[signal.SIGHUP] = reload
+    return handle_signals(actions)

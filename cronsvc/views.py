@@ -16,30 +16,14 @@ from typing import Any
 from .clock import dt_to_ms, ms_to_dt
 from .describe import describe
 from .fires import parse_fire
+from .policy import Policy
+from .presence import alive
 from .schedule import Spec, occurrences
 
 # A schedule with no fire in this many years shows no next fire (Feb 29 comes every 4).
 NEXT_FIRE_YEARS = 9
 # History records read per job to find its last run among skips.
 LAST_RUN_SCAN = 20
-
-
-@dataclass(frozen=True)
-class Policy:
-    """A published policy line: ``digest|catch_up|deadline_ms|overlap|max_attempts|paused``."""
-
-    digest: str
-    catch_up: str
-    deadline_ms: int
-    overlap: str
-    max_attempts: int
-    paused_in_file: bool
-
-    @classmethod
-    def parse(cls, line: str) -> Policy:
-        digest, catch_up, deadline, overlap, attempts, paused = (line.split("|") + [""] * 6)[:6]
-        return cls(digest, catch_up, _int(deadline) or 0, overlap, _int(attempts) or 1,
-                   paused == "1")
 
 
 @dataclass(frozen=True)
@@ -236,7 +220,7 @@ def queued(fid: str, score: float, attempts: str | None) -> QueuedFire:
 def member(mid: str, seen: float, info_json: str | None, now_ms: int,
            stale_ms: int) -> Member:
     info = _record(info_json) if info_json else {}
-    return Member(id=mid, last_seen_ms=int(seen), alive=now_ms - int(seen) <= stale_ms,
+    return Member(id=mid, last_seen_ms=int(seen), alive=alive(int(seen), now_ms, stale_ms),
                   info=info)
 
 

@@ -1,10 +1,18 @@
 """The worker: claim due fires, run them, keep their leases, ack or fail.
 
 One thread claims and sleeps, a pool runs the jobs, one thread renews leases,
-one listens for wake-ups. All scheduling decisions use Redis server time: the
-claim script returns the server's clock and the next due time, and the worker
-sleeps for the difference, measured on its own monotonic clock, so its wall
-clock may be wrong by any amount.
+one listens for wake-ups, one records results. All scheduling decisions use
+Redis server time: the claim script returns the server's clock and the next
+due time, and the worker sleeps for the difference, measured on its own
+monotonic clock, so its wall clock may be wrong by any amount.
+
+A worker runs only the jobs of its own file, and a fire only with the
+definition the planners published for it: it writes the definitions it holds
+to Redis, and the claim script leaves other fires to workers that hold theirs.
+It reloads its file on change and on SIGHUP, keeping the last good one.
+
+No Redis error ends a worker: a lost connection or a reply meaning "not now"
+(OOM, READONLY, ...) is an outage it backs off from, keeping its runs going.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
@@ -25,10 +34,13 @@ from .clock import SYSTEM, Clock, monotonic
 from .config import Config, Job
 from .errors import LeaseLost
 from .executor import FireContext, Outcome, execute
+from .filewatch import FileWatch, reread
 from .keys import Keys, all_shards, keys_for
 from .logs import batched_lines
 from .metrics import NO_METRICS, Metrics
-from .runlog import drop_record, history_record, log_dropped, log_outcome
+from .presence import PRESENCE_EVERY
+from .redisfaults import REDIS_ERRORS, ErrorLog, is_outage
+from .runlog import drop_record, history_record, log_dropped, log_outcome, lost_record
 from .scripts import Claim, Scripts
 from .slots import Slots
 
@@ -44,7 +56,6 @@ MAX_SLEEP = 5.0
 OUTAGE_RETRY = 2.0
 # Due fires examined per claim, so `catch_up: latest` sees a job's newer fires.
 SCAN_LIMIT = 200
-PRESENCE_EVERY = 5.0
 # How long a finished run's result is retried while Redis cannot be reached.
 RESULT_PATIENCE = 120.0
 # How long a stopping worker waits for cancelled runs to end before it gives their fires
@@ -53,6 +64,10 @@ STOP_WAIT = 10.0
 CALL_STOP_WAIT = 1.0
 # Results recorded in one round trip at most.
 RESULT_BATCH = 500
+# The definitions a worker holds expire unless it renews them this often (a worker gone
+# without a word must not keep fires waiting for it).
+HELD_TTL = 600
+HELD_RENEW_EVERY = 60.0
 T = TypeVar("T")
 
 
@@ -79,6 +94,23 @@ class Running:
         return (self.claim.fire_id, self.claim.token)
 
 
+@dataclass(frozen=True)
+class Note:
+    """A history line no run of this worker owns: a fire dropped, a lapsed lease."""
+
+    keys: Keys
+    job: str
+    record: dict[str, Any]
+
+
+def held_digest(config: Config) -> str:
+    """Names the set of definitions a worker holds: workers with the same jobs share it."""
+    import hashlib
+
+    text = "\n".join(f"{name}={job.definition}" for name, job in sorted(config.jobs.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 class Worker:
     """Claims and runs fires of the jobs in its own config, and only those."""
 
@@ -93,8 +125,12 @@ class Worker:
         grace: float | None = None,
         clock: Clock = SYSTEM,
         metrics: Metrics | None = None,
+        config_path: str | Path | None = None,
     ) -> None:
         self.config = config
+        # Reloaded on change and SIGHUP (none: a worker built from a Config in code).
+        self.config_path = config_path
+        self.held = held_digest(config)
         self.client = client
         self.scripts = Scripts(client)
         self.concurrency = concurrency or config.worker.concurrency
@@ -111,19 +147,20 @@ class Worker:
         self._stopping = threading.Event()
         self._hard_stop = threading.Event()
         self._pool = Slots(self.concurrency, "cronsvc-run")
-        # (run, outcome) of finished runs, for the results thread; None ends it.
-        self._results: queue.SimpleQueue[tuple[Running, Outcome] | None] = queue.SimpleQueue()
+        # (run, outcome) of finished runs and notes, for the results thread; None ends it.
+        self._results: queue.SimpleQueue[tuple[Running, Outcome] | Note | None] = (
+            queue.SimpleQueue())
         self._results_thread = threading.Thread(
             target=self._record_results, name="cronsvc-results", daemon=True)
         self._offset_ms = 0  # server clock minus local clock, from the last claim
+        self._held_at = -HELD_RENEW_EVERY  # monotonic time the held definitions were written
+        self._reload_asked = threading.Event()
+        self.errors = ErrorLog(clock)
         self.runs_finished = 0
         self.metrics = metrics or NO_METRICS
         self.metrics.worker_slots(self._busy, self.concurrency)
 
     # -- public ------------------------------------------------------------
-    def wake(self) -> None:
-        self._wake.set()
-
     def stop(self) -> None:
         """First call: stop claiming, let runs finish within the grace period.
         Second call: stop the runs now and give their fires back."""
@@ -132,6 +169,32 @@ class Worker:
         self._stopping.set()
         self._wake.set()
 
+    def request_reload(self) -> None:
+        """Read the job file again at the next turn of the claim loop (SIGHUP, a change)."""
+        self._reload_asked.set()
+        self._wake.set()
+
+    def reload(self) -> bool:
+        """Load the job file again if it changed; True if a new config is in force.
+
+        A broken file is logged, one located problem per line, and the last good
+        config stays. Runs in progress keep the definition they started with.
+        """
+        if self.config_path is None:
+            return False
+        config = reread(self.config_path, self.config, log)
+        if config is None:
+            return False
+        if (config.redis, config.worker) != (self.config.redis, self.config.worker):
+            log.warning("%s: redis and worker settings take effect at the next start",
+                        self.config_path)
+            config = config.model_copy(update={"redis": self.config.redis,
+                                               "worker": self.config.worker})
+        self.config, self.held = config, held_digest(config)
+        self._held_at = -HELD_RENEW_EVERY  # write the new definitions at once
+        log.info("reloaded %s: %d jobs", self.config_path, len(config.jobs))
+        return True
+
     def run_forever(self) -> None:
         threads = [
             threading.Thread(target=self._listen, name="cronsvc-wakeup", daemon=True),
@@ -139,27 +202,40 @@ class Worker:
         ]
         for t in (*threads, self._results_thread):
             t.start()
+        watch = FileWatch(self.config_path, self.request_reload) if self.config_path else None
+        if watch is not None:
+            watch.start()
         log.info("worker %s started: %d slots, lease %.0fs, %d jobs",
                  self.worker_id, self.concurrency, self.lease_ms / 1000, len(self.config.jobs))
         try:
             self._loop()
         finally:
+            if watch is not None:
+                watch.stop()
             self._shutdown()
 
     # -- claiming ----------------------------------------------------------
     def _loop(self) -> None:
-        last_presence = 0.0
+        last_presence = -PRESENCE_EVERY
         outage = 0.0  # current back-off while Redis cannot be reached
         while not self._stopping.is_set():
+            if self._reload_asked.is_set():
+                self._reload_asked.clear()
+                if self.reload():
+                    self.metrics.worker_slots(self._busy, self.concurrency)
             if monotonic() - last_presence >= PRESENCE_EVERY:
                 self._presence()
                 last_presence = monotonic()
             self._wake.clear()
+            if monotonic() - self._held_at >= HELD_RENEW_EVERY:
+                self.write_held()
             try:
                 wait = self.claim_once()
                 outage = 0.0
-            except redis.RedisError as exc:
-                # Redis restarting or failing over: keep running jobs, claim again later.
+            except REDIS_ERRORS as exc:
+                # Redis restarting, failing over or refusing writes (OOM, READONLY): keep
+                # the running jobs, claim again later.
+                self._noted(exc)
                 if not outage:
                     log.warning("cannot claim, retrying: %s", exc)
                 outage = min(max(outage * 2, 0.25), OUTAGE_RETRY)
@@ -167,10 +243,36 @@ class Worker:
             if wait > 0 and not self._stopping.is_set():
                 self._wake.wait(wait)
 
+    def write_held(self) -> None:
+        """Write the definitions this worker holds, per shard, for the claim script."""
+        by_shard: dict[Keys, dict[Any, Any]] = {k: {} for k in self.shards}
+        for name, job in self.config.jobs.items():
+            keys = keys_for(name, self.config.redis.shards, self.config.redis.prefix)
+            by_shard.setdefault(keys, {})[name] = job.definition
+        failed = 0
+        for keys, held in by_shard.items():
+            if not held:
+                continue
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(keys.held(self.held), mapping=held)
+                pipe.expire(keys.held(self.held), HELD_TTL)
+                pipe.execute()
+            except REDIS_ERRORS as exc:  # one shard down must not stop the others
+                self._noted(exc)
+                failed += 1
+        # All written: renew in a while; else try the missing shards again at the next turn.
+        if not failed:
+            self._held_at = monotonic()
+
+    def _noted(self, exc: BaseException) -> None:
+        """Remember a Redis error for status and metrics."""
+        self.metrics.redis_error(self.errors.note(exc))
+
     def claim_once(self) -> float:
         """Claim up to the free slots from every shard; return seconds to sleep."""
         wake_at: float | None = None  # monotonic time of the earliest next fire
-        failed: list[redis.RedisError] = []
+        failed: list[Exception] = []
         n = len(self.shards)
         start = self._rotation
         self._rotation = (self._rotation + 1) % n  # no shard always goes first
@@ -183,10 +285,11 @@ class Worker:
             try:
                 res = self.scripts.claim(
                     keys, self.worker_id, batch=free, lease_ms=self.lease_ms,
-                    scan_limit=max(SCAN_LIMIT, free),
+                    scan_limit=max(SCAN_LIMIT, free), held=keys.held(self.held),
                 )
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 # One shard down (a cluster master failing over) must not stop the others.
+                self._noted(exc)
                 failed.append(exc)
                 if len(failed) == n:
                     raise
@@ -196,9 +299,10 @@ class Worker:
             self._offset_ms = int(res.now_ms + (t1 - t0) * 500 - self.clock.now_ms())
             # Start first: recording drops talks to Redis, and a claim must not age meanwhile.
             for claim in res.claimed:
-                if claim.reclaimed:
-                    self.metrics.reclaimed(claim.job)
                 self._start(keys, claim, t0)
+            for claim in res.claimed:
+                if claim.before is not None:
+                    self._reclaimed(keys, claim)
             for fid, reason in res.dropped:
                 self._record_drop(fid, reason)
             if res.next_ms >= 0:
@@ -213,8 +317,10 @@ class Worker:
     def _start(self, keys: Keys, claim: Claim, claimed_at: float) -> None:
         job = self.config.jobs.get(claim.job)
         if job is None:
-            # Redis names the job; only this worker's own config says what it runs.
-            self._finish_unknown(keys, claim)
+            # Redis names the job; only this worker's own config says what it runs. The claim
+            # only gives it fires of definitions it holds, so this is a reload in between:
+            # give the fire back at once, attempt not counted, for a worker that has it.
+            self._hand_back(keys, claim)
             return
         # The lease began after claimed_at, the moment the claim was sent.
         run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at)
@@ -262,7 +368,8 @@ class Worker:
         try:
             [held] = self.scripts.heartbeat(
                 run.keys, self.lease_ms, [(run.claim.fire_id, run.claim.token)])
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
+            self._noted(exc)
             held = 0
             reason = f"cannot renew its lease: {exc}"
         else:
@@ -283,24 +390,39 @@ class Worker:
         last = False
         while not last:
             batch: list[tuple[Running, Outcome]] = []
+            notes: list[Note] = []
             item = self._results.get()
             while True:
                 if item is None:  # the worker is stopping and this is all
                     last = True
                     break
-                batch.append(item)
-                if len(batch) >= RESULT_BATCH or self._results.empty():
+                if isinstance(item, Note):
+                    notes.append(item)
+                else:
+                    batch.append(item)
+                if len(batch) + len(notes) >= RESULT_BATCH or self._results.empty():
                     break
                 item = self._results.get_nowait()
             with batched_lines():
                 self._record_batch(batch)
+                self._write_notes(notes)
+
+    def _write_notes(self, notes: list[Note]) -> None:
+        for note in notes:
+            try:
+                self._persist(lambda n=note: self.scripts.record(  # type: ignore[misc]
+                    n.keys, n.job, n.record, self.history_cap))
+            except REDIS_ERRORS as exc:
+                self._noted(exc)
+                log.error("%s: history line not recorded: %s", note.record.get("fire"), exc)
 
     def _record_batch(self, batch: list[tuple[Running, Outcome]]) -> None:
         acks: dict[Keys, list[tuple[Running, Outcome, dict[str, Any]]]] = {}
         for run, outcome in batch:
             try:
                 self._finish(run, outcome, acks)
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
+                self._noted(exc)
                 log.error("%s: result not recorded, the fire will run again: %s",
                           run.claim.fire_id, exc)
             except Exception:  # the worker must survive a result it cannot record
@@ -347,7 +469,8 @@ class Worker:
                 for run, _, record in items]
         try:
             recorded = self._persist(lambda: self.scripts.ack_many(keys, acks, self.history_cap))
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
+            self._noted(exc)
             log.error("%d result(s) not recorded, their fires will run again: %s",
                       len(items), exc)
             return
@@ -366,43 +489,51 @@ class Worker:
 
     def _persist(self, write: Callable[[], T]) -> T:
         """Run ``write`` until Redis takes it: a result is worth waiting for, since an
-        unrecorded run is run again once its lease expires. Gives up on a hard stop or
-        after RESULT_PATIENCE seconds (the fire then runs again: at least once)."""
+        unrecorded run is run again once its lease expires. Redis unreachable or refusing
+        writes for now (OOM, READONLY, ...) is waited out; gives up on a hard stop or after
+        RESULT_PATIENCE seconds (the fire then runs again: at least once)."""
         deadline = monotonic() + RESULT_PATIENCE
         pause = 0.1
         while True:
             try:
                 return write()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if self._hard_stop.is_set() or monotonic() > deadline:
+            except REDIS_ERRORS as exc:
+                if not is_outage(exc) or self._hard_stop.is_set() or monotonic() > deadline:
                     raise
+                self._noted(exc)
                 log.warning("cannot record a result yet, retrying: %s", exc)
                 self._hard_stop.wait(pause)
                 # Soon after Redis is back, well within a lease: until it is recorded,
                 # the result holds the fire only as long as heartbeats renew its lease.
                 pause = min(pause * 2, OUTAGE_RETRY, self.lease_ms / 4000)
 
-    def _finish_unknown(self, keys: Keys, claim: Claim) -> None:
-        record = {
-            "fire": claim.fire_id, "job": claim.job, "status": "failed",
-            "reason": f"job {claim.job!r} is not defined in the config of worker {self.worker_id}",
-            "scheduled": claim.due_ms, "attempt": claim.token, "worker": self.worker_id,
-        }
-        log.error("%s: %s", claim.fire_id, record["reason"])
-        job_retry_at = self._server_now() + self.lease_ms
+    def _hand_back(self, keys: Keys, claim: Claim) -> None:
+        log.warning("%s: job %s is not in this worker's file (any more); handing it back",
+                    claim.fire_id, claim.job)
         try:
-            self.scripts.fail(keys, claim.fire_id, claim.token, claim.job, record,
-                              self.history_cap, 3, job_retry_at)
-            self.metrics.run_finished(claim, "failed")
-        except LeaseLost:
-            pass
+            self.scripts.release(keys, [(claim.fire_id, claim.token)])
+        except REDIS_ERRORS as exc:
+            self._noted(exc)
+            log.warning("%s: cannot hand it back, it runs after its lease: %s",
+                        claim.fire_id, exc)
+
+    def _reclaimed(self, keys: Keys, claim: Claim) -> None:
+        """A fire whose holder's lease lapsed: say so, and keep that attempt in history."""
+        before = claim.before or {}
+        log.warning("%s: reclaimed from %s (its lease lapsed); attempt %d", claim.fire_id,
+                    before.get("worker", "?"), claim.token,
+                    extra={"job": claim.job, "fire": claim.fire_id, "attempt": claim.token,
+                           "worker": self.worker_id})
+        self.metrics.reclaimed(claim.job)
+        self._results.put(Note(keys, claim.job, lost_record(claim, before)))
 
     def _record_drop(self, fid: str, reason: str) -> None:
         record = drop_record(fid, reason, self.worker_id)
         job = record["job"]
-        self.scripts.record(keys_for(job, self.config.redis.shards, self.config.redis.prefix),
-                            job, record, self.history_cap)
-        log_dropped(log, self.worker_id, fid, record["status"], reason)
+        keys = keys_for(job, self.config.redis.shards, self.config.redis.prefix)
+        # Written by the results thread, which rides out an outage; the claim loop must not.
+        self._results.put(Note(keys, job, record))
+        log_dropped(log, self.worker_id, fid, record["status"], record["reason"])
         self.metrics.dropped(job, reason)
 
     def _server_now(self) -> int:
@@ -416,7 +547,9 @@ class Worker:
                 return
             try:
                 self.heartbeat_once()
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
+                # Runs go on; a lease that cannot be renewed in time is fenced off.
+                self._noted(exc)
                 log.warning("lease renewal failed: %s", exc)
 
     def heartbeat_once(self) -> None:
@@ -443,19 +576,23 @@ class Worker:
                 while not self._stopping.is_set():
                     if pubsub.get_message(timeout=1.0):
                         self._wake.set()
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
+                self._noted(exc)
                 log.warning("wake-up channel lost: %s", exc)
                 self._stopping.wait(1.0)
 
     def _presence(self) -> None:
         keys = self.shards[0]
-        info = {"busy": self._busy(), "slots": self.concurrency, "pid": os.getpid()}
+        info = {"busy": self._busy(), "slots": self.concurrency, "pid": os.getpid(),
+                "held": self.held, "jobs": len(self.config.jobs),
+                "last_error": self.errors.as_info()}
         try:
             pipe = self.client.pipeline(transaction=False)
             pipe.zadd(keys.workers, {self.worker_id: self._server_now()})
             pipe.hset(keys.worker_info, self.worker_id, _json(info))
             pipe.execute()
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
+            self._noted(exc)
             log.warning("cannot record presence: %s", exc)
 
     # -- shutdown ----------------------------------------------------------
@@ -465,7 +602,7 @@ class Worker:
         for keys, group in _by_shard(runs).items():
             try:
                 self.scripts.release(keys, [(r.claim.fire_id, r.claim.token) for r in group])
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 log.error("cannot give back %d fire(s), they run again after their lease: %s",
                           len(group), exc)
 
@@ -503,7 +640,7 @@ class Worker:
             pipe.zrem(keys.workers, self.worker_id)
             pipe.hdel(keys.worker_info, self.worker_id)
             pipe.execute()
-        except redis.RedisError:
+        except REDIS_ERRORS:
             pass
         log.info("worker %s stopped after %d run(s)", self.worker_id, self.runs_finished)
 

@@ -64,7 +64,8 @@ def test_the_user_is_restricted(acl_server: RedisServer) -> None:
 def test_every_script_runs_as_the_user(acl_server: RedisServer) -> None:
     s = Scripts(connect(user_url(acl_server)))
     policy = f"{D1}|all|0|forbid|2|0"
-    assert s.publish(K, [("a", "-", policy, "{}"), ("b", "-", policy, "{}")], now_ms=T0).changed
+    assert s.publish(K, [("a", "-", policy, "{}"), ("b", "-", policy, "{}")], generation=1,
+                     now_ms=T0).changed
     dues = [T0 + 1000, T0 + 2000, T0 + 3000]
     assert s.plan(K, [("a", D1, T0 + 3000, dues), ("b", D1, T0 + 3000, dues[:1])],
                   now_ms=T0).added == 4

@@ -25,7 +25,7 @@ def server_ms(client: redis.Redis) -> int:
 
 
 def publish(s: Scripts, jobs: list[str], now_ms: int) -> None:
-    s.publish(K, [(job, "-", procs.LINE, "{}") for job in jobs], now_ms=now_ms)
+    s.publish(K, [(job, "-", procs.LINE, "{}") for job in jobs], generation=1, now_ms=now_ms)
 
 
 def run_together(client: redis.Redis, argvs: list[list[str]]) -> None:

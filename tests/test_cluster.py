@@ -19,6 +19,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
 from cronsvc.acl import acl_setuser_args
+from cronsvc.clock import FixedClock
 from cronsvc.config import Config, load_config
 from cronsvc.connection import connect
 from cronsvc.errors import RedisUnavailable
@@ -71,7 +72,7 @@ def jobs_on_every_shard(shards: int) -> dict[int, str]:
 def publish_and_plan(s: Scripts, jobs: dict[int, str], shards: int, n_fires: int) -> None:
     for job in jobs.values():
         k = keys_for(job, shards)
-        assert s.publish(k, [(job, "-", LINE, SPEC)], now_ms=T0).changed == 1
+        assert s.publish(k, [(job, "-", LINE, SPEC)], generation=1, now_ms=T0).changed == 1
         dues = [T0 + i * MIN for i in range(1, n_fires + 1)]
         assert s.plan(k, [(job, D1, dues[-1], dues)], now_ms=T0).added == n_fires
 
@@ -220,13 +221,32 @@ def test_a_dead_master_stops_only_its_shards(tmp_path: Path) -> None:
             thread.join(30)
         assert not thread.is_alive()
 
-        # A planner plans the live shards and reports the dead ones.
-        planner = Planner(tmp_path / "cluster.yaml", connect(nodes.url))
-        planner.tick()  # publishes this file's definitions over the test's own
+    finally:
+        nodes.stop()
+
+
+def test_a_running_planner_plans_the_live_shards_when_a_master_dies(tmp_path: Path) -> None:
+    nodes = LocalCluster(tmp_path / "cluster", _server_binary()).start()
+    try:
+        shards = 6
+        jobs = jobs_on_every_shard(shards)
+        cluster_config(tmp_path, jobs, shards)
+        clock = FixedClock(T0)
+        planner = Planner(tmp_path / "cluster.yaml", connect(nodes.url), clock=clock)
+        assert planner.tick().verdict == "publish"
+        client = connect(nodes.url)
+        before = {k: client.zcard(Keys(shard=k).queue) for k in jobs}
+        # The first shard holds the fleet's keys (generation, presence): the planner keeps
+        # the file it decided on and plans every shard it can reach.
+        victim = nodes.master_of(Keys(shard=0).queue)
+        dead = {k for k in jobs if nodes.master_of(Keys(shard=k).queue) is victim}
+        live = set(jobs) - dead
+        victim.kill()
+        clock.advance(30 * MIN)
         stats = planner.tick()
-        assert stats.failed_shards == len(dead)
+        assert stats.failed_shards == len(dead) and stats.verdict == "current"
         for shard in sorted(live):
-            assert late.client.zcard(Keys(shard=shard).queue) > 0
+            assert client.zcard(Keys(shard=shard).queue) == before[shard] + 30
     finally:
         nodes.stop()
 

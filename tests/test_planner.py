@@ -20,10 +20,11 @@ from cronsvc import planning
 from cronsvc.cli import main
 from cronsvc.clock import FixedClock, dt_to_ms
 from cronsvc.config import Job, load_config
-from cronsvc.fires import fire_id
+from cronsvc.fires import fire_id, parse_fire
 from cronsvc.keys import Keys, keys_for
 from cronsvc.planner import Planner
 from cronsvc.planning import policy_line
+from cronsvc.policy import Policy
 from cronsvc.schedule import occurrences_ms
 from tests.conftest import ROOT, wait_for
 
@@ -113,7 +114,8 @@ def test_second_tick_adds_nothing_and_time_moves_the_window(cfg: Path, r: redis.
 ])
 def test_policy_line(fields: dict[str, object], line: str) -> None:
     job = Job(name="j", cron="* * * * *", command=("true",), **fields)  # type: ignore[arg-type]
-    assert policy_line(job) == f"{job.digest}|{line}"
+    assert policy_line(job) == f"{job.digest}|{line}|{job.definition}"
+    assert Policy.parse(policy_line(job)) == Policy.of(job)
 
 
 def test_a_fire_that_ran_is_never_planned_again(cfg: Path, r: redis.Redis,
@@ -165,13 +167,18 @@ def test_editing_the_cron_replaces_the_queued_fires(cfg: Path, r: redis.Redis,
     p = make(cfg, r, clock)
     p.tick()
     clock.advance(12 * 60_000)  # some old fires are due now, not yet run
+    old = queued(r, "every5")
     write(cfg, TWO_JOBS.replace("*/5 * * * *", "*/7 * * * *"))
     p.tick()
     now = clock.now_ms()
     assert queued(r, "every5") == expected(cfg, "every5", now, now + 2 * HOUR)
     assert queued(r, "hourly") == expected(cfg, "hourly", T0, T0 + 2 * HOUR + 12 * 60_000)
-    reasons = {json.loads(e).get("reason") for e in r.lrange(K.events, 0, -1)}
-    assert "changed" in reasons
+    # The unqueued fires are in the job's history: how many, which, and why.
+    (record,) = [json.loads(x) for x in r.lrange(K.history("every5"), 0, -1)]
+    assert (record["status"], record["reason"]) == ("replaced", "replaced: definition changed")
+    # Two hours of */5, the ones due already but not run included.
+    assert (record["first"], record["last"], record["fires"]) == (
+        parse_fire(old[0])[1], parse_fire(old[-1])[1], len(old))
 
 
 def test_removing_a_job_removes_its_fires_and_state(cfg: Path, r: redis.Redis,
@@ -187,8 +194,10 @@ def test_removing_a_job_removes_its_fires_and_state(cfg: Path, r: redis.Redis,
     assert queued(r, "every5")[:len(every5)] == every5
     for key in (K.jobs, K.specs, K.watermarks):
         assert not r.hexists(key, "hourly")
-    events = [json.loads(e) for e in r.lrange(K.events, 0, -1)]
-    assert sorted(e["fire"] for e in events if e.get("reason") == "removed") == hourly
+    (record,) = [json.loads(x) for x in r.lrange(K.history("hourly"), 0, -1)]
+    assert (record["status"], record["reason"], record["fires"]) == (
+        "removed", "removed: job deleted from the file", 2)
+    assert [record["first"], record["last"]] == [parse_fire(f)[1] for f in hourly]
 
 
 def test_policy_only_change_keeps_the_queue(cfg: Path, r: redis.Redis,
@@ -202,7 +211,8 @@ def test_policy_only_change_keeps_the_queue(cfg: Path, r: redis.Redis,
     assert p.tick().added == 0
     assert r.zrange(K.queue, 0, -1, withscores=True) == before
     assert r.hgetall(K.watermarks) == marks
-    assert r.hget(K.jobs, "every5").endswith("|latest|0|forbid|3|0")
+    every5 = load_config(cfg).jobs["every5"]
+    assert r.hget(K.jobs, "every5").endswith(f"|latest|0|forbid|3|0|{every5.definition}")
 
 
 def test_a_broken_file_keeps_the_last_good_config(cfg: Path, r: redis.Redis, clock: FixedClock,
@@ -397,4 +407,4 @@ def test_publication_handles_unexpandable_old_specs() -> None:
                                  specs={"gone": '{"cron": "not a cron"}'},
                                  watermarks={"gone": "5"}, lowest_score=1)
     changes = planning.diff({}, have, now_ms=10, horizon_ms=10)
-    assert changes.removals == [("gone", "abc")] and changes.fires == []
+    assert changes.removals == [("gone", "abc")] and changes.fires == 0

@@ -7,7 +7,7 @@ import json
 import pytest
 import redis
 
-from cronsvc.errors import LeaseLost, ScriptError, UnknownJob
+from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownJob
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.scripts import Claim, Scripts, load_sources
@@ -30,7 +30,8 @@ def s(r: redis.Redis) -> Scripts:
 
 
 def publish(s: Scripts, job: str = "a", expected: str = "-", now: int = T0, **policy: object):
-    return s.publish(K, [(job, expected, line(**policy), SPEC)], now_ms=now)  # type: ignore[arg-type]
+    return s.publish(K, [(job, expected, line(**policy), SPEC)],  # type: ignore[arg-type]
+                     generation=1, now_ms=now)
 
 
 def minutes(*ns: int) -> list[int]:
@@ -105,34 +106,74 @@ def test_publish_new_job(s: Scripts, r: redis.Redis) -> None:
 def test_publish_changed_digest_resets_watermark_and_unqueues(s: Scripts, r: redis.Redis) -> None:
     setup_job(s, dues=(1, 2, 3))
     old = [fire_id("a", d) for d in minutes(1, 2, 3)]
-    res = s.publish(K, [("a", D1, line(D2), SPEC)], fires=old[1:], now_ms=T0 + MIN // 2)
+    res = s.publish(K, [("a", D1, line(D2), SPEC)], unqueue=[("a", "replaced", old[1:])],
+                    generation=1, now_ms=T0 + MIN // 2)
     assert (res.changed, res.fires_removed) == (1, 2)
     assert queued(r) == old[:1]
     assert r.hget(K.watermarks, "a") == str(T0 + MIN // 2)
-    events = [json.loads(e) for e in r.lrange(K.events, 0, -1)]
-    assert {(e["fire"], e["reason"]) for e in events} == {(f, "changed") for f in old[1:]}
+    # Nothing leaves the queue without a history line: one per job, with the fires' range.
+    (record,) = [json.loads(x) for x in r.lrange(K.history("a"), 0, -1)]
+    assert record == {"job": "a", "status": "replaced", "reason": "replaced: definition changed",
+                      "fires": 2, "first": T0 + 2 * MIN, "last": T0 + 3 * MIN,
+                      "at": T0 + MIN // 2, "generation": 1}
+    assert json.loads(r.lindex(K.events, 0)) == record
 
 
 def test_publish_policy_only_change_keeps_watermark(s: Scripts, r: redis.Redis) -> None:
     setup_job(s)
-    res = s.publish(K, [("a", D1, line(overlap="forbid"), SPEC)], now_ms=T0 + MIN)
+    res = s.publish(K, [("a", D1, line(overlap="forbid"), SPEC)], generation=1, now_ms=T0 + MIN)
     assert res.changed == 1 and r.hget(K.watermarks, "a") == str(T0 + 10 * MIN)
     assert r.hget(K.jobs, "a") == line(overlap="forbid") and len(queued(r)) == 3
 
 
 def test_publish_removal(s: Scripts, r: redis.Redis) -> None:
     setup_job(s, dues=(1,))
-    res = s.publish(K, [], [("a", D1)], [fire_id("a", T0 + MIN)], now_ms=T0)
+    res = s.publish(K, [], [("a", D1)], [("a", "removed", [fire_id("a", T0 + MIN)])],
+                    generation=1, now_ms=T0)
     assert (res.removed, res.fires_removed) == (1, 1) and queued(r) == []
     assert not r.hexists(K.jobs, "a") and not r.hexists(K.specs, "a")
     assert not r.hexists(K.watermarks, "a")
-    assert json.loads(r.lindex(K.events, 0))["reason"] == "removed"
+    record = json.loads(r.lindex(K.history("a"), 0))
+    assert (record["status"], record["reason"], record["fires"]) == (
+        "removed", "removed: job deleted from the file", 1)
+
+
+def test_publish_of_a_fire_no_longer_queued_writes_no_history(s: Scripts,
+                                                              r: redis.Redis) -> None:
+    setup_job(s, dues=(1,))
+    s.publish(K, [], [("a", D1)], [("a", "removed", [fire_id("a", T0 + 5 * MIN)])],
+              generation=1, now_ms=T0)
+    assert r.lrange(K.history("a"), 0, -1) == []
+
+
+def test_publish_of_an_older_generation_is_refused(s: Scripts, r: redis.Redis) -> None:
+    setup_job(s, dues=(1,))
+    s.publish(K, [("a", D1, line(D2), SPEC)], generation=3, now_ms=T0)
+    with pytest.raises(Superseded, match="SUPERSEDED 3"):
+        s.publish(K, [], [("a", D2)], [("a", "removed", [fire_id("a", T0 + MIN)])],
+                  generation=2, now_ms=T0)
+    assert r.hget(K.jobs, "a") == line(D2) and queued(r) == [fire_id("a", T0 + MIN)]
+    assert r.get(K.published) == "3"
+    assert s.publish(K, [("a", D2, line(D1), SPEC)], generation=3, now_ms=T0).changed == 1
+
+
+def test_generation_is_a_compare_and_set_on_the_newest_file(s: Scripts, r: redis.Redis) -> None:
+    assert s.generation(K, "f1", "p1", None, 2, now_ms=T0) == (1, 1)
+    assert s.generation(K, "f1", "p2", 1, 2, now_ms=T0 + 1) == (1, 0)  # already the newest
+    assert s.generation(K, "f2", "p2", 0, 3, now_ms=T0 + 2) == (1, -1)  # saw an old one
+    assert s.generation(K, "f2", "p2", 1, 3, now_ms=T0 + 3) == (2, 1)
+    assert r.hgetall(K.generation) == {"gen": "2", "digest": "f2", "planner": "p2",
+                                       "at": str(T0 + 3), "jobs": "3"}
+    assert r.hgetall(K.generations) == {"f1": "1", "f2": "2"}
+    assert s.generation(K, "f1", "p1", 2, 2, now_ms=T0 + 4) == (3, 1)  # a rollback
+    assert r.hget(K.generations, "f1") == "3"
 
 
 def test_publish_conflict_changes_nothing(s: Scripts, r: redis.Redis) -> None:
     setup_job(s, dues=(1,))
     res = s.publish(K, [("a", "-", line(D2), SPEC), ("b", D2, line(), SPEC)],
-                    [("a", D2)], [fire_id("a", T0 + MIN)], now_ms=T0)
+                    [("a", D2)], [("a", "removed", [fire_id("a", T0 + MIN)])],
+                    generation=1, now_ms=T0)
     assert res.conflicts == ["a", "b", "a"] and res.changed == 0 and res.removed == 0
     assert r.hget(K.jobs, "a") == line() and not r.hexists(K.jobs, "b")
     assert queued(r) == [fire_id("a", T0 + MIN)]  # fires of a conflicting job stay
@@ -206,7 +247,7 @@ def test_claim_drops_by_policy(s: Scripts, r: redis.Redis, policy: dict[str, obj
 def test_claim_drops_fires_of_removed_and_runtime_paused_jobs(s: Scripts, r: redis.Redis) -> None:
     setup_job(s, "gone", dues=(1,))
     setup_job(s, "held", dues=(1,))
-    s.publish(K, [], [("gone", D1)], now_ms=T0)
+    s.publish(K, [], [("gone", D1)], generation=1, now_ms=T0)
     r.hset(K.paused, "held", json.dumps({"note": "maintenance", "since": T0}))
     trigger = fire_id("held", T0 + MIN, new_tag("trigger"))
     s.enqueue(K, trigger, T0 + MIN, {"n": 1}, now_ms=T0)
@@ -356,7 +397,8 @@ def test_enqueue_and_cancel(s: Scripts, r: redis.Redis) -> None:
 def test_every_script_is_there_with_a_header() -> None:
     sources = load_sources()
     assert set(sources) == {"publish", "plan", "claim", "heartbeat", "ack", "fail", "release",
-                            "record", "enqueue", "cancel", "pause", "resume", "retry", "purge"}
+                            "record", "enqueue", "cancel", "pause", "resume", "retry", "purge",
+                            "generation"}
     for src in sources.values():
         header = src.text.split("\n\n")[0]
         for i in range(1, src.numkeys + 1):
@@ -386,7 +428,7 @@ def test_scripts_reload_after_script_flush(s: Scripts, r: redis.Redis) -> None:
 def test_works_without_decode_responses(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     s = Scripts(client, prefix="p:")
-    s.publish(None, [("a", "-", line(), SPEC)], now_ms=T0)
+    s.publish(None, [("a", "-", line(), SPEC)], generation=1, now_ms=T0)
     s.plan(None, [("a", D1, T0 + MIN, [T0 + MIN])], now_ms=T0)
     s.enqueue(None, "a@1#tzzzzzz", 1, "text", now_ms=T0)
     res = s.claim(None, "w", batch=5, now_ms=T0 + MIN)

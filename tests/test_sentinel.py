@@ -39,7 +39,7 @@ def test_connect_through_the_sentinel_and_run_scripts(sentinel: SentinelServer) 
     client = connect(url)
     s = Scripts(client)
     k = Keys()
-    s.publish(k, [("a", "-", f"{D1}|all|0|allow|3|0", "{}")], now_ms=T0)
+    s.publish(k, [("a", "-", f"{D1}|all|0|allow|3|0", "{}")], generation=1, now_ms=T0)
     assert s.plan(k, [("a", D1, T0 + 1000, [T0 + 1000])], now_ms=T0).added == 1
     (claim,) = s.claim(k, "w", now_ms=T0 + 1000).claimed
     assert claim.fire_id == fire_id("a", T0 + 1000)

@@ -1,0 +1,26 @@
+"""When a planner or worker counts as live: one rule for ``status``, metrics and planners.
+
+Workers write their presence every :data:`PRESENCE_EVERY` seconds; planners
+with each tick. A member silent for longer than its allowance is shown as gone
+and no longer counts (a worker as holding a definition, a planner as holding
+the newest job file).
+"""
+
+from __future__ import annotations
+
+#: How often a worker writes its presence (seconds).
+PRESENCE_EVERY = 5.0
+#: A worker silent this long (four presence periods) is gone.
+WORKER_STALE_MS = 20_000
+#: A planner's heartbeat is its tick: it is gone after two ticks and this slack.
+PLANNER_SLACK_MS = 10_000
+
+
+def planner_stale_ms(tick_s: float) -> int:
+    """How long a planner ticking every ``tick_s`` seconds may be silent and still live."""
+    return int(2 * tick_s * 1000) + PLANNER_SLACK_MS
+
+
+def alive(seen_ms: int, now_ms: int, stale_ms: int) -> bool:
+    """Whether a member last seen at ``seen_ms`` still counts at ``now_ms``."""
+    return now_ms - seen_ms <= stale_ms
