@@ -68,15 +68,31 @@ def main() -> None:
 @main.command()
 @click.argument("file", required=False, metavar="[FILE]")
 @config_option
+@click.option("--imports", is_flag=True,
+              help="Also import every call target (in a child process) and check that it "
+                   "is callable.")
+@click.option("--import-timeout", type=click.FloatRange(min=0.1), default=10.0,
+              show_default=True, metavar="SECONDS",
+              help="How long one call target may take to import.")
 @friendly
-def validate(file: str | None, config: str | None) -> None:
-    """Check a job file and list every problem in it (exit 1 if there is one)."""
-    from .config import load_config
+def validate(file: str | None, config: str | None, imports: bool,
+             import_timeout: float) -> None:
+    """Check a job file and list every problem in it (exit 1 if there is one).
+
+    Warns (exit 0) of a schedule that never fires and of a call into os, subprocess
+    or builtins, which runs any program: the job file is code, guard it like code.
+    """
+    from .clock import SYSTEM
+    from .configcheck import check
 
     path = file or config_path(config)
-    loaded = load_config(path)
+    loaded, warnings = check(path, SYSTEM.now_ms(), imports=imports, timeout=import_timeout)
+    for line in warnings:
+        click.echo(line, err=True)
     count = len(loaded.jobs)
-    click.echo(f"{path}: {count} job{'' if count == 1 else 's'} OK")
+    more = f" ({len(warnings)} warning{'' if len(warnings) == 1 else 's'})" if warnings else ""
+    checked = ", call targets import" if imports else ""
+    click.echo(f"{path}: {count} job{'' if count == 1 else 's'} OK{checked}{more}")
 
 
 class Duration(click.ParamType):

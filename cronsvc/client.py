@@ -23,13 +23,14 @@ import redis
 from .clock import dt_to_ms
 from .config import Config, load_config
 from .connection import connect
-from .errors import CronsvcError, UnknownFire
+from .errors import BadTime, CronsvcError, UnknownFire
 from .fires import fire_id, new_tag, parse_fire
 from .keys import Keys
 from .observe import FleetReader
 from .schedule import occurrences_ms
 from .scripts import Scripts
 from .views import Pause, Policy, Resumed, in_flight, spec_of
+from .when import range_problem
 
 __all__ = ["MAX_CATCH_UP", "Client", "StillRunning"]
 
@@ -87,17 +88,23 @@ class Client(FleetReader):
         """Run ``job`` once at ``when`` with ``payload``; the new fire's id.
 
         ``when``: ms since the epoch (server clock), an aware datetime, or a
-        timedelta from the server's now. The payload (any JSON value) reaches the
-        run as ``CRONSVC_PAYLOAD`` or ``ctx.payload``.
+        timedelta from the server's now, at most ``RANGE_YEARS`` (10) years from
+        now either way (BadTime otherwise). The payload (any JSON value) reaches
+        the run as ``CRONSVC_PAYLOAD`` or ``ctx.payload``.
         """
         keys = self.require_job(job)
         now = self.server_ms()
         if isinstance(when, timedelta):
             due_ms = now + int(when / timedelta(milliseconds=1))
         elif isinstance(when, datetime):
+            if when.tzinfo is None:
+                raise BadTime(f"{job}: {when.isoformat()}: naive datetime: give a time zone")
             due_ms = dt_to_ms(when)
         else:
             due_ms = int(when)
+        problem = range_problem(due_ms, now)
+        if problem:
+            raise BadTime(f"{job}: due time {due_ms} ms {problem}")
         fid = fire_id(job, due_ms, new_tag(kind))
         self.scripts.enqueue(keys, fid, due_ms, payload)
         if due_ms <= now + 1000:

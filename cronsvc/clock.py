@@ -47,7 +47,8 @@ def monotonic() -> float:
 
 
 def ms_to_dt(ms: int) -> datetime:
-    """Milliseconds since the epoch to an aware UTC datetime."""
+    """Milliseconds since the epoch to an aware UTC datetime (ValueError or
+    OverflowError outside the years 1 to 9999)."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
@@ -63,8 +64,12 @@ def now_dt(clock: Clock = SYSTEM) -> datetime:
 
 
 def iso_utc(ms: int) -> str:
-    """ISO 8601 with a Z, millisecond precision only when needed."""
-    dt = ms_to_dt(ms)
+    """ISO 8601 with a Z, millisecond precision only when needed; the raw number for a
+    time no calendar holds (a fire id anyone may write into Redis)."""
+    try:
+        dt = ms_to_dt(ms)
+    except (OverflowError, ValueError, OSError):
+        return str(ms)
     if ms % 1000:
         return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -33,7 +33,10 @@ from .durations import parse_duration
 from .errors import ConfigError, ScheduleError
 from .policy import Policy
 from .schedule import validate_cron
-from .yamlsource import KeyPath, YamlSyntaxError, load
+from .yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
+
+#: A job file is a few KB, 10,000 jobs about 1 MB: a bigger one is a mistake or an attack.
+MAX_FILE_BYTES = 4 * 2**20
 
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _CALL = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
@@ -269,24 +272,61 @@ def check_timezone(key: str) -> ZoneInfo:
 
 def load_config(path: str | Path) -> Config:
     """Read and check the job file at ``path``; ConfigError lists every problem."""
+    return parse_config(read_job_file(path), str(path))
+
+
+def read_job_file(path: str | Path) -> str:
+    """The text of the job file at ``path``; ConfigError if it is missing, unreadable
+    or larger than :data:`MAX_FILE_BYTES`."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            # Read one byte past the bound: a file growing meanwhile cannot slip through.
+            raw = f.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise ConfigError([f"{source}: larger than {MAX_FILE_BYTES // 2**20} MiB: "
+                               "not read (is it the job file?)"])
+        return raw.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError([f"{source}: no such file"]) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise ConfigError([f"{source}: cannot read: {reason}"]) from None
-    return parse_config(text, source)
+
+
+def redis_section(path: str | Path) -> RedisSettings | None:
+    """The ``redis:`` settings of a job file broken elsewhere, if that section still reads
+    and checks on its own (the defaults if the file has none); None if it does not.
+
+    Operator commands need only these: a typo in one job must not keep an operator
+    from pausing another one.
+    """
+    try:
+        data = load(read_job_file(path)).data
+    except (ConfigError, YamlSyntaxError):
+        return None
+    raw = data.get("redis") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(raw, dict | None):
+        return None
+    try:
+        return RedisSettings.model_validate(raw or {})
+    except ValidationError:
+        return None
 
 
 def parse_config(text: str, source: str) -> Config:
     """Check YAML ``text`` (``source`` names it in messages) and build the config."""
+    return parse_located(text, source)[0]
+
+
+def parse_located(text: str, source: str) -> tuple[Config, Located]:
+    """:func:`parse_config`, with the line of every key of the file (for warnings)."""
     try:
         located = load(text)
     except YamlSyntaxError as exc:
         place = f"{source}:{exc.line}" if exc.line else source
-        raise ConfigError([f"{place}: YAML syntax error: {exc}"]) from None
+        what = "" if isinstance(exc, YamlLimitError) else "YAML syntax error: "
+        raise ConfigError([f"{place}: {what}{exc}"]) from None
     report = Report(source, located)
     data = located.data
     if data is None:
@@ -305,7 +345,7 @@ def parse_config(text: str, source: str) -> Config:
     defaults = _defaults(report, data.get("defaults"))
     jobs = _jobs(report, data, defaults)
     report.raise_if_any()
-    return Config(source=source, jobs=jobs, **sections)
+    return Config(source=source, jobs=jobs, **sections), located
 
 
 def _mapping(report: Report, path: tuple[str, ...], value: object) -> dict[Any, Any] | None:

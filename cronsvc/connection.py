@@ -16,6 +16,7 @@ TLS options go in the query: ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -41,6 +42,7 @@ _QUERY_OPTIONS = frozenset(URL_QUERY_ARGUMENT_PARSERS) | TLS_OPTIONS | {
 }
 _CERT_REQS = ("none", "optional", "required")
 _SECRET_OPTIONS = ("ssl_password", "sentinel_password", "password")
+_DB = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,13 @@ def _secrets(url: str) -> list[str]:
     return found
 
 
+def _check_db(value: str, what: str) -> str:
+    """``value`` if it is a database number; ValueError naming it as ``what`` says."""
+    if not _DB.fullmatch(value):
+        raise ValueError(f"{what.format(value)} is not a database number (0, 1, 2...)")
+    return value
+
+
 def _hosts(hosts: str, default_port: int) -> tuple[tuple[str, int], ...]:
     found = []
     for item in hosts.split(","):
@@ -138,6 +147,11 @@ def parse_target(url: str, *, cluster: bool | None = None) -> Target:
     reqs = query.get("ssl_cert_reqs")
     if reqs is not None and reqs not in _CERT_REQS:
         raise ValueError(f"ssl_cert_reqs={reqs!r}: use one of {', '.join(_CERT_REQS)}")
+    if "db" in query:
+        _check_db(query["db"], "db={!r}")
+    if base != "unix" and mode != "sentinel" and parts.path.strip("/"):
+        # redis-py reads /abc as database 0 and /1/2 as 12, without a word.
+        _check_db(unquote(parts.path.strip("/")), "the URL path {!r}")
 
     if mode == "sentinel":
         if cluster:
@@ -165,7 +179,8 @@ def _sentinel_target(parts: Any, query: dict[str, str], tls: bool) -> Target:
     if not path or len(path) > 2:
         raise ValueError("a sentinel URL ends in /<service name>[/<db>]")
     service = unquote(path[0])
-    db = int(path[1]) if len(path) == 2 else 0
+    db = int(_check_db(unquote(path[1]), "{!r} after the service name")
+             ) if len(path) == 2 else 0
     kwargs: dict[str, Any] = {"db": db}
     if user:
         kwargs["username"] = unquote(user)

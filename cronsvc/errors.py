@@ -49,6 +49,11 @@ class UnknownFire(ScriptError):
     """The fire id is not queued, in flight or dead."""
 
 
+class BadTime(CronsvcError, ValueError):
+    """A time given for a one-off run is not one (naive) or is out of range (a
+    ValueError too, for callers that catch that)."""
+
+
 class UnknownJob(CronsvcError):
     """No job of that name exists in the configuration."""
 

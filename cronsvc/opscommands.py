@@ -2,9 +2,11 @@
 queue, dead and status. Each is a few lines over :class:`cronsvc.Client` and
 :mod:`cronsvc.render`.
 
-They read the fleet's truth from Redis; the job file is read only for the
-shards and key prefix (defaults when there is no file). Exit codes: 0 done,
-1 the thing asked for failed or does not exist, 2 usage error or no Redis.
+They read the fleet's truth from Redis; the job file is read only for its
+``redis:`` section (defaults when there is no file). A broken file is one
+warning, not a refusal: an operator may have to pause a job while another job's
+typo is being fixed. Exit codes: 0 done, 1 the thing asked for failed or does
+not exist, 2 usage error or no Redis.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Callable
+from itertools import islice
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,13 +31,14 @@ from .cli import (
     redis_url_option,
     require_redis_url,
 )
-from .errors import CronsvcError, RedisUnavailable, ScheduleError, UnknownFire
+from .errors import ConfigError, CronsvcError, RedisUnavailable, ScheduleError, UnknownFire
 from .fires import parse_fire
 
 # Modules with Redis, pydantic or croniter behind them are imported when a command runs:
 # `cronsvc --help` and the other commands stay quick to start.
 if TYPE_CHECKING:
     from .client import Client
+    from .config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,6 +78,9 @@ def _json_value(value: str) -> Any:
         raise ValueError(f"{value!r} is not JSON: {exc}") from None
 
 
+EPILOG = ("Of the job file only its redis: section is used (URL, shards, prefix); if the "
+          "file is broken, a warning names its first problem and the command goes on with "
+          "that section, or with the defaults if it does not read either.")
 JOB, FIRE = Checked("job", _job_name), Checked("fire_id", _fire_id)
 JSON = Checked("json", _json_value)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -100,29 +108,76 @@ def guard(fn: F) -> F:
     return friendly(guarded)  # type: ignore[return-value]
 
 
-def operator(name: str | None = None, group: click.Group = main) -> Callable[[F], F]:
+def operator(name: str | None = None, group: click.Group = main,
+             cls: type[click.Command] | None = None) -> Callable[[F], F]:
     """A guarded command of ``group`` with --config and --redis-url."""
 
     def decorate(fn: F) -> F:
-        command = group.command(name)(config_option(redis_url_option(guard(fn))))
+        command = group.command(name, cls=cls, epilog=EPILOG)(
+            config_option(redis_url_option(guard(fn))))
         return command  # type: ignore[return-value]
 
     return decorate
 
 
+_DASH_VALUE = re.compile(r"-\d")
+
+
+class DashValues(click.Command):
+    """A command whose arguments may start with '-' and a digit (``at -5m JOB``): click
+    would read ``-5m`` as the options -5 and -m and say "no such option"."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:  # the user separated them already
+            return super().parse_args(ctx, args)
+        takes_value = {opt for p in self.get_params(ctx) if isinstance(p, click.Option)
+                       and not p.is_flag and not p.count for opt in p.opts}
+        options: list[str] = []
+        values: list[str] = []
+        rest = iter(args)
+        for arg in rest:
+            if arg.startswith("-") and len(arg) > 1 and not _DASH_VALUE.match(arg):
+                options.append(arg)
+                if arg in takes_value:  # its value comes next, whatever it looks like
+                    options.extend(islice(rest, 1))
+            else:
+                values.append(arg)
+        # Options first, then `--`: after it click takes every word as an argument.
+        return super().parse_args(ctx, [*options, "--", *values])
+
+
 def connect_client(config: str | None, redis_url: str | None) -> Client:
     """The client for --config/--redis-url (a subcommand falls back to its group's);
-    no job file means one shard, no prefix."""
+    no job file means one shard, no prefix. A broken job file is one warning: these
+    commands need only its redis: section (or the defaults, if that is broken too)."""
     from .client import Client
     from .config import Config, load_config
 
     ctx = click.get_current_context()
     outer = ctx.parent.params if ctx.parent else {}
     path = config_path(config or outer.get("config"))
-    loaded = load_config(path) if os.path.exists(path) else Config(source=path)
+    try:
+        loaded = load_config(path) if os.path.exists(path) else Config(source=path)
+    except ConfigError as exc:
+        loaded = _despite(path, exc)
     url = require_redis_url(redis_url or outer.get("redis_url"), loaded)
     ctx.meta["cronsvc.url"] = url
     return Client(url, config=loaded)
+
+
+def _despite(path: str, exc: ConfigError) -> Config:
+    """The settings to go on with when the job file at ``path`` is broken, said in one
+    line on stderr: its first problem and what is used instead."""
+    from .config import Config, redis_section
+
+    settings = redis_section(path)
+    more = len(exc.problems) - 1
+    first = " ".join(exc.problems[0].splitlines()) + (
+        f" (and {more} more: see `cronsvc validate`)" if more else "")
+    using = ("going on with its redis: section" if settings is not None else
+             "its redis: section does not read either: going on with 1 shard, no key prefix")
+    click.echo(f"warning: {first}; {using}", err=True)
+    return Config(source=path) if settings is None else Config(source=path, redis=settings)
 
 
 def emit(value: Any, as_json: bool, human: Callable[[ModuleType], str]) -> None:
@@ -192,7 +247,7 @@ def trigger(config: str | None, redis_url: str | None, job: str, payload: Any) -
         click.echo(f"note: {job} is paused; a trigger runs anyway", err=True)
 
 
-@operator()
+@operator(cls=DashValues)
 @click.argument("when", metavar="WHEN")
 @click.argument("job", type=JOB)
 @payload_option
@@ -200,7 +255,10 @@ def trigger(config: str | None, redis_url: str | None, job: str, payload: Any) -
               help="Zone of an ISO time written without an offset (default UTC).")
 def at(config: str | None, redis_url: str | None, when: str, job: str, payload: Any,
        tz: str | None) -> None:
-    """Run JOB once at WHEN (ISO 8601 time, +30s, +10m, +2h); prints the fire id."""
+    """Run JOB once at WHEN (ISO 8601 time, +30s, +10m, +2h); prints the fire id.
+
+    WHEN is at most 10 years from now; a time in the past (-5m too) is refused.
+    """
     from .when import parse_when
 
     client = connect_client(config, redis_url)
@@ -249,7 +307,7 @@ def queue(config: str | None, redis_url: str | None, limit: int, as_json: bool) 
     emit(view, as_json, lambda r: r.queue(view, client.zones()))
 
 
-@main.group(invoke_without_command=True)
+@main.group(invoke_without_command=True, epilog=EPILOG)
 @config_option
 @redis_url_option
 @click.option("--job", type=JOB, default=None, help="Only this job's dead fires.")

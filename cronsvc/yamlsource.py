@@ -5,6 +5,14 @@ two equal keys. Error messages must name the line, and a duplicated job name
 must be an error, so this module composes the node tree and builds the data
 itself: a side table maps each path (``("jobs", "backup", "cron")``) to the
 1-based line of its key (or of its item in a list).
+
+The file is input from outside: aliases may repeat a block (a shared
+``defaults`` is normal YAML), but each repeat is built anew, so nine nested
+aliases of nine items (a "billion laughs" of a few hundred bytes) would build
+hundreds of millions of values. The builder counts what aliases add and stops
+past :data:`ALIAS_NODES` plus :data:`ALIAS_FACTOR` times the nodes written in
+the text (at most :data:`ALIAS_NODES_MAX`); a cycle of aliases and very deep
+nesting are refused too.
 """
 
 from __future__ import annotations
@@ -19,6 +27,13 @@ KeyPath = tuple[str | int, ...]
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
+#: Nodes aliases may build beyond those written in the text (a few MB at most)...
+ALIAS_NODES = 20_000
+#: ...plus this many per node written, so a big file sharing a block in every job loads...
+ALIAS_FACTOR = 8
+#: ...but never more than this (a few hundred MB, for the largest file read).
+ALIAS_NODES_MAX = 2_000_000
+
 
 class YamlSyntaxError(Exception):
     """The text is not YAML; ``line`` is 1-based, or None when PyYAML gives no mark."""
@@ -26,6 +41,10 @@ class YamlSyntaxError(Exception):
     def __init__(self, message: str, line: int | None) -> None:
         super().__init__(message)
         self.line = line
+
+
+class YamlLimitError(YamlSyntaxError):
+    """The text is YAML but would cost too much to build (aliases, nesting)."""
 
 
 @dataclass
@@ -47,49 +66,117 @@ class Located:
 
 
 def load(text: str) -> Located:
-    """Parse ``text``; raise :class:`YamlSyntaxError` if it is not YAML."""
+    """Parse ``text``; raise :class:`YamlSyntaxError` if it is not YAML, or
+    :class:`YamlLimitError` if building it would cost too much."""
+    loader = _Loader(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = loader.get_single_node()
+    except RecursionError:
+        raise YamlLimitError("nested too deeply", None) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         raise YamlSyntaxError(problem, mark.line + 1 if mark else None) from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(str(exc), None) from None
+    finally:
+        loader.dispose()
     located = Located(data=None)
     if root is not None:
-        located.data = _Builder(located).build(root, ())
+        written = _written(root)
+        extra = min(ALIAS_NODES + ALIAS_FACTOR * written, ALIAS_NODES_MAX)
+        builder = _Builder(located, loader.aliases, written + extra)
+        try:
+            located.data = builder.build(root, ())
+        except RecursionError:
+            raise YamlLimitError("nested too deeply", None) from None
     return located
 
 
+class _Loader(yaml.SafeLoader):
+    """Also notes the line of every alias: the composed graph keeps only its anchor's."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        # (id of the parent node, item index or id of the item's key node) -> line
+        self.aliases: dict[tuple[int, int], int] = {}
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        if index is not None and self.check_event(yaml.AliasEvent):
+            slot = index if isinstance(index, int) else id(index)
+            self.aliases[(id(parent), slot)] = self.peek_event().start_mark.line + 1
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+
+
+def _written(root: Node) -> int:
+    """Nodes in the text: each node of the composed graph once, however often aliased."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            todo.extend(part for pair in node.value for part in pair)
+        elif isinstance(node, SequenceNode):
+            todo.extend(node.value)
+    return len(seen)
+
+
 class _Builder:
-    def __init__(self, located: Located) -> None:
+    def __init__(self, located: Located, aliases: dict[tuple[int, int], int],
+                 budget: int) -> None:
         self.located = located
+        self.aliases = aliases
         # The stock constructor still turns scalars into ints, bools, dates...
         self.constructor = yaml.constructor.SafeConstructor()
+        self.limit = self.budget = budget  # nodes the whole file may build, nodes left
+        self.open: set[int] = set()  # collections being built: an alias to one is a cycle
+        self.site: int | None = None  # line of the outermost alias being expanded
 
-    def build(self, node: Node, path: KeyPath) -> Any:
-        if isinstance(node, MappingNode):
-            return self._mapping(node, path)
-        if isinstance(node, SequenceNode):
-            return [self._item(child, path + (i,)) for i, child in enumerate(node.value)]
-        assert isinstance(node, ScalarNode)
-        return self.constructor.construct_object(node, deep=True)
+    def build(self, node: Node, path: KeyPath, alias: int | None = None) -> Any:
+        """``node`` as plain data; ``alias`` is the line of the alias naming it here."""
+        self.budget -= 1
+        if self.budget < 0:
+            raise YamlLimitError(
+                f"too many YAML aliases: expanding them builds more than {self.limit:,} "
+                "values (an alias bomb?)", self.site or self.located.line(path))
+        if isinstance(node, ScalarNode):
+            return self.constructor.construct_object(node, deep=True)
+        if id(node) in self.open:
+            raise YamlLimitError("a YAML alias refers to a block that contains it",
+                                 alias or self.located.line(path))
+        outer = self.site
+        self.site = outer or alias
+        self.open.add(id(node))
+        try:
+            if isinstance(node, MappingNode):
+                return self._mapping(node, path)
+            assert isinstance(node, SequenceNode)
+            return [self._item(node, i, child, path + (i,)) for i, child in enumerate(node.value)]
+        finally:
+            self.open.discard(id(node))
+            self.site = outer
 
-    def _item(self, node: Node, path: KeyPath) -> Any:
-        self.located.lines.setdefault(path, node.start_mark.line + 1)
-        return self.build(node, path)
+    def _item(self, parent: Node, index: int, node: Node, path: KeyPath) -> Any:
+        alias = self.aliases.get((id(parent), index))
+        self.located.lines.setdefault(path, alias or node.start_mark.line + 1)
+        return self.build(node, path, alias)
 
     def _mapping(self, node: MappingNode, path: KeyPath) -> dict[Any, Any]:
         result: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
         first_line: dict[Any, int] = {}
         for key_node, value_node in node.value:
+            alias = self.aliases.get((id(node), id(key_node)))
             if key_node.tag == _MERGE_TAG:
                 # `<<: *anchor` fills in keys the mapping does not set itself.
-                sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
-                for source in sources:
-                    built = self.build(source, path)
+                sources = ([(s, self.aliases.get((id(value_node), i)))
+                            for i, s in enumerate(value_node.value)]
+                           if isinstance(value_node, SequenceNode) else [(value_node, alias)])
+                for source, line in sources:
+                    built = self.build(source, path, line)
                     if isinstance(built, dict):
                         merged = {**built, **merged}
                 continue
@@ -103,5 +190,5 @@ class _Builder:
                 continue
             first_line[key] = line
             self.located.lines[path + (key,)] = line
-            result[key] = self.build(value_node, path + (key,))
+            result[key] = self.build(value_node, path + (key,), alias)
         return {**merged, **result}

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from click.testing import CliRunner, Result
 
 from cronsvc.cli import main
 from cronsvc.client import Client
+from cronsvc.clock import dt_to_ms
 from cronsvc.describe import describe
 from cronsvc.fires import fire_id, parse_fire
 from cronsvc.keys import Keys
@@ -70,13 +72,36 @@ def error_line(result: Result, code: int) -> str:
 def test_ls_shows_each_published_job_in_a_row_and_as_json(cli: Invoke) -> None:
     rows = ok(cli("ls")).splitlines()
     assert rows[0].split() == ["JOB", "SCHEDULE", "DESCRIPTION", "ZONE", "NEXT", "FIRE",
-                               "LAST", "RUN", "PAUSED"]
+                               "CATCH", "UP", "LAST", "RUN", "PAUSED"]
     backup = next(r for r in rows if r.startswith("backup"))
     assert "at 02:30 every day" in backup and "Europe/Berlin" in backup
-    assert " CET (in " in backup or " CEST (in " in backup
+    assert " in " in backup and " latest " in backup
     jobs = json.loads(ok(cli("ls", "--json")))
     assert [(j["name"], j["description"], j["paused"]) for j in jobs] == [
         ("backup", "at 02:30 every day", False), ("tick", "every 10 seconds", False)]
+
+
+def test_ls_shows_the_starting_deadline_catch_up_none_implies_within_120_columns(
+        cli: Invoke, tmp_path: Path, redis_url: str) -> None:
+    path = tmp_path / "more.yaml"
+    path.write_text(yaml.safe_dump({"jobs": {
+        "heartbeat": {"cron": "*/10 * * * * *", "command": ["true"], "catch_up": "none"},
+        "nightly-backup": {
+            "cron": "0 17 * * 5L", "timezone": "America/New_York",
+            "command": ["true"], "catch_up": "latest", "starting_deadline": "2h"},
+        "feb31": {"cron": "* * 31 2 *", "command": ["true"], "catch_up": "all"}}}))
+    Client(redis_url, config=str(path)).publish_config()
+    ok(cli("pause", "nightly-backup", "--note", "db migration until 14:00 "
+           "on friday, ask the data team before resuming"))
+    text = ok(cli("ls"))
+    rows = {line.split()[0]: line for line in text.splitlines()}
+    assert " none (1m) " in rows["heartbeat"]
+    assert " latest (2h) " in rows["nightly-backup"]
+    assert " never " in rows["feb31"] and " all " in rows["feb31"]
+    assert "…" in rows["nightly-backup"]  # the long note is cut
+    assert max(len(line) for line in text.splitlines()) <= 120, text
+    heartbeat = next(j for j in json.loads(ok(cli("ls", "--json"))) if j["name"] == "heartbeat")
+    assert (heartbeat["catch_up"], heartbeat["starting_deadline_ms"]) == ("none", 60_000)
 
 
 def test_ls_works_without_a_job_file_and_lists_what_redis_has(cli: Invoke,
@@ -85,10 +110,41 @@ def test_ls_works_without_a_job_file_and_lists_what_redis_has(cli: Invoke,
     assert [j["name"] for j in jobs] == ["backup", "tick"]
 
 
-def test_a_broken_job_file_is_exit_1(cli: Invoke, tmp_path: Path) -> None:
+def test_a_job_file_that_is_not_yaml_is_one_warning_and_the_defaults(cli: Invoke,
+                                                                      tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("jobs: [\n")
-    assert "YAML syntax error" in error_line(cli("ls", "--config", str(bad)), 1)
+    result = cli("ls", "--config", str(bad))
+    assert result.exit_code == 0 and "backup" in result.stdout, result.stderr
+    assert result.stderr == (f"warning: {bad}:2: YAML syntax error: expected the node content, "
+                             "but found '<stream end>'; its redis: section does not read "
+                             "either: going on with 1 shard, no key prefix\n")
+
+
+def test_a_broken_job_file_still_gives_its_redis_section_to_operators(
+        redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "schedules.yaml"
+    good = {"redis": {"url": redis_url, "prefix": "app:", "shards": 2},
+            "jobs": {"backup": {"cron": "30 2 * * *", "command": ["true"]},
+                     "report": {"cron": "0 9 * * *", "command": ["true"]}}}
+    path.write_text(yaml.safe_dump(good))
+    Client(config=str(path)).publish_config()
+    # A typo in one job (and an unknown key) while an operator must act on another one.
+    good["jobs"]["report"]["cron"] = "0 25 * * *"
+    good["jobs"]["report"]["timezon"] = "UTC"
+    path.write_text(yaml.safe_dump(good))
+    env = {"CRONSVC_REDIS_URL": None, "CRONSVC_CONFIG": None}
+    for args in (["ls"], ["pause", "backup"], ["status"], ["dead"], ["queue"],
+                 ["history", "backup"], ["resume", "backup"]):
+        result = CliRunner().invoke(main, args, env=env)
+        assert result.exit_code == 0, (args, result.stdout, result.stderr)
+        (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning")]
+        assert warning == (
+            "warning: schedules.yaml:9: jobs.report.cron: '0 25 * * *': hour 25 out of range "
+            "0-23 (and 1 more: see `cronsvc validate`); going on with its redis: section")
+    listed = json.loads(CliRunner().invoke(main, ["ls", "--json"], env=env).stdout)
+    assert [j["name"] for j in listed] == ["backup", "report"]  # found under app:, 2 shards
 
 
 def test_pause_with_note_shows_in_ls_and_resume_ends_it(cli: Invoke) -> None:
@@ -120,8 +176,9 @@ def test_trigger_and_at_print_fire_ids_that_queue_shows(cli: Invoke, r: redis.Re
     trig = ok(cli("trigger", "tick", "--payload", '{"n": 1}')).strip()
     assert parse_fire(trig)[2].startswith("t")  # type: ignore[union-attr]
     later = ok(cli("at", "+10m", "backup")).strip()
-    berlin = ok(cli("at", "2099-01-31T09:00", "backup", "--tz", "Europe/Berlin")).strip()
-    assert parse_fire(berlin)[1] == 4_073_529_600_000  # 08:00 UTC
+    year = datetime.now(UTC).year + 2  # `at` takes times at most 10 years ahead
+    berlin = ok(cli("at", f"{year}-01-31T09:00", "backup", "--tz", "Europe/Berlin")).strip()
+    assert parse_fire(berlin)[1] == dt_to_ms(datetime(year, 1, 31, 8, tzinfo=UTC))  # CET
     view = json.loads(ok(cli("queue", "--json")))
     assert [q["fire"] for q in view["due"]] == [trig]
     assert [q["fire"] for q in view["ahead"]][:2] == [later, berlin]

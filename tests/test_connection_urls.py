@@ -99,6 +99,12 @@ def test_sentinel_url_parts() -> None:
     ("redis+cluster://h:7000/2", "Redis Cluster has only database 0"),
     ("redis+sentinel://s1:26379", "a sentinel URL ends in /<service name>[/<db>]"),
     ("redis+sentinel://s1:26379/a/1/x", "a sentinel URL ends in"),
+    ("redis://h:6379/abc", "the URL path 'abc' is not a database number (0, 1, 2...)"),
+    ("redis://h:6379/-1", "the URL path '-1' is not a database number"),
+    ("rediss://h:6379/1/2", "the URL path '1/2' is not a database number"),
+    ("redis://h:6379/0?db=-2", "db='-2' is not a database number"),
+    ("unix:///run/redis.sock?db=abc", "db='abc' is not a database number"),
+    ("redis+sentinel://s1:26379/svc/x", "'x' after the service name is not a database number"),
 ])
 def test_bad_urls_are_reported_before_connecting(url: str, problem: str) -> None:
     with pytest.raises(ValueError) as err:
@@ -107,6 +113,14 @@ def test_bad_urls_are_reported_before_connecting(url: str, problem: str) -> None
     with pytest.raises(RedisUnavailable) as unavailable:
         connect(url, timeout=0.5)
     assert str(unavailable.value) == f"cannot reach Redis at {mask_url(url)}: {err.value}"
+
+
+@pytest.mark.parametrize("url, db", [
+    ("redis://h:6379", 0), ("redis://h:6379/", 0), ("redis://h:6379/7", 7),
+    ("redis://h:6379/%37", 7), ("redis://h:6379/3/", 3),
+])
+def test_a_numeric_database_path_is_the_database(url: str, db: int) -> None:
+    assert client_for(url).connection_pool.connection_kwargs.get("db", 0) == db
 
 
 def test_sentinel_url_is_never_a_cluster() -> None:
