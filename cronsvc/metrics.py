@@ -306,8 +306,25 @@ class FleetCollector:
               len(live)),
             G("cronsvc_fleet_busy_slots", "Runs in progress, summed over live workers.", busy),
             G("cronsvc_fleet_slots", "Slots, summed over live workers.", slots),
+            *self._memory(),
         ]
         return families + self._jobs(config, now, paused)
+
+    def _memory(self) -> list[Metric]:
+        """Redis memory against maxmemory: at the limit, writes fail with OOM."""
+        import redis
+        from prometheus_client.core import GaugeMetricFamily as G
+
+        try:
+            info = self.client.info("memory")
+        except redis.ResponseError:  # an ACL user without INFO
+            return []
+        if info and all(isinstance(v, dict) for v in info.values()):
+            info = next(iter(info.values()))  # a cluster client answers per node
+        return [G("cronsvc_redis_used_memory_bytes", "Memory Redis uses (INFO used_memory).",
+                  int(info.get("used_memory", 0))),
+                G("cronsvc_redis_maxmemory_bytes", "Redis maxmemory (0: no limit); writes fail "
+                  "with OOM once used memory reaches it.", int(info.get("maxmemory", 0)))]
 
     def _jobs(self, config: Config, now: int, paused: set[str]) -> list[Metric]:
         from prometheus_client.core import GaugeMetricFamily as G

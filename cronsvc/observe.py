@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -16,7 +17,9 @@ import redis
 from .errors import UnknownJob
 from .fires import parse_fire
 from .keys import Keys, all_shards, keys_for
+from .policy import Policy
 from .presence import WORKER_STALE_MS, planner_stale_ms
+from .scripts import UNHELD_MS
 from .views import (
     LAST_RUN_SCAN,
     DeadFire,
@@ -26,12 +29,14 @@ from .views import (
     QueuedFire,
     QueueView,
     Status,
+    definition_gaps,
     in_flight,
     job_info,
     kind_of,
     member,
     next_fires,
     queued,
+    score_ms,
     spec_of,
 )
 
@@ -187,7 +192,7 @@ class FleetReader:
             due_count += n_due
             ahead_count += n_ahead
             if due_raw:
-                first = int(due_raw[0][1])
+                first = score_ms(due_raw[0][1])
                 oldest = first if oldest is None else min(oldest, first)
             listed = [self._s(f) for f, _ in due_raw + ahead_raw]
             used = self.redis.hmget(keys.attempts, listed) if listed else []
@@ -233,7 +238,7 @@ class FleetReader:
             for (fid, died), n, payload in zip(entries, tries, payloads, strict=True):
                 name, due, _ = parse_fire(fid)
                 found.append(DeadFire(
-                    fire=fid, job=name, kind=kind_of(fid), due_ms=due, died_ms=int(died),
+                    fire=fid, job=name, kind=kind_of(fid), due_ms=due, died_ms=score_ms(died),
                     attempts=int(n or 0), payload=json.loads(payload) if payload else None,
                     last=latest.get(fid)))
         return sorted(found, key=lambda d: d.died_ms, reverse=True)
@@ -249,7 +254,8 @@ class FleetReader:
 
     # -- the fleet -------------------------------------------------------------
     def status(self) -> Status:
-        """Live planners and workers with their heartbeats, and how Redis is set up."""
+        """Live planners and workers with their heartbeats, how Redis is set up and how full
+        it is, which job file is published, and what the workers' files cannot run."""
         now = self.server_ms()
         keys = self._shards()[0]  # presence lives on the first shard
         pipe = self.redis.pipeline(transaction=False)
@@ -257,7 +263,8 @@ class FleetReader:
         pipe.hgetall(keys.planner_info)
         pipe.zrange(keys.workers, 0, -1, withscores=True)
         pipe.hgetall(keys.worker_info)
-        planners_raw, planner_info, workers_raw, worker_info = pipe.execute()
+        pipe.hgetall(keys.generation)
+        planners_raw, planner_info, workers_raw, worker_info, generation = pipe.execute()
         planners = []
         for pid, seen in planners_raw:
             info = planner_info.get(pid)
@@ -265,24 +272,75 @@ class FleetReader:
             planners.append(member(self._s(pid), seen, info, now, planner_stale_ms(tick)))
         workers = [member(self._s(w), seen, worker_info.get(w), now, WORKER_STALE_MS)
                    for w, seen in workers_raw]
-        version, aof, policy = self._server_settings()
-        return Status(now, version, aof, policy, planners, workers,
-                      _warnings(version, aof, policy, planners, workers))
+        gaps, unrunnable = definition_gaps(*self._definitions(workers))
+        server = self._server_settings()
+        newest = {self._s(k): self._s(v) for k, v in generation.items()} or None
+        return Status(now, server.version, server.aof, server.policy, planners, workers,
+                      _warnings(server, planners, workers, newest, gaps, unrunnable, now),
+                      server.used_memory, server.maxmemory, newest, gaps, unrunnable)
 
-    def _server_settings(self) -> tuple[str | None, bool | None, str | None]:
+    def _definitions(self, workers: list[Member]
+                     ) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+        """The published definition of every job, and the definitions each live worker
+        holds (``Keys.held``: one hash per distinct job file, per shard)."""
+        live = {w.id: str(w.info["held"]) for w in workers if w.alive and w.info.get("held")}
+        digests = sorted(set(live.values()))
+        published: dict[str, str] = {}
+        held: dict[str, dict[str, str]] = {d: {} for d in digests}
+        for keys in self._shards():
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hgetall(keys.jobs)
+            for d in digests:
+                pipe.hgetall(keys.held(d))
+            lines, *files = pipe.execute()
+            for job, line in lines.items():
+                published[self._s(job)] = Policy.parse(self._s(line)).definition
+            for d, found in zip(digests, files, strict=True):
+                held[d].update({self._s(j): self._s(v) for j, v in found.items()})
+        return published, {w: held[d] for w, d in live.items()}
+
+    def _server_settings(self) -> ServerSettings:
         try:
             info = self.redis.info()
         except redis.ResponseError:  # e.g. an ACL user without INFO
-            return None, None, None
+            return ServerSettings()
         if info and all(isinstance(v, dict) for v in info.values()):
             info = next(iter(info.values()))  # a cluster client answers per node
         aof = info.get("aof_enabled")
-        return (str(info.get("redis_version")), None if aof is None else bool(int(aof)),
-                info.get("maxmemory_policy"))
+        return ServerSettings(str(info.get("redis_version")),
+                              None if aof is None else bool(int(aof)),
+                              info.get("maxmemory_policy"), _int(info.get("used_memory")),
+                              _int(info.get("maxmemory")))
 
 
-def _warnings(version: str | None, aof: bool | None, policy: str | None,
-              planners: list[Member], workers: list[Member]) -> list[str]:
+@dataclass(frozen=True)
+class ServerSettings:
+    """What INFO says of the server (all None: INFO is not allowed to this user)."""
+
+    version: str | None = None
+    aof: bool | None = None
+    policy: str | None = None
+    used_memory: int | None = None
+    maxmemory: int | None = None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+#: A Redis error a live member saw this recently is shown by ``status``.
+RECENT_ERROR_MS = 600_000
+#: Memory use past this share of maxmemory is warned of: writes fail with OOM at 100 %.
+MEMORY_WARN = 0.9
+
+
+def _warnings(server: ServerSettings, planners: list[Member], workers: list[Member],
+              newest: dict[str, str] | None, gaps: dict[str, list[str]],
+              unrunnable: list[str], now_ms: int) -> list[str]:
+    version, aof, policy = server.version, server.aof, server.policy
     found = []
     if policy is not None and policy != "noeviction":
         found.append(f"maxmemory-policy is {policy}: Redis may evict cronsvc keys and lose "
@@ -297,4 +355,28 @@ def _warnings(version: str | None, aof: bool | None, policy: str | None,
         found.append("no live planner: no new fires are being planned")
     if not any(w.alive for w in workers):
         found.append("no live worker: due fires are not being run")
+    if server.maxmemory and server.used_memory is not None \
+            and server.used_memory >= MEMORY_WARN * server.maxmemory:
+        full = server.used_memory >= server.maxmemory
+        found.append(f"Redis uses {server.used_memory:,} of {server.maxmemory:,} bytes "
+                     f"(maxmemory){': writes fail with OOM' if full else ''}; planners and "
+                     "workers wait until it has room again")
+    for m in (*planners, *workers):
+        err = m.info.get("last_error")
+        ago = now_ms - int(err.get("at") or 0) if isinstance(err, dict) else None
+        if m.alive and isinstance(err, dict) and ago is not None and ago <= RECENT_ERROR_MS:
+            found.append(f"{m.id} saw a Redis error {ago // 1000}s ago: "
+                         f"{err.get('code')} {err.get('message', '')}".rstrip())
+    files = {p.info.get("digest") for p in planners if p.alive and p.info.get("digest")}
+    if len(files) > 1 and newest:
+        behind = sorted(p.id for p in planners if p.alive and p.info.get("digest")
+                        and p.info.get("digest") != newest.get("digest"))
+        found.append(f"planners hold {len(files)} different job files: {', '.join(behind)} "
+                     f"yield to generation {newest.get('gen')} (from {newest.get('planner')})")
+    for worker, gap in sorted(gaps.items()):
+        found.append(f"worker {worker}'s job file differs from the published one: "
+                     f"{'; '.join(gap)}")
+    if unrunnable and any(w.alive for w in workers):
+        found.append(f"no live worker can run {', '.join(unrunnable)}: their fires wait, and are "
+                     f"recorded as missed after {UNHELD_MS // 60_000} minutes")
     return found

@@ -63,8 +63,12 @@ def relative(ms: int, now_ms: int) -> str:
 
 
 def local(ms: int, tz: str = "UTC") -> str:
-    """``2030-01-31 09:00:00 CET``: the wall clock of ``tz``."""
-    t = datetime.fromtimestamp(ms / 1000, zone(tz))
+    """``2030-01-31 09:00:00 CET``: the wall clock of ``tz``; the raw ms for a time no
+    calendar holds (past the year 9999: anyone may write such a fire into Redis)."""
+    try:
+        t = datetime.fromtimestamp(ms / 1000, zone(tz))
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms"
     return t.strftime("%Y-%m-%d %H:%M:%S ") + (t.tzname() or "")
 
 
@@ -90,26 +94,67 @@ def _short(text: Any, most: int = 60) -> str:
     return line if len(line) <= most else line[:most - 1] + "…"
 
 
-def jobs(found: Sequence[JobInfo], now_ms: int) -> str:
-    """``cronsvc ls``."""
+#: ``cronsvc ls`` cuts its free text (description, pause) to fit this many columns.
+LS_WIDTH = 120
+
+
+def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH) -> str:
+    """``cronsvc ls``: one row a job, cut to ``width`` columns where the words allow.
+
+    The next fire is relative: its wall time follows from the schedule in words and
+    the zone beside it (``--json`` and ``cronsvc next`` give the instants); how long
+    the last run took is in ``cronsvc history``.
+    """
     if not found:
         return "no job is published (is a planner running?)"
-    rows = [(j.name, j.cron, j.description, j.timezone, when(j.next_fire_ms, now_ms, j.timezone),
-             last_run(j.last_run, now_ms), paused(j, now_ms)) for j in found]
-    return table(("JOB", "SCHEDULE", "DESCRIPTION", "ZONE", "NEXT FIRE", "LAST RUN", "PAUSED"),
-                 rows)
+    headers = ("JOB", "SCHEDULE", "DESCRIPTION", "ZONE", "NEXT FIRE", "CATCH UP", "LAST RUN",
+               "PAUSED")
+    rows = [[j.name, j.cron, j.description or NONE, j.timezone, _next(j, now_ms), catch_up(j),
+             last_run(j.last_run, now_ms, took=False), paused(j, now_ms)] for j in found]
+    return table(headers, _fit(headers, rows, width, {2: 20, 7: 12}))
 
 
-def last_run(record: Mapping[str, Any] | None, now_ms: int) -> str:
-    """``ok 3m ago (took 1.2s)``, or a skip: ``skipped 5s ago (paused)``."""
+def _fit(headers: Sequence[str], rows: list[list[str]], width: int,
+         elastic: Mapping[int, int]) -> list[list[str]]:
+    """``rows`` with the text of the ``elastic`` columns (index -> narrowest width) cut,
+    widest first, until the table is ``width`` wide or they are all at their narrowest."""
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    while over > 0:
+        i = max(elastic, key=lambda k: widths[k] - elastic[k])
+        cut = min(over, widths[i] - elastic[i])
+        if cut <= 0:
+            break
+        widths[i] -= cut
+        over -= cut
+    return [[_short(c, widths[i]) if i in elastic else c for i, c in enumerate(row)]
+            for row in rows]
+
+
+def _next(job: JobInfo, now_ms: int) -> str:
+    if job.next_fire_ms is not None:
+        return relative(job.next_fire_ms, now_ms)
+    return "never" if job.cron else NONE  # no fire within views.NEXT_FIRE_YEARS
+
+
+def catch_up(job: JobInfo) -> str:
+    """``latest``, or with the starting deadline that applies: ``none (1m)``, ``all (2h)``."""
+    if not job.starting_deadline_ms:
+        return job.catch_up
+    return f"{job.catch_up} ({span(job.starting_deadline_ms)})"
+
+
+def last_run(record: Mapping[str, Any] | None, now_ms: int, took: bool = True) -> str:
+    """``ok 3m ago (took 1.2s)`` (without ``took``: ``ok 3m ago``), or a skip:
+    ``skipped 5s ago (paused)``."""
     if not record:
         return NONE
     status = record.get("status", "?")
     started = record.get("started")
     if started is not None:
-        took = record.get("duration_ms")
+        duration = record.get("duration_ms")
         return f"{status} {relative(started, now_ms)}" + (
-            f" (took {span(took)})" if took is not None else "")
+            f" (took {span(duration)})" if took and duration is not None else "")
     reason = record.get("reason")
     at = relative(record["scheduled"], now_ms) if record.get("scheduled") else ""
     return " ".join(p for p in (status, at, f"({reason})" if reason else "") if p)
@@ -206,19 +251,63 @@ def status(s: Status) -> str:
     """``cronsvc status`` (warnings are printed apart, on stderr)."""
     aof = {True: "on", False: "off", None: "unknown"}[s.aof]
     out = [f"redis {s.redis_version or 'unknown'}, AOF {aof}, "
-           f"maxmemory-policy {s.maxmemory_policy or 'unknown'}"]
+           f"maxmemory-policy {s.maxmemory_policy or 'unknown'}, memory {memory(s)}"]
+    if s.generation:
+        g = s.generation
+        out.append(f"job file: generation {g.get('gen')}, {g.get('jobs')} jobs, published by "
+                   f"{g.get('planner')} {relative(int(g.get('at') or 0), s.now_ms)}")
     out.append(f"planners: {sum(p.alive for p in s.planners)} live")
     if s.planners:
-        out.append(_indent(table(("PLANNER", "LAST HEARTBEAT", "STATE", "JOBS", "PLANNED TO"), [
+        out.append(_indent(table(("PLANNER", "LAST HEARTBEAT", "STATE", "JOBS", "FILE",
+                                  "PLANNED TO", "REDIS ERROR"), [
             (p.id, relative(p.last_seen_ms, s.now_ms), _state(p), p.info.get("jobs"),
-             when(p.info.get("planned_to") or None, s.now_ms)) for p in s.planners])))
+             _planner_file(p), when(p.info.get("planned_to") or None, s.now_ms),
+             _last_error(p, s.now_ms)) for p in s.planners])))
     out.append(f"workers: {sum(w.alive for w in s.workers)} live")
     if s.workers:
-        out.append(_indent(table(("WORKER", "LAST HEARTBEAT", "STATE", "BUSY", "PID"), [
+        out.append(_indent(table(("WORKER", "LAST HEARTBEAT", "STATE", "BUSY", "PID", "FILE",
+                                  "REDIS ERROR"), [
             (w.id, relative(w.last_seen_ms, s.now_ms), _state(w),
-             f"{w.info.get('busy', '?')}/{w.info.get('slots', '?')}", w.info.get("pid"))
-            for w in s.workers])))
+             f"{w.info.get('busy', '?')}/{w.info.get('slots', '?')}", w.info.get("pid"),
+             "differs" if w.id in s.worker_gaps else ("same" if w.alive else NONE),
+             _last_error(w, s.now_ms)) for w in s.workers])))
+    if s.unrunnable:
+        out.append(f"jobs no live worker can run: {', '.join(s.unrunnable)}")
     return "\n".join(out)
+
+
+def memory(s: Status) -> str:
+    """``12.5 MiB of 1.0 GiB (1%)``, ``12.5 MiB (no maxmemory)``, or ``unknown``."""
+    if s.used_memory is None:
+        return "unknown"
+    if not s.maxmemory:
+        return f"{_bytes(s.used_memory)} (no maxmemory)"
+    return (f"{_bytes(s.used_memory)} of {_bytes(s.maxmemory)} "
+            f"({100 * s.used_memory // s.maxmemory}%)")
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _planner_file(p: Member) -> str:
+    """``gen 3``, ``gen 3 (yields)``: the job file a planner holds, as it decided last."""
+    gen, verdict = p.info.get("generation"), p.info.get("verdict")
+    if verdict == "yield":
+        return "older (yields)"
+    return f"gen {gen}" if gen is not None else NONE
+
+
+def _last_error(m: Member, now_ms: int) -> str:
+    err = m.info.get("last_error")
+    if not isinstance(err, dict):
+        return NONE
+    return f"{err.get('code')} {relative(int(err.get('at') or 0), now_ms)}"
 
 
 def _state(m: Member) -> str:

@@ -8,6 +8,8 @@ needs "now" carries the ``now_ms`` it was read at, so renderings agree with it.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import islice
@@ -24,6 +26,7 @@ from .schedule import Spec, occurrences
 NEXT_FIRE_YEARS = 9
 # History records read per job to find its last run among skips.
 LAST_RUN_SCAN = 20
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class JobInfo:
     paused_in_file: bool
     next_fire_ms: int | None
     last_run: dict[str, Any] | None  # newest history record of a run, else newest record
+    # A fire not started this long after its time is missed (0: never); catch_up none
+    # without a starting_deadline gets policy.NONE_DEADLINE_S.
+    starting_deadline_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,37 @@ class Status:
     planners: list[Member]
     workers: list[Member]
     warnings: list[str]
+    used_memory: int | None = None  # bytes (INFO memory)
+    maxmemory: int | None = None  # bytes, 0: no limit
+    generation: dict[str, Any] | None = None  # the newest published job file (Keys.generation)
+    # worker -> how its job file differs from the published one (live workers only)
+    worker_gaps: dict[str, list[str]] = field(default_factory=dict)
+    unrunnable: list[str] = field(default_factory=list)  # published jobs no live worker holds
+
+
+def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str, str]]
+                    ) -> tuple[dict[str, list[str]], list[str]]:
+    """Which workers cannot run which published jobs, and which jobs no worker can run.
+
+    ``published``: job -> the definition digest the planners published (``Policy``);
+    ``held``: worker -> job -> the definition digest its file has. A worker lacking a
+    job, or holding another definition of it, leaves that job's fires to the others.
+    """
+    gaps: dict[str, list[str]] = {}
+    if not held:  # no live worker says what it holds: nothing to compare
+        return gaps, []
+    for worker, mine in held.items():
+        lacks = sorted(j for j in published if j not in mine)
+        other = sorted(j for j in published if j in mine and published[j]
+                       and mine[j] != published[j])
+        found = ([f"lacks {', '.join(lacks)}"] if lacks else []) + (
+            [f"another definition of {', '.join(other)}"] if other else [])
+        if found:
+            gaps[worker] = found
+    unrunnable = sorted(j for j, d in published.items()
+                        if not any(j in mine and (not d or mine[j] == d)
+                                   for mine in held.values()))
+    return gaps, unrunnable
 
 
 def kind_of(fid: str) -> str:
@@ -198,7 +235,7 @@ def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None
         pause_note=(pause.get("note") or None) if pause else None,
         paused_since_ms=_int(pause.get("since")) if pause else None,
         paused_in_file=policy.paused_in_file, next_fire_ms=upcoming[0] if upcoming else None,
-        last_run=last_run(records),
+        last_run=last_run(records), starting_deadline_ms=policy.deadline_ms,
     )
 
 
@@ -206,21 +243,22 @@ def in_flight(fid: str, lease_until_ms: float, claim_json: str | None) -> InFlig
     """A fire of ``scheduler:working`` with what its claim says (worker, attempt)."""
     job, due, _ = parse_fire(fid)
     claim = _record(claim_json) if claim_json else {}
-    return InFlight(fire=fid, job=job, due_ms=due, lease_until_ms=int(lease_until_ms),
+    return InFlight(fire=fid, job=job, due_ms=due, lease_until_ms=score_ms(lease_until_ms),
                     worker=claim.get("worker"), attempt=_int(claim.get("token")),
                     claimed_at_ms=_int(claim.get("claimed_at")))
 
 
 def queued(fid: str, score: float, attempts: str | None) -> QueuedFire:
     job, due, _ = parse_fire(fid)
-    return QueuedFire(fire=fid, job=job, kind=kind_of(fid), due_ms=due, at_ms=int(score),
+    return QueuedFire(fire=fid, job=job, kind=kind_of(fid), due_ms=due, at_ms=score_ms(score),
                       attempts=_int(attempts) or 0)
 
 
 def member(mid: str, seen: float, info_json: str | None, now_ms: int,
            stale_ms: int) -> Member:
     info = _record(info_json) if info_json else {}
-    return Member(id=mid, last_seen_ms=int(seen), alive=alive(int(seen), now_ms, stale_ms),
+    seen_ms = score_ms(seen)
+    return Member(id=mid, last_seen_ms=seen_ms, alive=alive(seen_ms, now_ms, stale_ms),
                   info=info)
 
 
@@ -230,6 +268,14 @@ def _record(text: str | bytes) -> dict[str, Any]:
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def score_ms(score: float) -> int:
+    """A sorted-set score as ms; ``inf`` (ZADD takes it) as the largest int64 Redis
+    could hold, so a hand-written member shows instead of breaking the listing."""
+    if math.isfinite(score):
+        return int(score)
+    return _INT64_MAX if score > 0 else -_INT64_MAX
 
 
 def _int(value: Any) -> int | None:
