@@ -36,6 +36,7 @@
 local worker_json = cjson.encode(ARGV[2])
 local batch = tonumber(ARGV[3])
 -- Lua formats numbers with sprintf on every use: turn the hot ones into strings once.
+local now_s = string.format('%d', now)
 local lease_until = string.format('%d', now + tonumber(ARGV[4]))
 local scan = math.max(tonumber(ARGV[5]), batch)
 local unheld_ms = tonumber(ARGV[6])
@@ -58,7 +59,6 @@ local function next_due(skipping)
 end
 
 -- An idle fleet claims often and finds nothing: answer that with two reads.
-local now_s = string.format('%d', now)
 local soonest = next_due(false)
 if soonest < 0 or soonest > now then return {now, soonest, 0, 0} end
 
