@@ -3,7 +3,9 @@
 `command` jobs run as a child process in a process group of their own, so a
 timeout or a cancel can kill the whole tree: SIGTERM to the group, then
 SIGKILL after :data:`KILL_GRACE` seconds. Their stdout and stderr are merged;
-the last :data:`OUTPUT_CAP` bytes are kept.
+the last :data:`OUTPUT_CAP` bytes are kept. A :class:`Guard` given to
+:func:`execute` learns the group as soon as it exists and when it has ended
+(the worker hands it to its watchdog, see :mod:`cronsvc.watchdog`).
 
 `call` jobs run a Python callable (see :mod:`cronsvc.calljobs`). With a
 timeout, in a thread of its own: a timeout or cancel is reported at once, but
@@ -26,12 +28,13 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Literal, NamedTuple
+from typing import IO, Any, Literal, NamedTuple, Protocol
 
 from .calljobs import OUTPUT_CAP, call_here, current, start_call, stopping
 from .clock import SYSTEM, Clock, iso_utc
 
-__all__ = ["FireContext", "Outcome", "Status", "execute", "current", "stopping", "OUTPUT_CAP"]
+__all__ = ["FireContext", "Guard", "Outcome", "Status", "execute", "current", "stopping",
+           "OUTPUT_CAP"]
 
 Status = Literal["ok", "failed", "timeout", "cancelled"]
 
@@ -58,6 +61,7 @@ class FireContext:
             "CRONSVC_FIRE_ID": self.fire_id,
             "CRONSVC_SCHEDULED_AT": iso_utc(self.scheduled_ms),
             "CRONSVC_ATTEMPT": str(self.attempt),
+            "CRONSVC_WORKER": self.worker,
         }
         if self.payload is not None:
             env["CRONSVC_PAYLOAD"] = json.dumps(self.payload)
@@ -82,6 +86,14 @@ class Outcome:
     error: str | None = None
 
 
+class Guard(Protocol):
+    """Told the process group of a command once it runs, and once it has ended."""
+
+    def started(self, pgid: int) -> None: ...
+
+    def ended(self, pgid: int) -> None: ...
+
+
 class _Result(NamedTuple):
     status: Status
     exit_code: int | None = None
@@ -90,7 +102,8 @@ class _Result(NamedTuple):
 
 
 def execute(
-    job: Any, ctx: FireContext, cancel: threading.Event | None = None, clock: Clock = SYSTEM
+    job: Any, ctx: FireContext, cancel: threading.Event | None = None, clock: Clock = SYSTEM,
+    guard: Guard | None = None,
 ) -> Outcome:
     """Run `job` (a `cronsvc.config.Job`, or anything with its attributes) once.
 
@@ -107,7 +120,7 @@ def execute(
         elif job.call is not None:
             result = _run_call(job, ctx, cancel, deadline)
         elif job.command:
-            result = _run_command(job, ctx, cancel, deadline)
+            result = _run_command(job, ctx, cancel, deadline, guard)
         else:
             result = _Result("failed", error=f"job {job.name} has neither command nor call")
     except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
@@ -156,7 +169,9 @@ def _run_call(
 
 def _die_with_worker_fn() -> Any:
     """On Linux, a function making a child get SIGKILL when its worker dies (kill -9
-    included), so a lost lease never leaves an orphan running beside the rerun."""
+    included). It reaches that child only, not the processes it starts: the watchdog
+    kills the whole group, but only once it is told of it, and this covers the moment
+    before."""
     if os.uname().sysname != "Linux":
         return None
     import ctypes
@@ -212,7 +227,8 @@ def _spawn_args(argv: list[str], cwd: str | None, env: dict[str, str]) -> dict[s
 
 
 def _run_command(
-    job: Any, ctx: FireContext, cancel: threading.Event, deadline: float | None
+    job: Any, ctx: FireContext, cancel: threading.Event, deadline: float | None,
+    guard: Guard | None = None,
 ) -> _Result:
     argv = ["/bin/sh", "-c", " ".join(job.command)] if job.shell else list(job.command)
     # CRONSVC_* last: a job's own env must not be able to fake its fire identity.
@@ -225,6 +241,20 @@ def _run_command(
         )
     except OSError as exc:
         return _Result("failed", error=_start_error(argv[0], job.cwd, exc))
+    if guard is None:
+        return _supervise(proc, cancel, deadline, job.timeout)
+    guard.started(proc.pid)
+    try:
+        return _supervise(proc, cancel, deadline, job.timeout)
+    finally:
+        # After the reap and the output's end: what is left of the group until then
+        # (children that hold the output pipe) stays under the guard.
+        guard.ended(proc.pid)
+
+
+def _supervise(proc: subprocess.Popen[bytes], cancel: threading.Event,
+               deadline: float | None, timeout: float | None) -> _Result:
+    """Wait for a started command, its cancel or its deadline; kill its group if need be."""
     assert proc.stdout is not None
     tail = _Tail(proc.stdout)
     exited = threading.Event()
@@ -240,7 +270,7 @@ def _run_command(
     output = tail.finish()
     rc = proc.returncode
     if how != "done":
-        return _stopped(how, job.timeout)._replace(exit_code=rc, output=output)
+        return _stopped(how, timeout)._replace(exit_code=rc, output=output)
     if rc == 0:
         return _Result("ok", 0, output)
     if rc is not None and rc < 0:

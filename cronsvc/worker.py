@@ -1,7 +1,9 @@
 """The worker: claim due fires, run them, keep their leases, ack or fail.
 
 One thread claims and sleeps, a pool runs the jobs, one thread renews leases,
-one listens for wake-ups, one records results. All scheduling decisions use
+one stops runs whose lease may lapse, one listens for wake-ups, one records
+results; a watchdog process kills commands its worker can no longer stop
+(see :mod:`cronsvc.watchdog`). All scheduling decisions use
 Redis server time: the claim script returns the server's clock and the next
 due time, and the worker sleeps for the difference, measured on its own
 monotonic clock, so its wall clock may be wrong by any amount.
@@ -17,6 +19,7 @@ No Redis error ends a worker: a lost connection or a reply meaning "not now"
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import queue
@@ -43,6 +46,7 @@ from .redisfaults import REDIS_ERRORS, ErrorLog, is_outage
 from .runlog import drop_record, history_record, log_dropped, log_outcome, lost_record
 from .scripts import Claim, Scripts
 from .slots import Slots
+from .watchdog import Leash, Watchdog, margin
 
 log = logging.getLogger("cronsvc.worker")
 
@@ -86,6 +90,10 @@ class Running:
     cancel_reason: str = ""
     started_ms: int = 0
     claimed_at: float = 0.0  # local monotonic time the claim was sent
+    # Local monotonic time the last renewal that succeeded was sent (the claim is the
+    # first): the lease lasts at least until this + lease, whatever Redis's clock says.
+    renewed_at: float = 0.0
+    leash: Leash | None = None  # a command's process group, held by the watchdog
     ended: bool = False  # the job has returned; its result may not be recorded yet
 
     @property
@@ -105,8 +113,6 @@ class Note:
 
 def held_digest(config: Config) -> str:
     """Names the set of definitions a worker holds: workers with the same jobs share it."""
-    import hashlib
-
     text = "\n".join(f"{name}={job.definition}" for name, job in sorted(config.jobs.items()))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -154,11 +160,14 @@ class Worker:
             target=self._record_results, name="cronsvc-results", daemon=True)
         self._offset_ms = 0  # server clock minus local clock, from the last claim
         self._held_at = -HELD_RENEW_EVERY  # monotonic time the held definitions were written
+        self._held_shards: list[Keys] = []  # the shards where it wrote them
         self._reload_asked = threading.Event()
         self.errors = ErrorLog(clock)
         self.runs_finished = 0
         self.metrics = metrics or NO_METRICS
         self.metrics.worker_slots(self._busy, self.concurrency)
+        self._margin = margin(self.lease_ms / 1000)
+        self._watchdog = Watchdog()
 
     # -- public ------------------------------------------------------------
     def stop(self) -> None:
@@ -199,9 +208,12 @@ class Worker:
         threads = [
             threading.Thread(target=self._listen, name="cronsvc-wakeup", daemon=True),
             threading.Thread(target=self._heartbeat_loop, name="cronsvc-lease", daemon=True),
+            threading.Thread(target=self._fence_loop, name="cronsvc-fence", daemon=True),
         ]
         for t in (*threads, self._results_thread):
             t.start()
+        if any(job.command for job in self.config.jobs.values()):
+            self._watchdog.start()
         watch = FileWatch(self.config_path, self.request_reload) if self.config_path else None
         if watch is not None:
             watch.start()
@@ -250,6 +262,7 @@ class Worker:
             keys = keys_for(name, self.config.redis.shards, self.config.redis.prefix)
             by_shard.setdefault(keys, {})[name] = job.definition
         failed = 0
+        self._held_shards = [keys for keys, held in by_shard.items() if held]
         for keys, held in by_shard.items():
             if not held:
                 continue
@@ -323,7 +336,8 @@ class Worker:
             self._hand_back(keys, claim)
             return
         # The lease began after claimed_at, the moment the claim was sent.
-        run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at)
+        run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
+                      renewed_at=claimed_at)
         with self._lock:
             self._running[run.key] = run
         self._pool.submit(self._run, run)
@@ -335,9 +349,12 @@ class Worker:
             attempt=claim.token, worker=self.worker_id, payload=claim.payload,
         )
         outcome = None
+        if run.job.command:
+            run.leash = Leash(self._watchdog, lambda: self._kill_at(run))
         try:
             if self._still_held(run):
-                outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock)
+                outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock,
+                                  guard=run.leash)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
         run.ended = True
@@ -365,6 +382,7 @@ class Worker:
         starting it then would run the fire twice."""
         if monotonic() - run.claimed_at < self.lease_ms / 3000:
             return True  # the lease granted with the claim still runs for 2/3 of its length
+        sent = monotonic()
         try:
             [held] = self.scripts.heartbeat(
                 run.keys, self.lease_ms, [(run.claim.fire_id, run.claim.token)])
@@ -379,6 +397,7 @@ class Worker:
             run.cancel_reason = "replaced"
             run.cancel.set()
         if held:
+            run.renewed_at = max(run.renewed_at, sent)
             return True
         log.warning("%s: not started, %s", run.claim.fire_id, reason)
         return False
@@ -460,6 +479,10 @@ class Worker:
             log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)
             return
         log_outcome(log, self.worker_id, claim, outcome, lag, note=verdict)
+        if verdict == "retry":
+            # The claim loop last looked while this fire was in flight and sleeps up to
+            # MAX_SLEEP: let it see the retry's time now, or a short backoff waits that long.
+            self._wake.set()
         if verdict == "dead":
             self.metrics.dead(claim.job)
         self.metrics.run_finished(claim, status, lag, job.kind)
@@ -556,15 +579,46 @@ class Worker:
         with self._lock:
             runs = list(self._running.values())
         for keys, group in _by_shard(runs).items():
+            sent = monotonic()
             results = self.scripts.heartbeat(
                 keys, self.lease_ms, [(r.claim.fire_id, r.claim.token) for r in group]
             )
             for run, result in zip(group, results, strict=True):
+                if result:  # renewed, also when the run is to stop (2)
+                    run.renewed_at = max(run.renewed_at, sent)
+                    if run.leash is not None:
+                        run.leash.renewed()
                 if result == 1 or run.cancel.is_set():
                     continue
                 run.cancel_reason = "replaced" if result == 2 else "lease lost"
                 log.warning("%s: stopping run: %s", run.claim.fire_id, run.cancel_reason)
                 run.cancel.set()
+
+    def _kill_at(self, run: Running) -> float:
+        """When the watchdog kills the run's command: one margin before its lease may lapse."""
+        return run.renewed_at + self.lease_ms / 1000 - self._margin
+
+    def _fence_loop(self) -> None:
+        """Stop every run one margin before the watchdog would kill it: its lease could
+        not be renewed in time, and another worker may take the fire over once it lapses.
+        This thread never waits on Redis, so a renewal stuck on a lost connection cannot
+        hold it up; the cancel ends a command with SIGTERM (a call is only told), and its
+        result is not recorded (a later one would be rejected by its fencing token)."""
+        while not self._hard_stop.is_set():
+            wait = self.lease_ms / 3000
+            now = monotonic()
+            with self._lock:
+                runs = list(self._running.values())
+            for run in runs:
+                left = self._kill_at(run) - self._margin - now
+                if left > 0:
+                    wait = min(wait, left)
+                elif not (run.ended or run.cancel.is_set()):
+                    log.warning("%s: stopping run: lease not renewed for %.1fs, it may lapse",
+                                run.claim.fire_id, now - run.renewed_at)
+                    run.cancel_reason = "lease lost"
+                    run.cancel.set()
+            self._hard_stop.wait(wait)
 
     # -- wake-ups and presence ---------------------------------------------
     def _listen(self) -> None:
@@ -591,6 +645,12 @@ class Worker:
             pipe.zadd(keys.workers, {self.worker_id: self._server_now()})
             pipe.hset(keys.worker_info, self.worker_id, _json(info))
             pipe.execute()
+            # Redis lost what this worker holds (a restart without persistence, a flush):
+            # until it is written again, the claim script gives this worker nothing.
+            if not all(self.client.exists(k.held(self.held)) for k in self._held_shards):
+                log.warning("the definitions this worker holds are gone from Redis; "
+                            "writing them again")
+                self._held_at = -HELD_RENEW_EVERY
         except REDIS_ERRORS as exc:
             self._noted(exc)
             log.warning("cannot record presence: %s", exc)
@@ -634,6 +694,7 @@ class Worker:
         if self._results_thread.is_alive():
             self._results_thread.join()
         self._hard_stop.set()
+        self._watchdog.close()  # kills what a run left that could not be stopped
         try:
             keys = self.shards[0]
             pipe = self.client.pipeline(transaction=False)

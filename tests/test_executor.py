@@ -141,7 +141,7 @@ def test_os_environ_is_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_cronsvc_variables_arrive() -> None:
     ctx = FireContext(job="t", fire_id=f"t@{DUE_MS}#tabc123", scheduled_ms=DUE_MS + 5,
-                      attempt=3, payload={"a": [1, "x"]})
+                      attempt=3, worker="host:42", payload={"a": [1, "x"]})
     code = ("import json, os; print(json.dumps({k: v for k, v in os.environ.items()"
             " if k.startswith('CRONSVC_')}))")
     # A job's own env cannot override its identity.
@@ -151,6 +151,7 @@ def test_cronsvc_variables_arrive() -> None:
         "CRONSVC_FIRE_ID": f"t@{DUE_MS}#tabc123",
         "CRONSVC_SCHEDULED_AT": "2023-11-14T22:13:20.005Z",
         "CRONSVC_ATTEMPT": "3",
+        "CRONSVC_WORKER": "host:42",
         "CRONSVC_PAYLOAD": '{"a": [1, "x"]}',
     }
 
@@ -161,6 +162,7 @@ def test_env_without_payload() -> None:
         "CRONSVC_FIRE_ID": f"t@{DUE_MS}",
         "CRONSVC_SCHEDULED_AT": "2023-11-14T22:13:20Z",
         "CRONSVC_ATTEMPT": "2",
+        "CRONSVC_WORKER": "w1",
     }
 
 
