@@ -168,7 +168,7 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
     url = require_redis_url(redis_url, loaded)
     setup_logging(log_format, name or "planner")
     client = connect(url, cluster=loaded.redis.cluster or None)
-    Planner(path, client, horizon=horizon, tick=tick,
+    Planner(path, client, horizon=horizon, tick=tick, planner_id=name,
             metrics=start_metrics(metrics_port)).run_forever()
 
 

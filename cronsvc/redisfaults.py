@@ -33,8 +33,10 @@ OUTAGE_CODES = frozenset({
 #: What every loop of a worker or planner catches, so that no Redis error ends it.
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, RedisClusterException, ScriptError)
 
-# The code: the reply's first word, or the word after '-' inside a script's error.
-_CODE = re.compile(r"(?:^|\s-|:\s*-)([A-Z]{2,})\b")
+# The code: the reply's first word, or the word after a script's place inside its error
+# (``@user_script:19: -OOM ...``; Redis 6 writes the reply of a failed redis.call without
+# the '-': ``@user_script:59: WRONGTYPE ...``). Scripts' own codes have '_' (LEASE_LOST).
+_CODE = re.compile(r"(?:^|\s-|:\s*-?)([A-Z][A-Z_]+)\b")
 # redis-py takes the code off the message of these replies and raises a class instead.
 _CLASS_CODES: tuple[tuple[type[Exception], str], ...] = (
     (redis.exceptions.OutOfMemoryError, "OOM"), (redis.exceptions.ReadOnlyError, "READONLY"),
@@ -56,7 +58,7 @@ def reply_code(exc: BaseException) -> str | None:
     for m in _CODE.finditer(text):
         if m.group(1) in OUTAGE_CODES:
             return m.group(1)
-    first = _CODE.match(text)
+    first = _CODE.search(text)
     return first.group(1) if first else None
 
 

@@ -130,9 +130,9 @@ class Supervisor:
             self.redis_url = self.server.url
             log.info("embedded redis-server %s (data in %s)", self.redis_url,
                      self.server.data_dir)
-        self.children = [Child("planner", self._argv("planner", "planner"))]
-        # Worker ids must be unique across the fleet: `up` may run on several hosts.
+        # Ids must be unique across the fleet: `up` may run on several hosts.
         here = f"{socket.gethostname()}:{os.getpid()}"
+        self.children = [Child("planner", self._argv("planner", f"planner@{here}"))]
         self.children += [Child(f"worker-{i}", self._argv("worker", f"worker-{i}@{here}", i))
                           for i in range(1, self.workers + 1)]
         for child in self.children:

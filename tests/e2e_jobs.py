@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 
-def _append(path: str, event: str, ctx: Any) -> None:
+def _append(path: str, event: str, ctx: Any, **extra: Any) -> None:
     line = json.dumps({
         "event": event, "fire": ctx.fire_id, "job": ctx.job, "attempt": ctx.attempt,
         "worker": ctx.worker, "pid": os.getpid(), "at_ms": time.time_ns() // 1_000_000,
-        "scheduled_ms": ctx.scheduled_ms, "payload": ctx.payload,
+        "scheduled_ms": ctx.scheduled_ms, "payload": ctx.payload, **extra,
     })
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -30,6 +30,11 @@ def _append(path: str, event: str, ctx: Any) -> None:
 def record(path: str, ctx: Any = None) -> None:
     """Note the start of the run and return at once."""
     _append(path, "start", ctx)
+
+
+def tagged(path: str, tag: str, ctx: Any = None) -> None:
+    """Note the start with ``tag`` (which definition of the job ran) and return at once."""
+    _append(path, "start", ctx, tag=tag)
 
 
 def block(path: str, release: str, ctx: Any = None, limit: float = 60.0) -> None:

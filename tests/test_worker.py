@@ -124,3 +124,21 @@ def test_a_stopped_worker_gives_back_the_fire_of_a_call_that_ignores_its_cancel(
         assert r.lrange(K.history("stubborn"), 0, -1) == []
     finally:
         release.touch()  # lets the call's thread end
+
+
+def test_definitions_lost_from_redis_are_written_again_and_fires_claimed(
+    setup: tuple[Config, Client, Path], redis_url: str, r: redis.Redis
+) -> None:
+    config, client, marker = setup
+    w = Worker(config, connect(redis_url), worker_id="w", lease=5)
+    w.write_held()
+    held = K.held(w.held)
+    assert r.hgetall(held) == {"mark": config.jobs["mark"].definition}
+    fid = client.trigger("mark")
+    r.delete(held)  # a Redis restart without persistence, a flush
+    assert w.scripts.claim(K, "w", held=held).claimed == []  # not held: left for others
+    w._presence()  # notices, and the claim loop writes them again at its next turn
+    assert w._held_at < 0
+    w.write_held()
+    [claim] = w.scripts.claim(K, "w", held=held).claimed
+    assert claim.fire_id == fid
