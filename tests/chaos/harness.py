@@ -3,15 +3,19 @@
 
 Every process incarnation gets a new name, so a ledger line names the very
 process that ran it, and every fault is logged with its time, so the judge can
-tell a rerun caused by a fault from one that was not.
+tell a rerun caused by a fault from one that was not. Each publish of a job
+file is logged too (an *epoch*), so the judge knows which definition was in
+force when a run started.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import os
 import random
 import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,38 +24,32 @@ from typing import Any
 
 import redis
 
-from cronsvc.config import Job, load_config
+from cronsvc.config import Config, load_config
 from cronsvc.fires import parse_fire
 from cronsvc.keys import Keys
 from cronsvc.redis_server import RedisServer
-from tests.chaos.ledger import Fault, Totals, judge
+from tests.chaos.files import STARTING_DEADLINE, VERSIONS, chaos_jobs
+from tests.chaos.ledger import Epoch, Fault, Totals, judge
 from tests.conftest import wait_for
 from tests.e2e_jobs import read_ledger
 from tests.fleet import Fleet
 
 K = Keys()
 LEASE = "1"  # seconds: a killed worker's fires run again about a second later
-STARTING_DEADLINE = 2.0  # seconds, of the jobs with catch_up all
-FAULTS = ("kill", "planner", "redis", "stop")
+FAULTS = ("kill", "planner", "redis", "stop", "oom", "readonly", "freeze", "deploy")
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def chaos_jobs(ledger: str) -> dict[str, Any]:
-    """Every-second jobs with each catch-up rule, and a slow one that forbids overlap."""
-
-    def job(cron: str, longest_ms: int = 300, **options: Any) -> dict[str, Any]:
-        return {"cron": cron, "call": "tests.chaos.jobs:work",
-                "kwargs": {"path": ledger, "longest_ms": longest_ms}, **options}
-
-    jobs = {f"latest-{i}": job("* * * * * *") for i in range(3)}
-    jobs |= {f"all-{i}": job("* * * * * *", catch_up="all",
-                             starting_deadline=STARTING_DEADLINE) for i in range(2)}
-    jobs["none-0"] = job("*/2 * * * * *", catch_up="none", starting_deadline=STARTING_DEADLINE)
-    jobs["slow-0"] = job("*/3 * * * * *", longest_ms=2500, overlap="forbid", retries=1)
-    return jobs
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
 
 
 class LedgerTail:
@@ -61,7 +59,7 @@ class LedgerTail:
         self.path = path
         self.offset = 0
         self.starts = 0
-        self.open: dict[tuple[str, int], str] = {}  # (fire, attempt) -> worker
+        self.open: dict[tuple[str, int], dict[str, Any]] = {}  # (fire, attempt) -> start line
 
     def read(self) -> int:
         try:
@@ -77,15 +75,23 @@ class LedgerTail:
             key = (e["fire"], e["attempt"])
             if e["event"] == "start":
                 self.starts += 1
-                self.open[key] = e["worker"]
+                self.open[key] = e
             else:
                 self.open.pop(key, None)
         return self.starts
 
-    def running_on(self) -> list[str]:
-        """Workers with a run in progress (as far as the ledger shows)."""
+    def running_on(self, kind: str | None = None) -> list[str]:
+        """Workers with a run (of ``kind``: call or command) in progress, as far as the
+        ledger shows."""
         self.read()
-        return sorted(set(self.open.values()))
+        return sorted({e["worker"] for e in self.open.values()
+                       if kind is None or e.get("kind") == kind})
+
+    def command_pids(self, worker: str) -> list[int]:
+        """Processes doing the work of command runs of ``worker`` not finished yet."""
+        self.read()
+        return [e["pid"] for e in self.open.values()
+                if e["worker"] == worker and e.get("kind") == "command"]
 
 
 @dataclass(frozen=True)
@@ -108,12 +114,21 @@ class ChaosRun:
         self.rnd = random.Random(seed)
         self.r = redis.Redis.from_url(server.url, decode_responses=True)
         self.fleet = Fleet(tmp, server.url, {})
-        self.fleet.write(chaos_jobs(self.fleet.ledger), planner={"horizon": 10},
-                         worker={"history": 100_000})
-        self.jobs: dict[str, Job] = load_config(self.fleet.config).jobs
+        self.paths: dict[str, Path] = {}
+        self.files: dict[str, Config] = {}
+        for version in VERSIONS:
+            self.fleet.write(chaos_jobs(self.fleet.ledger, version),
+                             planner={"horizon": 10}, worker={"history": 100_000})
+            self.paths[version] = tmp / f"schedules-{version}.yaml"
+            os.replace(self.fleet.config, self.paths[version])
+            self.files[version] = load_config(self.paths[version])
+        self.version = "v1"  # the file new processes start on
+        self.epochs: list[Epoch] = []
         self.faults: list[Fault] = []
+        self.orphans: list[str] = []
         self.workers: list[str] = []
         self.planners: list[str] = []
+        self.running: dict[str, str] = {}  # process -> the version of its file
         self._names = 0
         self.tail = LedgerTail(Path(self.fleet.ledger))
 
@@ -122,20 +137,28 @@ class ChaosRun:
         self._names += 1
         return f"{role}-{self._names}"
 
-    def start_worker(self) -> None:
+    def _file(self, version: str | None) -> tuple[str, str]:
+        version = version or self.version
+        return version, str(self.paths[version])
+
+    def start_worker(self, version: str | None = None) -> None:
         name = self._name("worker")
-        self.fleet.worker(name, "--lease", LEASE, "--concurrency", "4")
+        version, path = self._file(version)
+        self.fleet.worker(name, "--lease", LEASE, "--concurrency", "4", "--config", path)
         self.workers.append(name)
+        self.running[name] = version
         # Until it is claiming: a worker that finds Redis down at start exits (a supervisor
         # such as `cronsvc up` or systemd starts it again), and a fault injected before it
         # connected would leave the fleet short of a worker for the rest of the run.
         wait_for(lambda: self.r.zscore(K.workers, name) is not None, timeout=60,
                  message=f"{name} to start claiming")
 
-    def start_planner(self) -> None:
+    def start_planner(self, version: str | None = None) -> None:
         name = self._name("planner")
-        self.fleet.planner(name)
+        version, path = self._file(version)
+        self.fleet.planner(name, "--config", path)
         self.planners.append(name)
+        self.running[name] = version
 
     def _kill(self, name: str, sig: int = signal.SIGKILL) -> int:
         at = now_ms()
@@ -149,23 +172,51 @@ class ChaosRun:
         wait_for(lambda: self.tail.read() >= goal, timeout=60, interval=0.02,
                  message=f"{goal} runs to start")
 
+    def _pause(self, low_ms: int, high_ms: int) -> None:
+        """Let a fault last a random while: the clock is what is waited for."""
+        until = now_ms() + self.rnd.randint(low_ms, high_ms)
+        wait_for(lambda: now_ms() >= until, timeout=60, interval=0.01,
+                 message="the fault to last its while")
+
+    def _victim(self, command: bool) -> str:
+        """A worker in the middle of a run (of a command, when ``command``: the harm a
+        worker's death or freeze can do is to a command), else any."""
+        if command:
+            wait_for(lambda: any(w in self.workers for w in self.tail.running_on("command")),
+                     timeout=30, message="a command to be running")
+        busy = [w for w in self.tail.running_on("command" if command else None)
+                if w in self.workers]
+        return self.rnd.choice(busy or self.workers)
+
     # -- faults ------------------------------------------------------------
     def kill_worker(self) -> None:
-        """kill -9 of a worker in the middle of a run (if any runs), then a new one."""
-        busy = [w for w in self.tail.running_on() if w in self.workers]
-        name = self.rnd.choice(busy or self.workers)
+        """kill -9 of a worker in the middle of a run (if any runs), then a new one. The
+        processes its commands started must die with it."""
+        name = self._victim(self.rnd.random() < 0.5)
+        pids = self.tail.command_pids(name)
         self.workers.remove(name)
         at = self._kill(name)
         self.faults.append(Fault("kill", name, at, at))
+        self._check_gone(name, pids, "kill -9 of its worker", 2 * int(float(LEASE) * 1000))
         self.let_run(0, 3)
         self.start_worker()
+
+    def _check_gone(self, worker: str, pids: list[int], why: str, within_ms: int) -> None:
+        """Each of ``pids`` must end within ``within_ms``; one left is an orphan."""
+        deadline = now_ms() + within_ms
+        wait_for(lambda: now_ms() >= deadline or not any(pid_alive(p) for p in pids),
+                 timeout=30, message="the commands of a stopped worker to end")
+        for pid in pids:
+            if pid_alive(pid):
+                self.orphans.append(f"pid {pid} of {worker} outlived {why}")
+                os.kill(pid, signal.SIGKILL)
 
     def restart_planner(self) -> None:
         name = self.rnd.choice(self.planners)
         self.planners.remove(name)
         at = self._kill(name)
         self.let_run(1, 15)
-        self.start_planner()
+        self.start_planner(self.running.pop(name))
         self.faults.append(Fault("planner", name, at, now_ms()))
 
     def _scores(self, key: str, stop: int) -> list[int]:
@@ -185,6 +236,49 @@ class ChaosRun:
         self.server.start()
         self.faults.append(Fault("redis", "redis", down, now_ms()))
 
+    def redis_oom(self) -> None:
+        """maxmemory below what Redis holds, for up to three leases: every write is refused
+        with OOM (reads still work), then room again."""
+        at = now_ms()
+        self.r.config_set("maxmemory", "1")
+        try:
+            self._pause(200, 3000)
+        finally:
+            self.r.config_set("maxmemory", "0")
+        self.faults.append(Fault("oom", "redis", at, now_ms()))
+
+    def redis_readonly(self) -> None:
+        """Redis turned into a replica of a master that does not answer (as after a failover
+        to another node), so every write is refused with READONLY; then a master again. Its
+        data stays: a replica drops it only once it syncs with a master."""
+        with socket.socket() as sock:  # a loopback port nothing listens on
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        at = now_ms()
+        self.r.execute_command("REPLICAOF", "127.0.0.1", str(port))
+        try:
+            self._pause(200, 3000)
+        finally:
+            self.r.execute_command("REPLICAOF", "NO", "ONE")
+        self.faults.append(Fault("readonly", "redis", at, now_ms()))
+
+    def freeze_worker(self) -> None:
+        """SIGSTOP of a worker (a long GC pause, a VM frozen) for longer than its lease, then
+        SIGCONT: its commands must be stopped before another worker runs their fires."""
+        name = self._victim(self.rnd.random() < 0.8)
+        pids = self.tail.command_pids(name)
+        at = now_ms()
+        self.fleet.signal(name, signal.SIGSTOP)
+        try:
+            lease = int(float(LEASE) * 1000)
+            self._pause(lease + 500, 4 * lease)
+            # Past its lease, another worker may run the fire: the command must be gone.
+            self._check_gone(name, [p for p in pids if p in self.tail.command_pids(name)],
+                             "its frozen worker's lease", 300)
+        finally:
+            self.fleet.signal(name, signal.SIGCONT)
+        self.faults.append(Fault("freeze", name, at, now_ms()))
+
     def stop_workers(self) -> None:
         """SIGTERM every worker; start new ones once a fire waited past the starting deadline."""
         at = now_ms()
@@ -200,6 +294,36 @@ class ChaosRun:
             self.start_worker()
         self.faults.append(Fault("stop", "workers", at, now_ms()))
 
+    def deploy(self) -> None:
+        """A rolling deploy of the other job file: planners one at a time (two files side by
+        side for a while), then workers one at a time, each stopped with SIGTERM."""
+        target = VERSIONS[1 - VERSIONS.index(self.version)]
+        at = now_ms()
+        self.version = target
+        for name in list(self.planners):
+            self.planners.remove(name)
+            self.fleet.signal(name, signal.SIGTERM)
+            self.fleet.wait(name, timeout=60)
+            self.running.pop(name)
+            self.start_planner(target)
+            self.let_run(3, 10)
+        self._wait_published(target)
+        for name in list(self.workers):
+            self.workers.remove(name)
+            self.fleet.signal(name, signal.SIGTERM)
+            self.fleet.wait(name, timeout=60)
+            self.running.pop(name)
+            self.start_worker(target)
+            self.let_run(1, 5)
+        self.faults.append(Fault("deploy", target, at, now_ms()))
+
+    def _wait_published(self, version: str) -> None:
+        """Until ``version`` is the newest generation; its publish opens an epoch."""
+        digest = self.files[version].digest
+        wait_for(lambda: self.r.hget(K.generation, "digest") == digest, timeout=60,
+                 message=f"{version} to be published")
+        self.epochs.append(Epoch(int(self.r.hget(K.generation, "at") or 0), version))
+
     # -- the run -----------------------------------------------------------
     def server_ms(self) -> int:
         sec, usec = self.r.time()
@@ -211,13 +335,16 @@ class ChaosRun:
             self.start_planner()
         for _ in range(s.workers):
             self.start_worker()
-        wait_for(lambda: self.r.hlen(K.jobs) == len(self.jobs), timeout=60,
+        self._wait_published(self.version)
+        wait_for(lambda: self.r.hlen(K.jobs) == len(self.files[self.version].jobs), timeout=60,
                  message="the planners to publish the jobs")
         start = self.server_ms()  # every fire after this is planned: published before
         self.let_run(1, 1)
         actions: dict[str, Callable[[], None]] = {
             "kill": self.kill_worker, "planner": self.restart_planner,
-            "redis": self.restart_redis, "stop": self.stop_workers}
+            "redis": self.restart_redis, "stop": self.stop_workers, "oom": self.redis_oom,
+            "readonly": self.redis_readonly, "freeze": self.freeze_worker,
+            "deploy": self.deploy}
         # Each fault of the scenario once in a random order, then at random.
         todo = self.rnd.sample(s.faults, len(s.faults))
         end_at = time.monotonic() + s.seconds
@@ -232,10 +359,11 @@ class ChaosRun:
 
     def settle(self, end: int, timeout: float = 120) -> None:
         """Wait until every fire due by ``end`` is planned, and none is queued or running."""
+        jobs = self.files[self.version].jobs
 
         def settled() -> bool:
             marks = self.r.hgetall(K.watermarks)
-            if len(marks) < len(self.jobs) or min(int(v) for v in marks.values()) < end:
+            if any(int(marks.get(name, 0)) < end for name in jobs):
                 return False
             pending = self.r.zrange(K.queue, 0, -1) + self.r.zrange(K.working, 0, -1)
             return all(parse_fire(str(fid))[1] > end for fid in pending)
@@ -244,11 +372,14 @@ class ChaosRun:
                  message=f"the fires due by {end} to be run or dropped")
 
     def judge(self, start: int, end: int) -> Totals:
-        history = [json.loads(x) for job in self.jobs
+        names = {name for config in self.files.values() for name in config.jobs}
+        history = [json.loads(x) for job in sorted(names)
                    for x in self.r.lrange(K.history(job), 0, -1)]
         events = [json.loads(x) for x in self.r.lrange(K.events, 0, -1)]
-        return judge(self.jobs, start, end, read_ledger(self.fleet.ledger), history, events,
-                     self.faults)
+        totals = judge({v: c.jobs for v, c in self.files.items()}, self.epochs, start, end,
+                       read_ledger(self.fleet.ledger), history, events, self.faults)
+        totals.orphans += self.orphans
+        return totals
 
     def report(self, totals: Totals) -> str:
         counts = collections.Counter(f.kind for f in self.faults)
@@ -260,5 +391,10 @@ class ChaosRun:
         ])
 
     def close(self) -> None:
+        for name in self.workers:  # a frozen worker cannot stop
+            try:
+                self.fleet.signal(name, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
         self.fleet.stop_all()
         self.r.close()

@@ -10,6 +10,13 @@ says ran and what the history says was decided. Pure: no Redis, no processes.
   killed after it started and before the rerun did, or Redis went down while
   that worker held the fire (after it was due, before the attempt finished).
 - No fire starts before its scheduled time.
+- The command of an earlier attempt never runs on once a later attempt has started
+  (it was stopped with its worker, or before its lease could lapse), and no process
+  of a command outlives its worker (the harness checks that one).
+- A run uses the definition of the job file published when it started; a job's
+  expected fires follow the file in force (an *epoch*: from one publish to the next),
+  and a fire left out by a publish (its job removed, or its schedule changed) has a
+  history line saying so. Near a publish, either file's fires may run.
 """
 
 from __future__ import annotations
@@ -29,11 +36,29 @@ DROP_RECORD_WINDOW_MS = 3000
 # How long after a run's end its worker may still hold the fire: the lease of the chaos
 # workers (a result not recorded by then is lost with the lease).
 RESULT_WINDOW_MS = 1000
+# Around a publish, a fire of either file may run (a claim just before it starts just after).
+EPOCH_SLACK_MS = 1500
+# A command's start line is written by its work, a Python process started under `sh -c`:
+# its worker started it up to this long before (the interpreter's start, on a loaded box).
+COMMAND_START_MS = 1000
+# Faults during which Redis refuses writes or is away: a lease may lapse under a run.
+REDIS_FAULTS = ("redis", "oom", "readonly")
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """From ``at_ms`` (the publish, on the Redis clock) on, the job file ``version`` is in
+    force, until the next epoch."""
+
+    at_ms: int
+    version: str
 
 
 @dataclass(frozen=True)
 class Fault:
-    """One injected fault: ``kind`` kill (a worker), redis, planner or stop (all workers)."""
+    """One injected fault: ``kind`` kill (a worker), redis, planner, stop (all workers), oom
+    and readonly (Redis refuses writes), freeze (a worker stopped past its lease) or deploy
+    (``target``: the job file rolled out)."""
 
     kind: str
     target: str
@@ -44,6 +69,7 @@ class Fault:
 @dataclass
 class Totals:
     expected: int = 0
+    optional: int = 0  # of the expected: near a publish, may run or not
     run: int = 0
     runs: int = 0
     finished: int = 0
@@ -55,19 +81,24 @@ class Totals:
     unexplained: list[str] = field(default_factory=list)
     early: list[str] = field(default_factory=list)
     strangers: list[str] = field(default_factory=list)
+    overlapping: list[str] = field(default_factory=list)
+    wrong_definition: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
 
     @property
     def duplicates(self) -> int:
         return sum(self.explained.values()) + len(self.unexplained)
 
     def ok(self) -> bool:
-        return not (self.lost or self.unexplained or self.early or self.strangers)
+        return not (self.lost or self.unexplained or self.early or self.strangers
+                    or self.overlapping or self.wrong_definition or self.orphans)
 
     def lines(self) -> list[str]:
         policy = ", ".join(f"{n} {why}" for why, n in sorted(self.by_policy.items())) or "none"
         why = ", ".join(f"{n} by {k}" for k, n in sorted(self.explained.items())) or "none"
         return [
-            f"fires expected: {self.expected}",
+            f"fires expected: {self.expected} ({self.optional} of them near a publish, "
+            "where either file's fires may run)",
             f"fires run: {self.run} ({self.runs} starts, {self.finished} finishes)",
             f"not run, by policy (history): {policy}",
             f"not run, by policy (claim event only, history line lost): {self.drop_event_only}",
@@ -76,14 +107,49 @@ class Totals:
             f"duplicates unexplained: {len(self.unexplained)}",
             f"lost: {len(self.lost)}",
             f"started early: {len(self.early)}",
-            f"runs of fires no schedule has: {len(self.strangers)}",
+            f"runs of fires no schedule in force has: {len(self.strangers)}",
+            f"commands still running when the next attempt started: {len(self.overlapping)}",
+            f"runs with the definition of another file: {len(self.wrong_definition)}",
+            f"command processes that outlived their worker: {len(self.orphans)}",
         ]
 
 
-def expected_fires(jobs: Mapping[str, Job], start_ms: int, end_ms: int) -> dict[str, int]:
-    """Fire id -> due of every fire in (start_ms, end_ms], from the schedules alone."""
-    return {fire_id(name, due): due for name, job in jobs.items()
-            for due in occurrences_ms(job, start_ms, end_ms)}
+def in_force(epochs: list[Epoch], at_ms: int) -> tuple[str, bool]:
+    """The version in force at ``at_ms``, and whether ``at_ms`` is near a publish."""
+    version = epochs[0].version
+    for e in epochs:
+        if e.at_ms <= at_ms:
+            version = e.version
+    near = any(abs(at_ms - e.at_ms) <= EPOCH_SLACK_MS for e in epochs[1:])
+    return version, near
+
+
+def expected_fires(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms: int,
+                   end_ms: int) -> tuple[dict[str, int], set[str]]:
+    """Fire id -> due of every fire in (start_ms, end_ms] from the schedules of the file in
+    force at its due time, and the fires that may run or not (near a publish, of a job whose
+    schedule differs between the two files)."""
+    want: dict[str, int] = {}
+    optional: set[str] = set()
+    bounds = [e.at_ms for e in epochs[1:]] + [end_ms]
+    lo = start_ms
+    for epoch, hi in zip(epochs, bounds, strict=True):
+        if hi > lo:
+            for name, job in files[epoch.version].items():
+                for due in occurrences_ms(job, lo, min(hi, end_ms)):
+                    want[fire_id(name, due)] = due
+        lo = max(lo, hi)
+    for before, after in zip(epochs, epochs[1:], strict=False):
+        a, b = files[before.version], files[after.version]
+        lo, hi = after.at_ms - EPOCH_SLACK_MS, after.at_ms + EPOCH_SLACK_MS
+        for name in a.keys() | b.keys():
+            old = set(occurrences_ms(a[name], lo, hi)) if name in a else set()
+            new = set(occurrences_ms(b[name], lo, hi)) if name in b else set()
+            for due in old ^ new:
+                if start_ms < due <= end_ms:
+                    want[fire_id(name, due)] = due
+                    optional.add(fire_id(name, due))
+    return want, optional
 
 
 def _explain(prev: dict[str, Any], cur: dict[str, Any], prev_end: int | None,
@@ -91,9 +157,10 @@ def _explain(prev: dict[str, Any], cur: dict[str, Any], prev_end: int | None,
     """Why the earlier attempt ``prev`` of a fire was run again as ``cur``, or None."""
     if prev["attempt"] == cur["attempt"] or (prev["fire"], prev["attempt"]) in acked:
         return None
+    started = prev["at_ms"] - (COMMAND_START_MS if prev.get("kind") == "command" else 0)
     for f in faults:
         if f.kind == "kill" and f.target == prev["worker"] and \
-                prev["at_ms"] <= f.start_ms <= cur["at_ms"]:
+                started <= f.start_ms <= cur["at_ms"]:
             return "worker kill -9"
         # Redis went down while the earlier attempt held the fire: from its start until
         # its result was recorded, which the ledger does not show; a worker records it
@@ -102,17 +169,21 @@ def _explain(prev: dict[str, Any], cur: dict[str, Any], prev_end: int | None,
         # that long before it starts it.)
         held = f.end_ms >= prev["at_ms"] and (
             prev_end is None or prev_end + RESULT_WINDOW_MS >= f.start_ms)
-        if f.kind == "redis" and held and f.start_ms <= cur["at_ms"]:
-            return "Redis restart during the run or before its result was recorded"
+        if f.kind in REDIS_FAULTS and held and f.start_ms <= cur["at_ms"]:
+            return (f"Redis {'restart' if f.kind == 'redis' else f.kind} during the run or "
+                    "before its result was recorded")
+        if f.kind == "freeze" and f.target == prev["worker"] and held and \
+                f.start_ms <= cur["at_ms"]:
+            return "worker frozen past its lease"
     return None
 
 
-def judge(jobs: Mapping[str, Job], start_ms: int, end_ms: int, ledger: list[dict[str, Any]],
-          history: list[dict[str, Any]], events: list[dict[str, Any]],
-          faults: list[Fault]) -> Totals:
+def judge(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms: int,
+          end_ms: int, ledger: list[dict[str, Any]], history: list[dict[str, Any]],
+          events: list[dict[str, Any]], faults: list[Fault]) -> Totals:
     """Check a run's ledger against the fires due in (start_ms, end_ms]."""
-    want = expected_fires(jobs, start_ms, end_ms)
-    t = Totals(expected=len(want))
+    want, optional = expected_fires(files, epochs, start_ms, end_ms)
+    t = Totals(expected=len(want), optional=len(optional))
     starts: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     ends: dict[tuple[str, int], int] = {}
     for e in ledger:
@@ -121,28 +192,44 @@ def judge(jobs: Mapping[str, Job], start_ms: int, end_ms: int, ledger: list[dict
         else:
             ends[e["fire"], e["attempt"]] = e["at_ms"]
             t.finished += e["fire"] in want
-    decided = {h["fire"]: h for h in history if h["status"] in (*POLICY, "dead")}
+    decided = {h["fire"]: h for h in history if h.get("fire") and
+               h["status"] in (*POLICY, "dead")}
     acked = {(h["fire"], h["attempt"]) for h in history if h["status"] == "ok"}
     drops = {e["fire"]: e for e in events if e.get("event") == "dropped"}
+    # A publish records the fires it unqueued as one line per job: a range of due times.
+    unqueued = [(h["job"], h["first"], h["last"], h["reason"]) for h in history
+                if h.get("fires") and h["status"] in ("removed", "replaced")]
+    differs = {name for name in set.intersection(*(set(f) for f in files.values()))
+               if len({f[name].definition for f in files.values()}) > 1}
     for fid, ran in starts.items():
         if fid not in want and start_ms < ran[0]["scheduled_ms"] <= end_ms:
             t.strangers.append(fid)
+        for e in ran:
+            version, near = in_force(epochs, e["at_ms"])
+            if e["job"] in differs and e["version"] != version and not near:
+                t.wrong_definition.append(f"{fid} attempt {e['attempt']} ran {e['version']} "
+                                          f"at {e['at_ms']}, while {version} was in force")
     for fid, due in sorted(want.items(), key=lambda item: item[1]):
         # Attempt k + 1 exists because attempt k lost its lease: pair them in that order.
         ran = sorted(starts.get(fid, []), key=lambda e: (e["attempt"], e["at_ms"]))
         if not ran:
             rec = decided.get(fid)
             drop = drops.get(fid)
+            job = fid.split("@", 1)[0]
+            gone = next((why for name, first, last, why in unqueued
+                         if name == job and first <= due <= last), None)
             if rec is not None and rec["status"] in POLICY:
                 t.by_policy[rec["reason"] or rec["status"]] += 1
             elif rec is not None:
                 t.dead += 1
+            elif gone is not None:
+                t.by_policy[gone] += 1
             elif drop is not None and any(
-                    f.kind in ("kill", "redis") and
+                    f.kind in ("kill", *REDIS_FAULTS) and
                     drop["at"] <= f.start_ms <= drop["at"] + DROP_RECORD_WINDOW_MS
                     for f in faults):
                 t.drop_event_only += 1
-            else:
+            elif fid not in optional:
                 t.lost.append(fid)
             continue
         t.run += 1
@@ -150,11 +237,17 @@ def judge(jobs: Mapping[str, Job], start_ms: int, end_ms: int, ledger: list[dict
         t.dead += decided.get(fid, {}).get("status") == "dead"
         t.early += [f"{fid} started at {e['at_ms']}" for e in ran if e["at_ms"] < due]
         for prev, cur in zip(ran, ran[1:], strict=False):
-            why = _explain(prev, cur, ends.get((fid, prev["attempt"])), faults, acked)
+            prev_end = ends.get((fid, prev["attempt"]))
+            why = _explain(prev, cur, prev_end, faults, acked)
             if why is None:
                 t.unexplained.append(f"{fid}: attempt {prev['attempt']} on {prev['worker']} at "
                                      f"{prev['at_ms']}, attempt {cur['attempt']} on "
                                      f"{cur['worker']} at {cur['at_ms']}")
             else:
                 t.explained[why] += 1
+            if prev.get("kind") == "command" and prev_end is not None \
+                    and prev_end > cur["at_ms"]:
+                t.overlapping.append(f"{fid}: attempt {prev['attempt']} on {prev['worker']} "
+                                     f"ended at {prev_end}, after attempt {cur['attempt']} "
+                                     f"started on {cur['worker']} at {cur['at_ms']}")
     return t

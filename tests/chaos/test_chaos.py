@@ -24,6 +24,9 @@ SCENARIOS = [
     Scenario("planner-restarts", 10, ("planner",)),
     Scenario("redis-restarts", 10, ("redis",)),
     Scenario("workers-stopped", 4, ("stop",)),
+    Scenario("redis-refuses-writes", 8, ("oom", "readonly")),
+    Scenario("workers-frozen", 8, ("freeze",)),
+    Scenario("rolling-deploy", 4, ("deploy",)),
     Scenario("mixed", LONG or 12, FAULTS),
 ]
 
@@ -44,8 +47,10 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
     report = run.report(totals)
     print("\n" + report)
     assert totals.expected > 0 and totals.run > 0, report
-    assert totals.ok(), "\n".join([report, *totals.lost[:20], *totals.unexplained[:20],
-                                   *totals.early[:20], *totals.strangers[:20], run.fleet.logs()])
+    problems = (totals.lost, totals.unexplained, totals.early, totals.strangers,
+                totals.overlapping, totals.wrong_definition, totals.orphans)
+    assert totals.ok(), "\n".join([report, *(p for found in problems for p in found[:20]),
+                                   run.fleet.logs()])
     # Each scenario's faults happened, and did what they are for.
     kinds = {f.kind for f in run.faults}
     assert kinds == set(scenario.faults), report
