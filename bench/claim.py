@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis  # noqa: E402
 
 from cronsvc.keys import Keys  # noqa: E402
-from cronsvc.redis_server import RedisServer  # noqa: E402
-from cronsvc.scripts import Scripts  # noqa: E402
+from cronsvc.process.redis_server import RedisServer  # noqa: E402
+from cronsvc.store.scripts import Scripts  # noqa: E402
 
 K = Keys()
 DIGEST = "0123456789ab"

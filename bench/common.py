@@ -19,7 +19,7 @@ import redis
 
 from cronsvc.fires import parse_fire
 from cronsvc.keys import Keys
-from cronsvc.redis_server import RedisServer
+from cronsvc.process.redis_server import RedisServer
 from tests.conftest import wait_for
 from tests.fleet import Fleet
 

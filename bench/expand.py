@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from croniter import croniter  # noqa: E402
 
-from cronsvc.schedule import Spec, occurrences_ms  # noqa: E402
+from cronsvc.schedule.expand import Spec, occurrences_ms  # noqa: E402
 
 JOBS = 10_000
 HORIZON_MS = 2 * 3600 * 1000

@@ -2,7 +2,7 @@
 10,000 jobs over the two-hour horizon; time, fires per second, and Redis bytes
 (INFO used_memory) per planned fire.
 
-The planner is :class:`cronsvc.planner.Planner`, the code ``cronsvc planner``
+The planner is :class:`cronsvc.planner.planner.Planner`, the code ``cronsvc planner``
 runs, in this process. Job mix: 7,500 jobs every minute (120 fires each in
 2 h) and 2,500 every 3 minutes (40 each), over six time zones.
 
@@ -23,8 +23,8 @@ import yaml
 
 from bench import common
 from bench.common import Figure, K, Section
-from cronsvc.planner import Planner
-from cronsvc.schedule import occurrences_ms
+from cronsvc.planner.planner import Planner
+from cronsvc.schedule.expand import occurrences_ms
 
 JOBS = 10_000
 HORIZON_S = 7200

@@ -23,7 +23,7 @@ import redis
 from bench import common
 from bench.common import Figure, K, Section
 from cronsvc.presence import PRESENCE_EVERY
-from cronsvc.worker import MAX_SLEEP
+from cronsvc.worker.worker import MAX_SLEEP
 from tests.conftest import wait_for
 
 WORKERS = 8

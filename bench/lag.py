@@ -29,7 +29,7 @@ from bench import common
 from bench.common import Figure, K, Section
 from bench.jobs import noop
 from cronsvc.fires import fire_id
-from cronsvc.schedule import Spec, occurrences_ms
+from cronsvc.schedule.expand import Spec, occurrences_ms
 from tests.conftest import wait_for
 
 WORKERS = 4

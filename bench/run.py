@@ -1,6 +1,6 @@
 """``make bench``: every benchmark of cronsvc, one after the other, into bench/REPORT.md.
 
-Each benchmark starts its own redis-server (the binary ``cronsvc.redis_server``
+Each benchmark starts its own redis-server (the binary ``cronsvc.process.redis_server``
 finds) and its own processes, and measures a reference in the same run. A
 benchmark that fails is reported as such and the others still run.
 

@@ -21,7 +21,7 @@ import redis
 from bench import common
 from bench.claim import ceiling, prepare
 from bench.common import Figure, K, Section
-from cronsvc.scripts import Scripts
+from cronsvc.store.scripts import Scripts
 from tests.conftest import wait_for
 
 WORKERS = 2

@@ -18,7 +18,7 @@ import time
 
 from bench import common
 from bench.common import Figure, Section
-from cronsvc.client import Client
+from cronsvc.client.client import Client
 from tests.conftest import wait_for
 from tests.fleet import history
 

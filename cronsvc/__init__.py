@@ -6,13 +6,17 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "__version__"]
+__all__ = ["Client", "__version__", "current", "stopping"]
 
 
 def __getattr__(name: str) -> Any:
     # `from cronsvc import Client` without importing redis for `cronsvc --version`.
     if name == "Client":
-        from .client import Client
+        from cronsvc.client.client import Client
 
         return Client
+    if name in ("current", "stopping"):  # for `call` jobs: the fire they run, and when to stop
+        from cronsvc.run import context
+
+        return getattr(context, name)
     raise AttributeError(name)

@@ -45,7 +45,7 @@ class Policy:
 
     @classmethod
     def of(cls, job: Any) -> Policy:
-        """The policy of a :class:`cronsvc.config.Job`."""
+        """The policy of a :class:`cronsvc.config.models.Job`."""
         deadline = job.starting_deadline
         if job.catch_up == "none" and not deadline:
             deadline = NONE_DEADLINE_S

@@ -1,7 +1,7 @@
 """Redis topologies beyond one server, for tests: a Redis Cluster of masters and a Sentinel.
 
 Every process is the redis-server binary the other tests use
-(:func:`cronsvc.redis_server.find_redis_server`), each with its own data
+(:func:`cronsvc.process.redis_server.find_redis_server`), each with its own data
 directory and loopback port, and every wait polls with a deadline.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from cronsvc.errors import RedisServerError
-from cronsvc.redis_server import RedisServer
+from cronsvc.process.redis_server import RedisServer
 
 SLOTS = 16384
 BUS_OFFSET = 10_000  # Redis 6.2 has no cluster-port setting: the bus is always port + 10000

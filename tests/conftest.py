@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from cronsvc.errors import RedisServerError
-from cronsvc.redis_server import RedisServer, find_redis_server
+from cronsvc.process.redis_server import RedisServer, find_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -58,7 +58,7 @@ class Fleet:
         return self.start("worker", name, *args)
 
     def client(self) -> Any:
-        from cronsvc.client import Client
+        from cronsvc.client.client import Client
 
         return Client(self.redis_url, config=str(self.config))
 

@@ -6,7 +6,8 @@ import threading
 import time
 from typing import Any
 
-from cronsvc.executor import FireContext, current, stopping
+from cronsvc import current, stopping
+from cronsvc.run.context import FireContext
 
 STARTED = threading.Event()
 SAW_STOP = threading.Event()

@@ -14,7 +14,7 @@ import sys
 import redis
 
 from cronsvc.keys import Keys
-from cronsvc.scripts import Scripts
+from cronsvc.store.scripts import Scripts
 
 K = Keys()
 DIGEST = "c0c0c0c0c0c0"

@@ -1,4 +1,4 @@
-"""A Redis ACL user with only cronsvc.acl.REQUIRED_COMMANDS, on cronsvc's keys and channels,
+"""A Redis ACL user with only cronsvc.store.acl.REQUIRED_COMMANDS, on cronsvc's keys and channels,
 runs every part of cronsvc: scripts (their inner commands are checked against the ACL too),
 planner, worker and client."""
 
@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 import redis
 
-from cronsvc.acl import REQUIRED_COMMANDS, acl_line, acl_setuser_args, key_patterns
-from cronsvc.client import Client
-from cronsvc.config import load_config
-from cronsvc.connection import connect, mask_url
+from cronsvc.client.client import Client
+from cronsvc.config.models import load_config
 from cronsvc.errors import RedisUnavailable
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
-from cronsvc.luafiles import load_sources
-from cronsvc.planner import Planner
-from cronsvc.redis_server import RedisServer
-from cronsvc.scripts import Scripts
-from cronsvc.worker import Worker
+from cronsvc.planner.planner import Planner
+from cronsvc.process.redis_server import RedisServer
+from cronsvc.store.acl import REQUIRED_COMMANDS, acl_line, acl_setuser_args, key_patterns
+from cronsvc.store.connection import connect, mask_url
+from cronsvc.store.loader import load_sources
+from cronsvc.store.scripts import Scripts
+from cronsvc.worker.worker import Worker
 from tests.conftest import ROOT, wait_for
 
 T0 = 1_763_830_000_000

@@ -11,8 +11,8 @@ from pathlib import Path
 import redis
 
 from cronsvc.fires import fire_id
-from cronsvc.redis_server import RedisServer
-from cronsvc.scripts import Scripts
+from cronsvc.process.redis_server import RedisServer
+from cronsvc.store.scripts import Scripts
 from tests import script_procs as procs
 from tests.conftest import ROOT, wait_for
 

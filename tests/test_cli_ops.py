@@ -18,16 +18,16 @@ import redis
 import yaml
 from click.testing import CliRunner, Result
 
-from cronsvc.cli import main
-from cronsvc.client import Client
+from cronsvc.cli.main import main
+from cronsvc.cli.render import relative, span
+from cronsvc.client.client import Client
 from cronsvc.clock import dt_to_ms
-from cronsvc.describe import describe
 from cronsvc.fires import fire_id, parse_fire
 from cronsvc.keys import Keys
-from cronsvc.redis_server import free_port
-from cronsvc.render import relative, span
-from cronsvc.scripts import Scripts
-from cronsvc.when import parse_when
+from cronsvc.process.redis_server import free_port
+from cronsvc.schedule.when import parse_when
+from cronsvc.schedule.words import describe
+from cronsvc.store.scripts import Scripts
 from tests.conftest import wait_for
 from tests.e2e_jobs import read_ledger
 from tests.fleet import ROOT

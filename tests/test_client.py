@@ -14,16 +14,16 @@ import pytest
 import redis
 import yaml
 
-from cronsvc.client import Client, StillRunning
-from cronsvc.config import load_config
-from cronsvc.connection import connect
+from cronsvc.client.client import Client, StillRunning
+from cronsvc.config.models import load_config
 from cronsvc.errors import CronsvcError, UnknownFire, UnknownJob
 from cronsvc.fires import fire_id, parse_fire
 from cronsvc.keys import Keys
-from cronsvc.planner import Planner
-from cronsvc.schedule import Spec, occurrences_ms
-from cronsvc.scripts import Scripts
-from cronsvc.worker import Worker
+from cronsvc.planner.planner import Planner
+from cronsvc.schedule.expand import Spec, occurrences_ms
+from cronsvc.store.connection import connect
+from cronsvc.store.scripts import Scripts
+from cronsvc.worker.worker import Worker
 from tests.conftest import wait_for
 from tests.e2e_jobs import read_ledger
 

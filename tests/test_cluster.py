@@ -18,16 +18,16 @@ import yaml
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
-from cronsvc.acl import acl_setuser_args
 from cronsvc.clock import FixedClock
-from cronsvc.config import Config, load_config
-from cronsvc.connection import connect
+from cronsvc.config.models import Config, load_config
 from cronsvc.errors import RedisUnavailable
 from cronsvc.fires import fire_id, new_tag
 from cronsvc.keys import Keys, keys_for, shard_of
-from cronsvc.planner import Planner
-from cronsvc.scripts import Scripts
-from cronsvc.worker import Worker
+from cronsvc.planner.planner import Planner
+from cronsvc.store.acl import acl_setuser_args
+from cronsvc.store.connection import connect
+from cronsvc.store.scripts import Scripts
+from cronsvc.worker.worker import Worker
 from tests.cluster import LocalCluster
 from tests.conftest import _server_binary, wait_for
 

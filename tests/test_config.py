@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from cronsvc.cli import main
-from cronsvc.config import Job, load_config, parse_config
+from cronsvc.cli.main import main
+from cronsvc.config.models import Job, load_config, parse_config
 from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from cronsvc.connection import connect, mask_url
 from cronsvc.errors import RedisUnavailable
-from cronsvc.redis_server import RedisServer, free_port
+from cronsvc.process.redis_server import RedisServer, free_port
+from cronsvc.store.connection import connect, mask_url
 
 
 @pytest.mark.parametrize("url, shown", [

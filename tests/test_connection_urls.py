@@ -13,8 +13,8 @@ import redis
 from redis.connection import parse_url
 from redis.sentinel import SentinelConnectionPool, SentinelManagedSSLConnection
 
-from cronsvc.connection import client_for, connect, mask_url, parse_target
 from cronsvc.errors import RedisUnavailable
+from cronsvc.store.connection import client_for, connect, mask_url, parse_target
 
 TLS_QUERY = ("ssl_ca_certs=/etc/cronsvc/ca.pem&ssl_certfile=/etc/cronsvc/client.pem"
              "&ssl_keyfile=/etc/cronsvc/client.key&ssl_cert_reqs=required")

@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from cronsvc.keys import Keys
-from cronsvc.watchdog import Watchdog
+from cronsvc.run.watchdog import Watchdog
 from tests.conftest import wait_for
 from tests.fleet import Fleet, history
 
@@ -98,7 +98,7 @@ def test_the_watchdog_kills_everything_it_holds_when_its_worker_is_killed(  # ty
     worker = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
-            from cronsvc.watchdog import Watchdog
+            from cronsvc.run.watchdog import Watchdog
             dog = Watchdog()
             dog.hold({tree.pid}, time.monotonic() + 600)
             print(dog.pid, flush=True)

@@ -1,4 +1,4 @@
-"""cronsvc.executor with real subprocesses and real threads."""
+"""cronsvc.run.executor with real subprocesses and real threads."""
 
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ from typing import Any
 
 import pytest
 
-from cronsvc import executor
+from cronsvc import current
 from cronsvc.clock import FixedClock
-from cronsvc.executor import OUTPUT_CAP, FireContext, Outcome, current, execute
+from cronsvc.run import executor
+from cronsvc.run.calls import OUTPUT_CAP
+from cronsvc.run.context import FireContext
+from cronsvc.run.executor import Outcome, execute
 from tests import jobfuncs
 
 PY = sys.executable
@@ -26,7 +29,7 @@ CTX = FireContext(job="t", fire_id=f"t@{DUE_MS}", scheduled_ms=DUE_MS, attempt=2
 
 
 try:
-    from cronsvc.config import Job
+    from cronsvc.config.models import Job
 except ImportError:  # config.py lands separately; the executor only reads attributes
 
     @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Planners on different job files agree on one: the newest published generation wins.
 
-Pure tables for :mod:`cronsvc.generations`, then planners in this process on one real
+Pure tables for :mod:`cronsvc.planner.generations`, then planners in this process on one real
 Redis, sharing one clock, as a rolling deploy runs them.
 """
 
@@ -15,18 +15,18 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from cronsvc import planner as planner_mod
-from cronsvc.cli import main
-from cronsvc.client import Client
+from cronsvc.cli.main import main
+from cronsvc.client.client import Client
 from cronsvc.clock import FixedClock
-from cronsvc.config import load_config
+from cronsvc.config.models import load_config
 from cronsvc.fires import fire_id, parse_fire
-from cronsvc.generations import Disagreement, Newest, Verdict, compare, decide
 from cronsvc.keys import Keys
-from cronsvc.planner import Planner
-from cronsvc.planning import policy_line
+from cronsvc.planner import planner as planner_mod
+from cronsvc.planner.generations import Disagreement, Newest, Verdict, compare, decide
+from cronsvc.planner.planner import Planner
+from cronsvc.planner.publish import policy_line
 from cronsvc.presence import planner_stale_ms
-from cronsvc.schedule import occurrences_ms
+from cronsvc.schedule.expand import occurrences_ms
 
 K = Keys()
 HORIZON_S = 600

@@ -17,12 +17,12 @@ import redis
 import yaml
 from click.testing import CliRunner, Result
 
-from cronsvc.cli import main
-from cronsvc.client import Client
-from cronsvc.config import MAX_FILE_BYTES, load_config, parse_config
+from cronsvc.cli.main import main
+from cronsvc.client.client import Client
+from cronsvc.config.models import MAX_FILE_BYTES, load_config, parse_config
 from cronsvc.errors import BadTime, ConfigError, CronsvcError
 from cronsvc.keys import Keys
-from cronsvc.when import RANGE_MS, parse_when
+from cronsvc.schedule.when import RANGE_MS, parse_when
 
 K = Keys()
 T0 = 1_900_000_000_000  # 2030-03-17T17:46:40Z

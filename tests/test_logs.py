@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from cronsvc.executor import Outcome
-from cronsvc.logs import batched_lines, setup_logging
-from cronsvc.runlog import log_outcome
-from cronsvc.scripts import Claim
+from cronsvc.process.logs import batched_lines, setup_logging
+from cronsvc.run.executor import Outcome
+from cronsvc.store.scripts import Claim
+from cronsvc.worker.records import log_outcome
 
 CLAIM = Claim(fire_id="backup@1700000000000", job="backup", token=2, due_ms=1_700_000_000_000)
 OK = Outcome("ok", started_ms=1_700_000_000_004, duration_ms=12)

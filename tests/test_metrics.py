@@ -16,16 +16,18 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from cronsvc.client import Client
+from cronsvc.cli.options import metrics_port_option
+from cronsvc.client.client import Client
 from cronsvc.clock import dt_to_ms
-from cronsvc.config import load_config
-from cronsvc.connection import connect
+from cronsvc.config.models import load_config
 from cronsvc.keys import Keys
-from cronsvc.metrics import Metrics, fire_times, metrics_port_option, start_metrics
-from cronsvc.planner import Planner
-from cronsvc.planning import PublishedSpec
-from cronsvc.scripts import Scripts
-from cronsvc.worker import Worker
+from cronsvc.metrics.counters import Metrics, start_metrics
+from cronsvc.metrics.fleet import fire_times
+from cronsvc.planner.planner import Planner
+from cronsvc.planner.publish import PublishedSpec
+from cronsvc.store.connection import connect
+from cronsvc.store.scripts import Scripts
+from cronsvc.worker.worker import Worker
 from tests.conftest import ROOT, wait_for
 
 K = Keys()
@@ -295,9 +297,9 @@ def test_metrics_port_option_serves_and_no_port_serves_nothing() -> None:
 
 
 def test_processes_without_a_metrics_port_do_not_load_prometheus() -> None:
-    # The CLI takes its option from cronsvc.metrics, so that module must load light.
-    code = ("import sys, cronsvc.metrics; assert 'redis' not in sys.modules; "
-            "import cronsvc.worker, cronsvc.planner, cronsvc.cli; "
+    # Planners and workers import cronsvc.metrics.counters, so that module must load light.
+    code = ("import sys, cronsvc.metrics.counters; assert 'redis' not in sys.modules; "
+            "import cronsvc.worker.worker, cronsvc.planner.planner, cronsvc.cli.main; "
             "assert 'prometheus_client' not in sys.modules")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -15,17 +15,17 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from cronsvc import planner as planner_mod
-from cronsvc import planning
-from cronsvc.cli import main
+from cronsvc.cli.main import main
 from cronsvc.clock import FixedClock, dt_to_ms
-from cronsvc.config import Job, load_config
+from cronsvc.config.models import Job, load_config
 from cronsvc.fires import fire_id, parse_fire
 from cronsvc.keys import Keys, keys_for
-from cronsvc.planner import Planner
-from cronsvc.planning import policy_line
+from cronsvc.planner import planner as planner_mod
+from cronsvc.planner import publish as planning
+from cronsvc.planner.planner import Planner
+from cronsvc.planner.publish import policy_line
 from cronsvc.policy import Policy
-from cronsvc.schedule import occurrences_ms
+from cronsvc.schedule.expand import occurrences_ms
 from tests.conftest import ROOT, wait_for
 
 T0 = dt_to_ms(datetime(2030, 1, 1, 0, 0, 30, tzinfo=UTC))

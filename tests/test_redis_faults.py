@@ -19,15 +19,15 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from cronsvc.client import Client
+from cronsvc.client.client import Client
 from cronsvc.clock import FixedClock
-from cronsvc.config import Config, parse_config
-from cronsvc.connection import connect
+from cronsvc.config.models import Config, parse_config
 from cronsvc.keys import Keys
-from cronsvc.redis_server import RedisServer, free_port
-from cronsvc.redisfaults import ErrorLog, is_outage, reply_code
-from cronsvc.scripts import Scripts, load_sources
-from cronsvc.worker import Worker
+from cronsvc.process.redis_server import RedisServer, free_port
+from cronsvc.store.connection import connect
+from cronsvc.store.faults import ErrorLog, is_outage, reply_code
+from cronsvc.store.scripts import Scripts, load_sources
+from cronsvc.worker.worker import Worker
 from tests.conftest import wait_for
 from tests.e2e_jobs import read_ledger
 from tests.fleet import Fleet, history

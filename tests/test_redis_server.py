@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from cronsvc.errors import RedisServerError
-from cronsvc.redis_server import RedisServer, find_redis_server
+from cronsvc.process.redis_server import RedisServer, find_redis_server
 
 
 def test_fixture_server_answers(r: redis.Redis) -> None:

@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 from croniter import croniter
 
-from cronsvc.cli import main
+from cronsvc.cli.main import main
 from cronsvc.errors import ScheduleError
 from cronsvc.keys import stable_hash
-from cronsvc.schedule import (
+from cronsvc.schedule.expand import (
     Spec,
     explain,
     jitter_ms,
@@ -336,7 +336,7 @@ def test_next_errors(args: list[str], message: str) -> None:
 
 def test_next_in_a_real_process() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "from cronsvc.cli import main; main()", "next", "0 1-3 * * *",
+        [sys.executable, "-c", "from cronsvc.cli.main import main; main()", "next", "0 1-3 * * *",
          "--tz", "America/New_York", "--after", "2025-03-09T05:30:00Z", "-n", "2", "--json"],
         capture_output=True, text=True, check=False, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr

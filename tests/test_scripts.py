@@ -10,7 +10,7 @@ import redis
 from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownJob
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys
-from cronsvc.scripts import Claim, Scripts, load_sources
+from cronsvc.store.scripts import Claim, Scripts, load_sources
 
 T0 = 1_763_830_000_000
 MIN = 60_000

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from cronsvc.connection import connect, mask_url
 from cronsvc.errors import RedisUnavailable
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
-from cronsvc.redis_server import RedisServer
-from cronsvc.scripts import Scripts
+from cronsvc.process.redis_server import RedisServer
+from cronsvc.store.connection import connect, mask_url
+from cronsvc.store.scripts import Scripts
 from tests.cluster import SentinelServer
 from tests.conftest import _server_binary
 

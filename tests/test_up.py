@@ -53,7 +53,7 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
 
 
 def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:
-    from cronsvc.client import Client
+    from cronsvc.client.client import Client
     from tests.fleet import history
 
     ledger, release = tmp_path / "ledger.jsonl", tmp_path / "release"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cronsvc.scripts import load_sources
+from cronsvc.store.scripts import load_sources
 from tests.conftest import ROOT
 
 
@@ -33,7 +33,7 @@ def test_installed_wheel_finds_its_scripts(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
                     str(target), str(wheel)], check=True, capture_output=True, timeout=300)
     code = (
-        "import cronsvc.scripts as m; "
+        "import cronsvc.store.scripts as m; "
         "print(m.__file__); print(m.lua_dir()); "
         "print(' '.join(f'{s.name}-{s.numkeys}' for s in m.load_sources().values()))"
     )

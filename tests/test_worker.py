@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from cronsvc.client import Client
+from cronsvc.client.client import Client
 from cronsvc.clock import monotonic
-from cronsvc.config import Config, load_config
-from cronsvc.connection import connect
+from cronsvc.config.models import Config, load_config
 from cronsvc.keys import Keys
-from cronsvc.scripts import Claim, Scripts
-from cronsvc.worker import Running, Worker
+from cronsvc.store.connection import connect
+from cronsvc.store.scripts import Claim, Scripts
+from cronsvc.worker.worker import Running, Worker
 from tests.conftest import wait_for
 from tests.e2e_jobs import read_ledger
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import redis
 
-from cronsvc.config import Config, load_config
+from cronsvc.config.models import Config, load_config
 from cronsvc.fires import parse_fire
 from cronsvc.keys import Keys
-from cronsvc.redis_server import RedisServer
+from cronsvc.process.redis_server import RedisServer
 from tests.chaos.files import STARTING_DEADLINE, VERSIONS, chaos_jobs
 from tests.chaos.ledger import Epoch, Fault, Totals, judge
 from tests.conftest import wait_for

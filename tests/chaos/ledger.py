@@ -1,7 +1,7 @@
 """Judging a chaos run: the fires the config says are due, against what the ledger
 says ran and what the history says was decided. Pure: no Redis, no processes.
 
-- Expected fires come from the job file alone, through ``cronsvc.schedule``.
+- Expected fires come from the job file alone, through ``cronsvc.schedule.expand``.
 - A fire with no start in the ledger must have a history line (or, failing
   that, a ``dropped`` event from the claim script) saying it was missed or
   skipped by policy; otherwise it is lost.
@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cronsvc.config import Job
+from cronsvc.config.models import Job
 from cronsvc.fires import fire_id
-from cronsvc.schedule import occurrences_ms
+from cronsvc.schedule.expand import occurrences_ms
 
 POLICY = ("missed", "skipped")
 # A drop decided just before a fault may have lost its history line with the worker.

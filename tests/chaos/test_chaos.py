@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cronsvc.redis_server import RedisServer
+from cronsvc.process.redis_server import RedisServer
 from tests.chaos.harness import FAULTS, ChaosRun, Scenario
 
 LONG = float(os.environ.get("CRONSVC_CHAOS_SECONDS", "0"))

@@ -1,0 +1,1 @@
+"""The `cronsvc` command: the only importer of click."""

@@ -1,0 +1,219 @@
+"""The ``cronsvc`` command: a thin click group over the library.
+
+Each command is a few lines calling into the package. Errors derived from
+:class:`CronsvcError` become one line on stderr and a non-zero exit, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from cronsvc import __version__
+from cronsvc.cli import ops
+from cronsvc.cli.options import (
+    DURATION,
+    config_option,
+    config_path,
+    friendly,
+    log_format_option,
+    metrics_port_option,
+    name_option,
+    redis_url_option,
+    require_redis_url,
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cronsvc")
+def main() -> None:
+    """Distributed cron on Redis."""
+
+
+# Commands are added below, one small function each.
+
+
+@main.command()
+@click.argument("file", required=False, metavar="[FILE]")
+@config_option
+@click.option("--imports", is_flag=True,
+              help="Also import every call target (in a child process) and check that it "
+                   "is callable.")
+@click.option("--import-timeout", type=click.FloatRange(min=0.1), default=10.0,
+              show_default=True, metavar="SECONDS",
+              help="How long one call target may take to import.")
+@friendly
+def validate(file: str | None, config: str | None, imports: bool,
+             import_timeout: float) -> None:
+    """Check a job file and list every problem in it (exit 1 if there is one).
+
+    Warns (exit 0) of a schedule that never fires and of a call into os, subprocess
+    or builtins, which runs any program: the job file is code, guard it like code.
+    """
+    from cronsvc.clock import SYSTEM
+    from cronsvc.config.check import check
+
+    path = file or config_path(config)
+    loaded, warnings = check(path, SYSTEM.now_ms(), imports=imports, timeout=import_timeout)
+    for line in warnings:
+        click.echo(line, err=True)
+    count = len(loaded.jobs)
+    more = f" ({len(warnings)} warning{'' if len(warnings) == 1 else 's'})" if warnings else ""
+    checked = ", call targets import" if imports else ""
+    click.echo(f"{path}: {count} job{'' if count == 1 else 's'} OK{checked}{more}")
+
+
+@main.command()
+@config_option
+@redis_url_option
+@click.option("--horizon", type=DURATION, default=None,
+              help="How far ahead to plan (default: planner.horizon in the file, 2h).")
+@click.option("--tick", type=DURATION, default=None,
+              help="Time between two ticks (default: planner.tick in the file, 60s).")
+@log_format_option
+@name_option
+@metrics_port_option
+@friendly
+def planner(config: str | None, redis_url: str | None, horizon: float | None,
+            tick: float | None, log_format: str, name: str | None,
+            metrics_port: int | None) -> None:
+    """Publish the job file and queue its fires ahead; reload on change or SIGHUP."""
+    from cronsvc.config.models import load_config
+    from cronsvc.metrics.counters import start_metrics
+    from cronsvc.planner.planner import Planner
+    from cronsvc.process.logs import setup_logging
+    from cronsvc.store.connection import connect
+
+    path = config_path(config)
+    loaded = load_config(path)
+    url = require_redis_url(redis_url, loaded)
+    setup_logging(log_format, name or "planner")
+    client = connect(url, cluster=loaded.redis.cluster or None)
+    Planner(path, client, horizon=horizon, tick=tick, planner_id=name,
+            metrics=start_metrics(metrics_port)).run_forever()
+
+
+@main.command()
+@config_option
+@redis_url_option
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
+              help="Jobs run at once (default: worker.concurrency in the file, 4).")
+@click.option("--lease", type=DURATION, default=None,
+              help="Lease of a claimed fire, renewed while it runs (default 30s).")
+@click.option("--grace", type=DURATION, default=None,
+              help="On SIGTERM, how long running jobs may finish (default 30s).")
+@log_format_option
+@name_option
+@metrics_port_option
+@friendly
+def worker(config: str | None, redis_url: str | None, concurrency: int | None,
+           lease: float | None, grace: float | None, log_format: str, name: str | None,
+           metrics_port: int | None) -> None:
+    """Claim due fires and run them; reload the file on change or SIGHUP.
+    SIGTERM: finish running jobs; again: give them back."""
+    from cronsvc.config.models import load_config
+    from cronsvc.metrics.counters import start_metrics
+    from cronsvc.process.logs import setup_logging
+    from cronsvc.process.signals import on_stop_signals
+    from cronsvc.store.connection import connect
+    from cronsvc.worker.worker import Worker, default_worker_id
+
+    path = config_path(config)
+    loaded = load_config(path)
+    url = require_redis_url(redis_url, loaded)
+    setup_logging(log_format, (name or "worker").split("@")[0])
+    client = connect(url, cluster=loaded.redis.cluster or None)
+    w = Worker(loaded, client, concurrency=concurrency, lease=lease, grace=grace,
+               worker_id=name or default_worker_id(), metrics=start_metrics(metrics_port),
+               config_path=path)
+    on_stop_signals(w.stop, reload=w.request_reload)
+    w.run_forever()
+
+
+@main.command()
+@config_option
+@redis_url_option
+@click.option("--workers", "-w", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Worker processes to start.")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
+              help="Jobs run at once per worker (default: worker.concurrency in the file).")
+@log_format_option
+@metrics_port_option
+@friendly
+def up(config: str | None, redis_url: str | None, workers: int, concurrency: int | None,
+       log_format: str, metrics_port: int | None) -> None:
+    """Planner plus workers in one command, with an embedded Redis if none is given.
+
+    With --metrics-port P the planner serves metrics on P and worker i on P+i.
+    """
+    from cronsvc.config.models import load_config
+    from cronsvc.process.logs import setup_logging
+    from cronsvc.process.signals import on_stop_signals
+    from cronsvc.process.up import Supervisor
+
+    path = config_path(config)
+    loaded = load_config(path)
+    url = redis_url or os.environ.get("CRONSVC_REDIS_URL") or loaded.redis.url or None
+    if url:
+        from cronsvc.store.connection import connect
+
+        # Unreachable: one line and exit 2 before any child starts.
+        connect(url, cluster=loaded.redis.cluster or None).close()
+    setup_logging(log_format, "up")
+    if metrics_port and metrics_port + workers > 65535:
+        raise click.BadParameter(f"{metrics_port} + {workers} workers is past port 65535",
+                                 param_hint="--metrics-port")
+    sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format,
+                     metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30)
+    on_stop_signals(sup.handle_signal)
+    sys.exit(sup.run())
+
+
+@main.command()
+@click.argument("file", required=False, metavar="[FILE]")
+@config_option
+@redis_url_option
+@friendly
+def publish(file: str | None, config: str | None, redis_url: str | None) -> None:
+    """Make a job file the published one now, even if planners hold a newer one.
+
+    Planners publish their own file when it changes or is new; an older file that
+    comes back (a rollback while newer planners still run) waits for them to stop.
+    This publishes it at once; the planners holding another file then yield to it.
+    """
+    from cronsvc.client.client import Client
+    from cronsvc.config.models import load_config
+
+    path = file or config_path(config)
+    loaded = load_config(path)
+    client = Client(require_redis_url(redis_url, loaded), config=loaded)
+    generation = client.publish_config()
+    click.echo(f"published {path} as generation {generation} ({len(loaded.jobs)} jobs)")
+
+
+@main.command("next")
+@click.argument("job_or_expr", metavar="JOB_OR_EXPR")
+@config_option
+@click.option("--tz", "tz", default=None, metavar="ZONE",
+              help="Time zone of a cron expression (default UTC).")
+@click.option("-n", "count", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many fires to show.")
+@click.option("--after", default=None, metavar="ISO_TIME",
+              help="Show fires strictly after this time (default: now; no zone means UTC).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@friendly
+def next_fires(job_or_expr: str, config: str | None, tz: str | None, count: int,
+               after: str | None, as_json: bool) -> None:
+    """Show the next fires of a job of the file, or of a cron expression, with DST notes."""
+    from cronsvc.cli.next import find_spec, parse_after, render
+
+    spec = find_spec(job_or_expr, config_path(config), tz)
+    click.echo(render(spec, parse_after(after), count, as_json))
+
+
+# The operator commands: ls, pause, resume, trigger, at, cancel, history, queue, dead, status.
+for _command in ops.COMMANDS:
+    main.add_command(_command)

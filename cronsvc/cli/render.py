@@ -1,0 +1,333 @@
+"""Text the operator commands print: aligned tables, times local and relative, JSON.
+
+Pure: every function takes the ``now_ms`` it renders against (the Redis clock
+the view was read at), so nothing here reads the time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from cronsvc.client.views import (
+    DeadFire,
+    InFlight,
+    JobInfo,
+    Member,
+    Pause,
+    QueuedFire,
+    QueueView,
+    Status,
+)
+from cronsvc.schedule.expand import zone
+
+NONE = "-"
+Zones = Mapping[str, str]  # job -> time zone
+
+
+def as_json(value: Any) -> str:
+    """Any view (or list of views) as indented JSON; times stay ms since the epoch."""
+    return json.dumps(_plain(value), indent=2, default=str)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        plain = {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, QueueView):
+            plain["lateness_ms"] = value.lateness_ms
+        return plain
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+# -- times --------------------------------------------------------------------------------
+def span(ms: int) -> str:
+    """A length of time in at most two units: ``850ms``, ``3.2s``, ``4m 5s``, ``2d 3h``."""
+    ms = abs(int(ms))
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 10_000:
+        return f"{ms / 1000:.1f}s"
+    s = ms // 1000
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60),
+                                          ("m", 60, "s", 1)):
+        if s >= size:
+            rest = (s % size) // small_size
+            return f"{s // size}{unit}" + (f" {rest}{small}" if rest else "")
+    return f"{s}s"
+
+
+def relative(ms: int, now_ms: int) -> str:
+    """``in 3m``, ``12s ago`` or ``now`` (within a second)."""
+    delta = ms - now_ms
+    if abs(delta) < 1000:
+        return "now"
+    return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
+
+
+def local(ms: int, tz: str = "UTC") -> str:
+    """``2030-01-31 09:00:00 CET``: the wall clock of ``tz``; the raw ms for a time no
+    calendar holds (past the year 9999: anyone may write such a fire into Redis)."""
+    try:
+        t = datetime.fromtimestamp(ms / 1000, zone(tz))
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms"
+    return t.strftime("%Y-%m-%d %H:%M:%S ") + (t.tzname() or "")
+
+
+def when(ms: int | None, now_ms: int, tz: str = "UTC") -> str:
+    """Local time and relative: ``2030-01-31 09:00:00 CET (in 3m)``."""
+    if ms is None:
+        return NONE
+    return f"{local(ms, tz)} ({relative(ms, now_ms)})"
+
+
+# -- tables -------------------------------------------------------------------------------
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Columns padded to their widest cell, two spaces apart; no trailing blanks."""
+    cells = [[str(h) for h in headers]] + [[NONE if c in (None, "") else str(c) for c in row]
+                                           for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                     for row in cells)
+
+
+def _short(text: Any, most: int = 60) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= most else line[:most - 1] + "…"
+
+
+#: ``cronsvc ls`` cuts its free text (description, pause) to fit this many columns.
+LS_WIDTH = 120
+
+
+def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH) -> str:
+    """``cronsvc ls``: one row a job, cut to ``width`` columns where the words allow.
+
+    The next fire is relative: its wall time follows from the schedule in words and
+    the zone beside it (``--json`` and ``cronsvc next`` give the instants); how long
+    the last run took is in ``cronsvc history``.
+    """
+    if not found:
+        return "no job is published (is a planner running?)"
+    headers = ("JOB", "SCHEDULE", "DESCRIPTION", "ZONE", "NEXT FIRE", "CATCH UP", "LAST RUN",
+               "PAUSED")
+    rows = [[j.name, j.cron, j.description or NONE, j.timezone, _next(j, now_ms), catch_up(j),
+             last_run(j.last_run, now_ms, took=False), paused(j, now_ms)] for j in found]
+    return table(headers, _fit(headers, rows, width, {2: 20, 7: 12}))
+
+
+def _fit(headers: Sequence[str], rows: list[list[str]], width: int,
+         elastic: Mapping[int, int]) -> list[list[str]]:
+    """``rows`` with the text of the ``elastic`` columns (index -> narrowest width) cut,
+    widest first, until the table is ``width`` wide or they are all at their narrowest."""
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    while over > 0:
+        i = max(elastic, key=lambda k: widths[k] - elastic[k])
+        cut = min(over, widths[i] - elastic[i])
+        if cut <= 0:
+            break
+        widths[i] -= cut
+        over -= cut
+    return [[_short(c, widths[i]) if i in elastic else c for i, c in enumerate(row)]
+            for row in rows]
+
+
+def _next(job: JobInfo, now_ms: int) -> str:
+    if job.next_fire_ms is not None:
+        return relative(job.next_fire_ms, now_ms)
+    return "never" if job.cron else NONE  # no fire within views.NEXT_FIRE_YEARS
+
+
+def catch_up(job: JobInfo) -> str:
+    """``latest``, or with the starting deadline that applies: ``none (1m)``, ``all (2h)``."""
+    if not job.starting_deadline_ms:
+        return job.catch_up
+    return f"{job.catch_up} ({span(job.starting_deadline_ms)})"
+
+
+def last_run(record: Mapping[str, Any] | None, now_ms: int, took: bool = True) -> str:
+    """``ok 3m ago (took 1.2s)`` (without ``took``: ``ok 3m ago``), or a skip:
+    ``skipped 5s ago (paused)``."""
+    if not record:
+        return NONE
+    status = record.get("status", "?")
+    started = record.get("started")
+    if started is not None:
+        duration = record.get("duration_ms")
+        return f"{status} {relative(started, now_ms)}" + (
+            f" (took {span(duration)})" if took and duration is not None else "")
+    reason = record.get("reason")
+    at = relative(record["scheduled"], now_ms) if record.get("scheduled") else ""
+    return " ".join(p for p in (status, at, f"({reason})" if reason else "") if p)
+
+
+def paused(job: JobInfo, now_ms: int) -> str:
+    if not job.paused:
+        return "no"
+    parts = []
+    if job.paused_since_ms is not None:
+        parts.append(f"since {relative(job.paused_since_ms, now_ms)}")
+    if job.pause_note:
+        parts.append(_short(job.pause_note, 40))
+    if job.paused_in_file:
+        parts.append("in the job file")
+    return "yes: " + ", ".join(parts) if parts else "yes"
+
+
+def history(records: Sequence[Mapping[str, Any]], now_ms: int, tz: str = "UTC") -> str:
+    """``cronsvc history``: newest first."""
+    if not records:
+        return "no history yet"
+    rows = []
+    for r in records:
+        started, scheduled = r.get("started"), r.get("scheduled")
+        lag = f"{'+' if started >= scheduled else '-'}{span(started - scheduled)}" if (
+            started is not None and scheduled is not None) else None
+        note = r.get("reason") or (f"exit {r['exit_code']}" if r.get("exit_code") else None)
+        took = r.get("duration_ms")
+        rows.append((r.get("fire"), r.get("status"), when(scheduled, now_ms, tz), lag,
+                     span(took) if took is not None else None, r.get("attempt"),
+                     r.get("worker"), _short(note) if note else None))
+    return table(("FIRE", "STATUS", "SCHEDULED", "START LAG", "TOOK", "ATTEMPT", "WORKER",
+                  "NOTE"), rows)
+
+
+def queue(view: QueueView, zones: Zones) -> str:
+    """``cronsvc queue``: due now, planned ahead, in flight."""
+    now = view.now_ms
+    late = f", oldest waiting {span(view.lateness_ms)}" if view.due_count else ""
+    out = [f"due now: {view.due_count}{late}"]
+    if view.due:
+        out.append(_indent(_queued(view.due, now, zones, "WAITING")))
+    out.append(f"planned ahead: {view.ahead_count}" + (
+        f" (first {len(view.ahead)})" if view.ahead_count > len(view.ahead) else ""))
+    if view.ahead:
+        out.append(_indent(_queued(view.ahead, now, zones, "")))
+    out.append(f"in flight: {len(view.in_flight)}")
+    if view.in_flight:
+        out.append(_indent(_in_flight(view.in_flight, now, zones)))
+    return "\n".join(out)
+
+
+def _queued(fires: Sequence[QueuedFire], now_ms: int, zones: Zones, waiting: str) -> str:
+    rows = []
+    for q in fires:
+        row = [q.fire, q.kind, when(q.at_ms, now_ms, zones.get(q.job, "UTC")),
+               q.attempts or None]
+        if waiting:
+            row.insert(3, span(now_ms - q.at_ms))
+        rows.append(row)
+    headers = ["FIRE", "KIND", "DUE", "ATTEMPTS"]
+    if waiting:
+        headers.insert(3, waiting)
+    return table(headers, rows)
+
+
+def _in_flight(fires: Sequence[InFlight], now_ms: int, zones: Zones) -> str:
+    rows = [(f.fire, f.worker, f.attempt,
+             relative(f.claimed_at_ms, now_ms) if f.claimed_at_ms is not None else None,
+             when(f.lease_until_ms, now_ms, zones.get(f.job, "UTC"))) for f in fires]
+    return table(("FIRE", "WORKER", "ATTEMPT", "CLAIMED", "LEASE ENDS"), rows)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def dead(fires: Sequence[DeadFire], now_ms: int, zones: Zones) -> str:
+    """``cronsvc dead``: most recently dead first, with the last known reason."""
+    if not fires:
+        return "no dead fires"
+    rows = []
+    for d in fires:
+        last = d.last or {}
+        why = last.get("reason") or (f"exit {last['exit_code']}" if last.get("exit_code")
+                                     else last.get("status"))
+        rows.append((d.fire, d.kind, when(d.due_ms, now_ms, zones.get(d.job, "UTC")),
+                     relative(d.died_ms, now_ms), d.attempts, _short(why) if why else None))
+    return table(("FIRE", "KIND", "SCHEDULED", "DIED", "ATTEMPTS", "LAST ERROR"), rows)
+
+
+def status(s: Status) -> str:
+    """``cronsvc status`` (warnings are printed apart, on stderr)."""
+    aof = {True: "on", False: "off", None: "unknown"}[s.aof]
+    out = [f"redis {s.redis_version or 'unknown'}, AOF {aof}, "
+           f"maxmemory-policy {s.maxmemory_policy or 'unknown'}, memory {memory(s)}"]
+    if s.generation:
+        g = s.generation
+        out.append(f"job file: generation {g.get('gen')}, {g.get('jobs')} jobs, published by "
+                   f"{g.get('planner')} {relative(int(g.get('at') or 0), s.now_ms)}")
+    out.append(f"planners: {sum(p.alive for p in s.planners)} live")
+    if s.planners:
+        out.append(_indent(table(("PLANNER", "LAST HEARTBEAT", "STATE", "JOBS", "FILE",
+                                  "PLANNED TO", "REDIS ERROR"), [
+            (p.id, relative(p.last_seen_ms, s.now_ms), _state(p), p.info.get("jobs"),
+             _planner_file(p), when(p.info.get("planned_to") or None, s.now_ms),
+             _last_error(p, s.now_ms)) for p in s.planners])))
+    out.append(f"workers: {sum(w.alive for w in s.workers)} live")
+    if s.workers:
+        out.append(_indent(table(("WORKER", "LAST HEARTBEAT", "STATE", "BUSY", "PID", "FILE",
+                                  "REDIS ERROR"), [
+            (w.id, relative(w.last_seen_ms, s.now_ms), _state(w),
+             f"{w.info.get('busy', '?')}/{w.info.get('slots', '?')}", w.info.get("pid"),
+             "differs" if w.id in s.worker_gaps else ("same" if w.alive else NONE),
+             _last_error(w, s.now_ms)) for w in s.workers])))
+    if s.unrunnable:
+        out.append(f"jobs no live worker can run: {', '.join(s.unrunnable)}")
+    return "\n".join(out)
+
+
+def memory(s: Status) -> str:
+    """``12.5 MiB of 1.0 GiB (1%)``, ``12.5 MiB (no maxmemory)``, or ``unknown``."""
+    if s.used_memory is None:
+        return "unknown"
+    if not s.maxmemory:
+        return f"{_bytes(s.used_memory)} (no maxmemory)"
+    return (f"{_bytes(s.used_memory)} of {_bytes(s.maxmemory)} "
+            f"({100 * s.used_memory // s.maxmemory}%)")
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _planner_file(p: Member) -> str:
+    """``gen 3``, ``gen 3 (yields)``: the job file a planner holds, as it decided last."""
+    gen, verdict = p.info.get("generation"), p.info.get("verdict")
+    if verdict == "yield":
+        return "older (yields)"
+    return f"gen {gen}" if gen is not None else NONE
+
+
+def _last_error(m: Member, now_ms: int) -> str:
+    err = m.info.get("last_error")
+    if not isinstance(err, dict):
+        return NONE
+    return f"{err.get('code')} {relative(int(err.get('at') or 0), now_ms)}"
+
+
+def _state(m: Member) -> str:
+    return "live" if m.alive else "gone (no heartbeat)"
+
+
+def pause(p: Pause, now_ms: int, tz: str = "UTC") -> str:
+    """What ``cronsvc pause`` did, and what still runs."""
+    out = [f"paused {p.job} since {when(p.since_ms, now_ms, tz)}"]
+    if p.in_flight:
+        verb = "ended" if p.waited else "still running (not stopped)"
+        out.append(f"{len(p.in_flight)} run(s) claimed before the pause {verb}:")
+        out.append(_indent(_in_flight(p.in_flight, now_ms, {p.job: tz})))
+    return "\n".join(out)

@@ -1,0 +1,382 @@
+"""Read-only views of a fleet: jobs, history, queue, dead fires, planners and workers.
+
+:class:`FleetReader` is the reading half of :class:`cronsvc.Client`; it only
+reads Redis (and the server clock), so it is safe to call from anywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from cronsvc.client.views import (
+    LAST_RUN_SCAN,
+    DeadFire,
+    InFlight,
+    JobInfo,
+    Member,
+    QueuedFire,
+    QueueView,
+    Status,
+    definition_gaps,
+    in_flight,
+    job_info,
+    kind_of,
+    member,
+    next_fires,
+    queued,
+    score_ms,
+    spec_of,
+)
+from cronsvc.errors import UnknownJob
+from cronsvc.fires import parse_fire
+from cronsvc.keys import Keys, all_shards, keys_for
+from cronsvc.policy import Policy
+from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
+from cronsvc.store.scripts import UNHELD_MS
+
+__all__ = ["FleetReader"]
+
+
+class FleetReader:
+    """What a fleet on one Redis (or one set of shards) holds, read from Redis."""
+
+    def __init__(self, client: redis.Redis, shards: int = 1, prefix: str = "") -> None:
+        self.redis = client
+        self.shards = shards
+        self.prefix = prefix
+
+    def keys(self, job: str) -> Keys:
+        return keys_for(job, self.shards, self.prefix)
+
+    def _shards(self) -> list[Keys]:
+        return all_shards(self.shards, self.prefix)
+
+    def _s(self, value: Any) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    def _opt(self, value: Any) -> str | None:
+        return None if value is None else self._s(value)
+
+    def server_ms(self) -> int:
+        """The Redis server clock, the only clock the fleet goes by."""
+        sec, usec = self.redis.time()
+        return int(sec) * 1000 + int(usec) // 1000
+
+    # -- jobs ------------------------------------------------------------------
+    def published_jobs(self) -> list[str]:
+        """Names of the jobs the planners have published."""
+        names: list[str] = []
+        for keys in self._shards():
+            names += [self._s(k) for k in self.redis.hkeys(keys.jobs)]
+        return sorted(names)
+
+    def require_job(self, job: str) -> Keys:
+        """The keys of a published job; UnknownJob naming close matches if there is none."""
+        keys = self.keys(job)
+        if self.redis.hexists(keys.jobs, job):
+            return keys
+        raise self._unknown_job(job)
+
+    def _unknown_job(self, job: str, extra: str = "") -> UnknownJob:
+        known = self.published_jobs()
+        close = difflib.get_close_matches(job, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else (
+            "" if known else "; no job is published (is a planner running?)")
+        return UnknownJob(f"unknown job {job!r}{extra}{hint}")
+
+    def jobs(self) -> list[JobInfo]:
+        """Every published job with its schedule, next fire, last run and pause, by name."""
+        now = self.server_ms()
+        found: list[JobInfo] = []
+        for keys in self._shards():
+            lines = self._hash(keys.jobs)
+            if not lines:
+                continue
+            specs, pauses = self._hash(keys.specs), self._hash(keys.paused)
+            names = sorted(lines)
+            pipe = self.redis.pipeline(transaction=False)
+            for name in names:
+                pipe.lrange(keys.history(name), 0, LAST_RUN_SCAN - 1)
+            for name, records in zip(names, pipe.execute(), strict=True):
+                found.append(job_info(name, lines[name], specs.get(name), pauses.get(name),
+                                      [self._s(r) for r in records], now))
+        return sorted(found, key=lambda j: j.name)
+
+    def job(self, job: str) -> JobInfo:
+        """One published job (UnknownJob with close names if there is none)."""
+        keys = self.require_job(job)
+        now = self.server_ms()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hget(keys.jobs, job)
+        pipe.hget(keys.specs, job)
+        pipe.hget(keys.paused, job)
+        pipe.lrange(keys.history(job), 0, LAST_RUN_SCAN - 1)
+        line, spec, pause, records = pipe.execute()
+        return job_info(job, self._s(line), self._opt(spec), self._opt(pause),
+                        [self._s(r) for r in records], now)
+
+    def next_fires(self, job: str, count: int = 5, *, after_ms: int | None = None) -> list[int]:
+        """The next ``count`` fire times (ms) of the published schedule of ``job``."""
+        keys = self.require_job(job)
+        spec = spec_of(job, self._s(self.redis.hget(keys.specs, job)))
+        return next_fires(spec, self.server_ms() if after_ms is None else after_ms, count)
+
+    def history(self, job: str, count: int = 20) -> list[dict[str, Any]]:
+        """The newest ``count`` history records of ``job``, newest first.
+
+        A job removed from the file keeps its history until it expires by cap;
+        UnknownJob only when there is neither a published job nor a history.
+        """
+        raw = self.redis.lrange(self.keys(job).history(job), 0, count - 1)
+        if not raw and not self.redis.hexists(self.keys(job).jobs, job):
+            raise self._unknown_job(job)
+        return [json.loads(self._s(r)) for r in raw]
+
+    def zones(self) -> dict[str, str]:
+        """Job -> time zone of every published job (times in tables are local to it)."""
+        found: dict[str, str] = {}
+        for keys in self._shards():
+            for name, spec in self._hash(keys.specs).items():
+                found[name] = json.loads(spec).get("timezone") or "UTC"
+        return found
+
+    def _scored(self, key: str) -> list[tuple[str, float]]:
+        """Every member of a sorted set with its score."""
+        raw: Any = self.redis.zrange(key, 0, -1, withscores=True)
+        return [(self._s(m), float(score)) for m, score in raw]
+
+    def _hash(self, key: str) -> dict[str, str]:
+        return {self._s(k): self._s(v) for k, v in self.redis.hgetall(key).items()}
+
+    def fire_state(self, fid: str) -> str:
+        """Where a fire is: ``queued``, ``running``, ``dead``, ``done`` (in the job's
+        history) or ``unknown``."""
+        job, _, _ = parse_fire(fid)
+        keys = self.keys(job)
+        pipe = self.redis.pipeline(transaction=False)
+        for key in (keys.queue, keys.working, keys.dead):
+            pipe.zscore(key, fid)
+        for state, score in zip(("queued", "running", "dead"), pipe.execute(), strict=True):
+            if score is not None:
+                return state
+        records = self.redis.lrange(keys.history(job), 0, -1)
+        if any(json.loads(self._s(r)).get("fire") == fid for r in records):
+            return "done"
+        return "unknown"
+
+    # -- the queue ---------------------------------------------------------------
+    def queue(self, limit: int = 20) -> QueueView:
+        """Due fires, fires planned ahead (the first ``limit`` of each) and every fire in
+        flight with its lease deadline and worker, over all shards."""
+        now = self.server_ms()
+        due: list[QueuedFire] = []
+        ahead: list[QueuedFire] = []
+        held: list[InFlight] = []
+        due_count = ahead_count = 0
+        oldest: int | None = None
+        for keys in self._shards():
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zcount(keys.queue, "-inf", now)
+            pipe.zcount(keys.queue, f"({now}", "+inf")
+            pipe.zrangebyscore(keys.queue, "-inf", now, start=0, num=limit, withscores=True)
+            pipe.zrangebyscore(keys.queue, f"({now}", "+inf", start=0, num=limit,
+                               withscores=True)
+            pipe.zrange(keys.working, 0, -1, withscores=True)
+            n_due, n_ahead, due_raw, ahead_raw, working = pipe.execute()
+            due_count += n_due
+            ahead_count += n_ahead
+            if due_raw:
+                first = score_ms(due_raw[0][1])
+                oldest = first if oldest is None else min(oldest, first)
+            listed = [self._s(f) for f, _ in due_raw + ahead_raw]
+            used = self.redis.hmget(keys.attempts, listed) if listed else []
+            tries = {f: self._opt(n) for f, n in zip(listed, used, strict=True)}
+            due += [queued(self._s(f), s, tries[self._s(f)]) for f, s in due_raw]
+            ahead += [queued(self._s(f), s, tries[self._s(f)]) for f, s in ahead_raw]
+            held += self._in_flight(keys, working)
+        return QueueView(
+            now_ms=now, due_count=due_count, ahead_count=ahead_count, oldest_due_ms=oldest,
+            due=sorted(due, key=lambda q: q.at_ms)[:limit],
+            ahead=sorted(ahead, key=lambda q: q.at_ms)[:limit],
+            in_flight=sorted(held, key=lambda f: f.lease_until_ms),
+        )
+
+    def _in_flight(self, keys: Keys, working: Iterable[tuple[Any, float]]) -> list[InFlight]:
+        pairs = [(self._s(f), s) for f, s in working]
+        if not pairs:
+            return []
+        claims = self.redis.hmget(keys.claims, [f for f, _ in pairs])
+        return [in_flight(f, s, self._opt(c)) for (f, s), c in zip(pairs, claims, strict=True)]
+
+    # -- dead fires --------------------------------------------------------------
+    def dead(self, job: str | None = None) -> list[DeadFire]:
+        """Dead fires (of ``job`` only, if given), most recently dead first."""
+        shards = [self.keys(job)] if job else self._shards()
+        found: list[DeadFire] = []
+        for keys in shards:
+            entries = self._scored(keys.dead)
+            if job:
+                entries = [(f, s) for f, s in entries if parse_fire(f)[0] == job]
+            if not entries:
+                continue
+            fids = [f for f, _ in entries]
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hmget(keys.attempts, fids)
+            pipe.hmget(keys.payloads, fids)
+            jobs = sorted({parse_fire(f)[0] for f in fids})
+            for name in jobs:
+                pipe.lrange(keys.history(name), 0, -1)
+            results: list[Any] = pipe.execute()
+            tries, payloads, histories = results[0], results[1], results[2:]
+            latest = self._latest_records(histories)
+            for (fid, died), n, payload in zip(entries, tries, payloads, strict=True):
+                name, due, _ = parse_fire(fid)
+                found.append(DeadFire(
+                    fire=fid, job=name, kind=kind_of(fid), due_ms=due, died_ms=score_ms(died),
+                    attempts=int(n or 0), payload=json.loads(payload) if payload else None,
+                    last=latest.get(fid)))
+        return sorted(found, key=lambda d: d.died_ms, reverse=True)
+
+    def _latest_records(self, histories: list[list[Any]]) -> dict[str, dict[str, Any]]:
+        """Fire -> its newest record, over lists that are newest first."""
+        latest: dict[str, dict[str, Any]] = {}
+        for records in histories:
+            for raw in records:
+                record = json.loads(self._s(raw))
+                latest.setdefault(record.get("fire", ""), record)
+        return latest
+
+    # -- the fleet -------------------------------------------------------------
+    def status(self) -> Status:
+        """Live planners and workers with their heartbeats, how Redis is set up and how full
+        it is, which job file is published, and what the workers' files cannot run."""
+        now = self.server_ms()
+        keys = self._shards()[0]  # presence lives on the first shard
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(keys.planners, 0, -1, withscores=True)
+        pipe.hgetall(keys.planner_info)
+        pipe.zrange(keys.workers, 0, -1, withscores=True)
+        pipe.hgetall(keys.worker_info)
+        pipe.hgetall(keys.generation)
+        planners_raw, planner_info, workers_raw, worker_info, generation = pipe.execute()
+        planners = []
+        for pid, seen in planners_raw:
+            info = planner_info.get(pid)
+            tick = float(json.loads(info).get("tick", 60)) if info else 60.0
+            planners.append(member(self._s(pid), seen, info, now, planner_stale_ms(tick)))
+        workers = [member(self._s(w), seen, worker_info.get(w), now, WORKER_STALE_MS)
+                   for w, seen in workers_raw]
+        gaps, unrunnable = definition_gaps(*self._definitions(workers))
+        server = self._server_settings()
+        newest = {self._s(k): self._s(v) for k, v in generation.items()} or None
+        return Status(now, server.version, server.aof, server.policy, planners, workers,
+                      _warnings(server, planners, workers, newest, gaps, unrunnable, now),
+                      server.used_memory, server.maxmemory, newest, gaps, unrunnable)
+
+    def _definitions(self, workers: list[Member]
+                     ) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+        """The published definition of every job, and the definitions each live worker
+        holds (``Keys.held``: one hash per distinct job file, per shard)."""
+        live = {w.id: str(w.info["held"]) for w in workers if w.alive and w.info.get("held")}
+        digests = sorted(set(live.values()))
+        published: dict[str, str] = {}
+        held: dict[str, dict[str, str]] = {d: {} for d in digests}
+        for keys in self._shards():
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hgetall(keys.jobs)
+            for d in digests:
+                pipe.hgetall(keys.held(d))
+            lines, *files = pipe.execute()
+            for job, line in lines.items():
+                published[self._s(job)] = Policy.parse(self._s(line)).definition
+            for d, found in zip(digests, files, strict=True):
+                held[d].update({self._s(j): self._s(v) for j, v in found.items()})
+        return published, {w: held[d] for w, d in live.items()}
+
+    def _server_settings(self) -> ServerSettings:
+        try:
+            info = self.redis.info()
+        except redis.ResponseError:  # e.g. an ACL user without INFO
+            return ServerSettings()
+        if info and all(isinstance(v, dict) for v in info.values()):
+            info = next(iter(info.values()))  # a cluster client answers per node
+        aof = info.get("aof_enabled")
+        return ServerSettings(str(info.get("redis_version")),
+                              None if aof is None else bool(int(aof)),
+                              info.get("maxmemory_policy"), _int(info.get("used_memory")),
+                              _int(info.get("maxmemory")))
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What INFO says of the server (all None: INFO is not allowed to this user)."""
+
+    version: str | None = None
+    aof: bool | None = None
+    policy: str | None = None
+    used_memory: int | None = None
+    maxmemory: int | None = None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+#: A Redis error a live member saw this recently is shown by ``status``.
+RECENT_ERROR_MS = 600_000
+#: Memory use past this share of maxmemory is warned of: writes fail with OOM at 100 %.
+MEMORY_WARN = 0.9
+
+
+def _warnings(server: ServerSettings, planners: list[Member], workers: list[Member],
+              newest: dict[str, str] | None, gaps: dict[str, list[str]],
+              unrunnable: list[str], now_ms: int) -> list[str]:
+    version, aof, policy = server.version, server.aof, server.policy
+    found = []
+    if policy is not None and policy != "noeviction":
+        found.append(f"maxmemory-policy is {policy}: Redis may evict cronsvc keys and lose "
+                     "fires; set it to noeviction")
+    if aof is False:
+        found.append("AOF is off: a Redis crash loses the fires queued since the last "
+                     "snapshot (appendonly yes)")
+    if version is None:
+        found.append("INFO is not allowed for this user: persistence and maxmemory-policy "
+                     "not checked")
+    if not any(p.alive for p in planners):
+        found.append("no live planner: no new fires are being planned")
+    if not any(w.alive for w in workers):
+        found.append("no live worker: due fires are not being run")
+    if server.maxmemory and server.used_memory is not None \
+            and server.used_memory >= MEMORY_WARN * server.maxmemory:
+        full = server.used_memory >= server.maxmemory
+        found.append(f"Redis uses {server.used_memory:,} of {server.maxmemory:,} bytes "
+                     f"(maxmemory){': writes fail with OOM' if full else ''}; planners and "
+                     "workers wait until it has room again")
+    for m in (*planners, *workers):
+        err = m.info.get("last_error")
+        ago = now_ms - int(err.get("at") or 0) if isinstance(err, dict) else None
+        if m.alive and isinstance(err, dict) and ago is not None and ago <= RECENT_ERROR_MS:
+            found.append(f"{m.id} saw a Redis error {ago // 1000}s ago: "
+                         f"{err.get('code')} {err.get('message', '')}".rstrip())
+    files = {p.info.get("digest") for p in planners if p.alive and p.info.get("digest")}
+    if len(files) > 1 and newest:
+        behind = sorted(p.id for p in planners if p.alive and p.info.get("digest")
+                        and p.info.get("digest") != newest.get("digest"))
+        found.append(f"planners hold {len(files)} different job files: {', '.join(behind)} "
+                     f"yield to generation {newest.get('gen')} (from {newest.get('planner')})")
+    for worker, gap in sorted(gaps.items()):
+        found.append(f"worker {worker}'s job file differs from the published one: "
+                     f"{'; '.join(gap)}")
+    if unrunnable and any(w.alive for w in workers):
+        found.append(f"no live worker can run {', '.join(unrunnable)}: their fires wait, and are "
+                     f"recorded as missed after {UNHELD_MS // 60_000} minutes")
+    return found

@@ -1,0 +1,187 @@
+"""What `cronsvc validate` checks beyond a valid file: warnings, and call targets that
+really import.
+
+A valid file may still hold a schedule that never fires (``* * 31 2 *``) or a
+``call`` into ``os``/``subprocess``/``builtins``, which runs any program
+without ``shell: true``: both are warnings, located like errors. With
+``--imports`` every ``call`` target is imported and checked callable in a child
+process of this Python: importing runs the module's code, and a module that
+exits, crashes or hangs must not take the validator with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cronsvc.client.views import NEXT_FIRE_YEARS, next_fires
+from cronsvc.clock import monotonic
+from cronsvc.config.models import Config, parse_located, read_job_file
+from cronsvc.config.report import dotted
+from cronsvc.config.yamlsource import KeyPath, Located
+from cronsvc.errors import ConfigError
+from cronsvc.schedule.expand import Spec
+
+#: Modules whose functions run programs or code as a `call` target, with no `shell: true`.
+RISKY_MODULES = frozenset({"os", "posix", "subprocess", "builtins"})
+#: Seconds one call target may take to import before it counts as hung.
+IMPORT_TIMEOUT_S = 10.0
+
+# Runs in the child: stdlib only, so it works whatever the child can import. What the
+# imported modules print goes to stderr (dropped); the report has fd 1 to itself.
+_CHILD = r"""
+import importlib, json, os, sys
+report = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+for i, path in enumerate(json.loads(sys.argv[1])):
+    report.write(f"begin {i}\n")
+    report.flush()
+    module, _, attr = path.partition(":")
+    try:
+        obj = importlib.import_module(module)
+        obj = getattr(obj, attr)
+        problem = None if callable(obj) else f"{type(obj).__name__} is not callable"
+    except BaseException as exc:  # SystemExit of a module is a finding too
+        problem = f"{type(exc).__name__}: {exc}"
+    report.write(json.dumps([i, problem]) + "\n")
+    report.flush()
+"""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A valid job file and where each of its keys is."""
+
+    config: Config
+    located: Located
+
+    def place(self, path: KeyPath) -> str:
+        line = self.located.line(path)
+        return f"{self.config.source}:{line}" if line else self.config.source
+
+
+def check_file(path: str) -> Checked:
+    """Read and check the job file at ``path`` (ConfigError lists every problem)."""
+    return Checked(*parse_located(read_job_file(path), path))
+
+
+def warnings(checked: Checked, now_ms: int) -> list[str]:
+    """``file:line: warning: jobs.NAME.FIELD: ...`` for what is valid but likely wrong."""
+    found: list[tuple[KeyPath, str]] = []
+    for name, job in checked.config.jobs.items():
+        spec = Spec(cron=job.cron, timezone=job.timezone, name=name, jitter=job.jitter)
+        if not next_fires(spec, now_ms, 1):
+            found.append((("jobs", name, "cron"), f"{job.cron!r} never fires (no fire in the "
+                          f"next {NEXT_FIRE_YEARS} years)"))
+        if job.call and job.call.partition(":")[0].split(".")[0] in RISKY_MODULES:
+            found.append((("jobs", name, "call"), f"{job.call!r} can run any program or code "
+                          "(no shell: true needed): call a function of your own instead"))
+    lines = [(checked.located.line(path) or 0, path, message) for path, message in found]
+    return [f"{checked.place(path)}: warning: {dotted(path)}: {message}"
+            for _, path, message in sorted(lines, key=lambda item: item[0])]
+
+
+def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S) -> list[str]:
+    """A located error for each ``call`` target that does not import as a callable."""
+    targets: dict[str, list[str]] = {}
+    for name, job in checked.config.jobs.items():
+        if job.call:
+            targets.setdefault(job.call, []).append(name)
+    failed = check_imports(list(targets), timeout)
+    out = []
+    for target, why in failed.items():
+        for name in targets[target]:
+            path = ("jobs", name, "call")
+            out.append((checked.located.line(path) or 0,
+                        f"{checked.place(path)}: {dotted(path)}: cannot import {target}: {why}"))
+    return [text for _, text in sorted(out)]
+
+
+def check_imports(targets: Sequence[str], timeout: float = IMPORT_TIMEOUT_S) -> dict[str, str]:
+    """``module:function`` -> why it cannot be called; targets that can are left out.
+
+    Each child process imports the targets in turn; one that ends the child (exit,
+    crash) or takes longer than ``timeout`` seconds is reported, and a new child
+    goes on with the rest.
+    """
+    failed: dict[str, str] = {}
+    todo = list(dict.fromkeys(targets))
+    while todo:
+        answers, stopped_at, why = _child(todo, timeout)
+        for i, problem in answers.items():
+            if problem is not None:
+                failed[todo[i]] = problem
+        if stopped_at is None:
+            break
+        failed[todo[stopped_at]] = why
+        todo = todo[stopped_at + 1:]
+    return failed
+
+
+def _child(targets: list[str], timeout: float) -> tuple[dict[int, str | None], int | None, str]:
+    """Answers of one child, and the target it stopped at (with why), if it did."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, json.dumps(targets)], stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    assert proc.stdout is not None
+    answers: dict[int, str | None] = {}
+    current: int | None = None
+    buffer = b""
+    deadline = monotonic() + timeout
+    hung = False
+    fd = proc.stdout.fileno()
+    try:
+        while True:
+            left = deadline - monotonic()
+            if left <= 0:
+                hung = True
+                break
+            if not select.select([fd], [], [], left)[0]:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.startswith(b"begin "):
+                    current = int(line.split()[1])
+                    deadline = monotonic() + timeout  # each target gets its own time
+                else:
+                    i, problem = json.loads(line)
+                    answers[i] = problem
+                    current = None
+    finally:
+        if proc.poll() is None:
+            # Its own session: whatever the import started goes too.
+            os.killpg(proc.pid, signal.SIGKILL)
+        code = proc.wait()
+        proc.stdout.close()
+    if current is None and len(answers) < len(targets):
+        current = len(answers)  # the child died before it began the next one
+    if current is None:
+        return answers, None, ""
+    if hung:
+        return answers, current, f"importing took longer than {timeout:g}s"
+    if code < 0:
+        return answers, current, f"importing killed the process ({signal.strsignal(-code)})"
+    return answers, current, f"importing ended the process (exit code {code})"
+
+
+def check(path: str, now_ms: int, *, imports: bool = False,
+          timeout: float = IMPORT_TIMEOUT_S) -> tuple[Config, list[str]]:
+    """The config at ``path`` and its warnings; ConfigError for every problem, those
+    of ``--imports`` included."""
+    checked = check_file(path)
+    found = warnings(checked, now_ms)
+    if imports:
+        problems = import_problems(checked, timeout)
+        if problems:
+            raise ConfigError([*found, *problems])
+    return checked.config, found

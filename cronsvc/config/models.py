@@ -1,0 +1,417 @@
+"""The job file (``schedules.yaml``) as frozen models, with every check in one place.
+
+:func:`parse_config` reports all problems of a file at once, each located:
+``schedules.yaml:12: jobs.backup.cron: '61 * * * *': minute 61 out of range 0-59``.
+The models also validate on their own, so code and tests may build a :class:`Job`
+directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from functools import cached_property, partial
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from cronsvc.config.report import Report, close_match
+from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
+from cronsvc.durations import parse_duration
+from cronsvc.errors import ConfigError, ScheduleError
+from cronsvc.policy import Policy
+from cronsvc.schedule.expand import validate_cron
+
+#: A job file is a few KB, 10,000 jobs about 1 MB: a bigger one is a mistake or an attack.
+MAX_FILE_BYTES = 4 * 2**20
+
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_CALL = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+_NAME_RULE = "use letters, digits, '_', '.' and '-', starting with a letter or digit"
+
+
+def _optional_duration(value: object) -> float | None:
+    return None if value is None else parse_duration(value)
+
+
+def _as_text(value: object) -> object:
+    # YAML reads `8080` and `true` as int and bool; argv and env want the text.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, int | float) else value
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
+OptionalSeconds = Annotated[float | None, BeforeValidator(_optional_duration)]
+Jitter = Annotated[float, BeforeValidator(lambda v: parse_duration(v, allow_zero=True))]
+Text = Annotated[str, BeforeValidator(_as_text)]
+
+
+def kind_problem(has_command: bool, has_call: bool) -> str | None:
+    """Why a job with (or without) these keys is not runnable, or None if it is."""
+    if has_command and has_call:
+        return "set either command or call, not both"
+    if not has_command and not has_call:
+        return "set command (a program to run) or call ('package.module:function')"
+    return None
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Job(_Frozen):
+    """One job of the file: its schedule, what it runs and its run policy."""
+
+    name: str
+    cron: str
+    timezone: str = "UTC"
+    shell: bool = False  # before command: splitting a command string depends on it
+    command: tuple[str, ...] | None = None
+    call: str | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}
+    env: dict[str, Text] = {}
+    cwd: str | None = None
+    timeout: OptionalSeconds = None
+    retries: int = Field(default=0, ge=0)
+    backoff: Seconds = 10.0
+    backoff_max: Seconds = 3600.0
+    overlap: Literal["allow", "forbid", "replace"] = "allow"
+    catch_up: Literal["all", "latest", "none"] = "latest"
+    starting_deadline: OptionalSeconds = None
+    jitter: Jitter = 0.0
+    paused: bool = False
+    description: str = ""
+    tags: tuple[str, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not JOB_NAME.fullmatch(value):
+            raise ValueError(f"invalid job name {value!r}: {_NAME_RULE}")
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        try:
+            validate_cron(value)
+        except ScheduleError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        check_timezone(value)
+        return value
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return None
+        if info.data.get("shell", False):
+            if not isinstance(value, str):
+                raise ValueError("with shell: true, give the command as one string")
+            words: list[object] = [value] if value.strip() else []
+        elif isinstance(value, str):
+            try:
+                words = list(shlex.split(value))
+            except ValueError as exc:
+                raise ValueError(f"cannot split like a shell would: {exc}") from None
+        elif isinstance(value, list | tuple):
+            words = [_as_text(word) for word in value]
+        else:
+            raise ValueError("expected a list of words or a string")
+        if not words:
+            raise ValueError("empty command")
+        return tuple(words)
+
+    @field_validator("call")
+    @classmethod
+    def _call(cls, value: str | None) -> str | None:
+        if value is not None and not _CALL.fullmatch(value):
+            raise ValueError("malformed call: expected 'package.module:function'")
+        return value
+
+    @model_validator(mode="after")
+    def _runnable(self) -> Job:
+        problem = kind_problem(self.command is not None, self.call is not None)
+        if problem:
+            raise ValueError(problem)
+        if self.command is not None and (self.args or self.kwargs):
+            raise ValueError("args and kwargs only apply to call jobs")
+        return self
+
+    @property
+    def kind(self) -> Literal["command", "call"]:
+        """``command`` (a process) or ``call`` (a Python function in the worker)."""
+        return "command" if self.command is not None else "call"
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The fields that decide when the job fires (published as the job's spec)."""
+        return {"cron": self.cron, "timezone": self.timezone, "jitter": self.jitter}
+
+    @cached_property
+    def digest(self) -> str:
+        """12 hex chars identifying the schedule; changes only when the fire times may."""
+        return _digest(self.spec)
+
+    @cached_property
+    def definition(self) -> str:
+        """12 hex chars identifying what runs and how (command or call, env, timeout,
+        retries...): a worker runs a fire only if its own file has this definition."""
+        return _digest(self.model_dump(include=set(DEFINITION_FIELDS), mode="json"))
+
+    @property
+    def max_attempts(self) -> int:
+        """Runs allowed for one fire: the first plus ``retries``."""
+        return self.retries + 1
+
+    def retry_delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        return min(self.backoff * 2 ** max(attempt - 1, 0), self.backoff_max)
+
+
+#: The fields of a job that say what runs and how a run ends (see Job.definition).
+DEFINITION_FIELDS = frozenset({"name", "shell", "command", "call", "args", "kwargs", "env", "cwd",
+                               "timeout", "retries", "backoff", "backoff_max"})
+
+
+def _digest(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+class RedisSettings(_Frozen):
+    """Where Redis is; ``url`` None means an embedded server for ``up``."""
+
+    url: str | None = None
+    shards: int = Field(default=1, ge=1)
+    prefix: str = ""
+    cluster: bool = False
+
+    @model_validator(mode="after")
+    def _cluster_needs_shards(self) -> RedisSettings:
+        # Unsharded key names carry no hash tag: on a cluster one script would span slots.
+        if self.cluster and self.shards < 2:
+            raise ValueError("cluster: true needs shards: 2 or more "
+                             "(each shard's keys share one hash slot)")
+        return self
+
+
+class PlannerSettings(_Frozen):
+    """How far ahead fires are planned, and how often."""
+
+    horizon: Seconds = 7200.0
+    tick: Seconds = 60.0
+
+
+class WorkerSettings(_Frozen):
+    """Parallel runs per worker, lease length, shutdown grace, history kept per job."""
+
+    concurrency: int = Field(default=4, ge=1)
+    lease: Seconds = 30.0
+    grace: Seconds = 30.0
+    history: int = Field(default=100, ge=1)
+
+
+class Config(_Frozen):
+    """A whole, valid job file."""
+
+    source: str
+    redis: RedisSettings = RedisSettings()
+    planner: PlannerSettings = PlannerSettings()
+    worker: WorkerSettings = WorkerSettings()
+    jobs: dict[str, Job] = {}
+
+    @cached_property
+    def digest(self) -> str:
+        """12 hex chars identifying the jobs of the file: their schedules, policies and
+        definitions (not comments, order or the settings of the processes)."""
+        return _digest(sorted((name, Policy.of(job).format()) for name, job in self.jobs.items()))
+
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    "redis": RedisSettings,
+    "planner": PlannerSettings,
+    "worker": WorkerSettings,
+}
+TOP_KEYS = ("redis", "defaults", "planner", "worker", "jobs")
+JOB_KEYS = tuple(name for name in Job.model_fields if name != "name")
+# What a job is cannot have a default; how it runs can.
+PER_JOB_ONLY = frozenset({"cron", "command", "call", "args", "kwargs", "description"})
+
+
+def check_timezone(key: str) -> ZoneInfo:
+    """The zone named ``key``; ValueError ``unknown time zone 'X'`` if there is none."""
+    try:
+        return ZoneInfo(key)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        from zoneinfo import available_timezones
+
+        hint = close_match(key, sorted(available_timezones()))
+        raise ValueError(f"unknown time zone {key!r}{hint}") from None
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and check the job file at ``path``; ConfigError lists every problem."""
+    return parse_config(read_job_file(path), str(path))
+
+
+def read_job_file(path: str | Path) -> str:
+    """The text of the job file at ``path``; ConfigError if it is missing, unreadable
+    or larger than :data:`MAX_FILE_BYTES`."""
+    source = str(path)
+    try:
+        with open(path, "rb") as f:
+            # Read one byte past the bound: a file growing meanwhile cannot slip through.
+            raw = f.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise ConfigError([f"{source}: larger than {MAX_FILE_BYTES // 2**20} MiB: "
+                               "not read (is it the job file?)"])
+        return raw.decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{source}: no such file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError([f"{source}: cannot read: {reason}"]) from None
+
+
+def redis_section(path: str | Path) -> RedisSettings | None:
+    """The ``redis:`` settings of a job file broken elsewhere, if that section still reads
+    and checks on its own (the defaults if the file has none); None if it does not.
+
+    Operator commands need only these: a typo in one job must not keep an operator
+    from pausing another one.
+    """
+    try:
+        data = load(read_job_file(path)).data
+    except (ConfigError, YamlSyntaxError):
+        return None
+    raw = data.get("redis") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(raw, dict | None):
+        return None
+    try:
+        return RedisSettings.model_validate(raw or {})
+    except ValidationError:
+        return None
+
+
+def parse_config(text: str, source: str) -> Config:
+    """Check YAML ``text`` (``source`` names it in messages) and build the config."""
+    return parse_located(text, source)[0]
+
+
+def parse_located(text: str, source: str) -> tuple[Config, Located]:
+    """:func:`parse_config`, with the line of every key of the file (for warnings)."""
+    try:
+        located = load(text)
+    except YamlSyntaxError as exc:
+        place = f"{source}:{exc.line}" if exc.line else source
+        what = "" if isinstance(exc, YamlLimitError) else "YAML syntax error: "
+        raise ConfigError([f"{place}: {what}{exc}"]) from None
+    report = Report(source, located)
+    data = located.data
+    if data is None:
+        report.add((), "empty file: expected a mapping with 'jobs' (and optionally "
+                   "redis, defaults, planner, worker)")
+        report.raise_if_any()
+    if not isinstance(data, dict):
+        report.add((), "expected a mapping with keys redis, defaults, planner, worker, jobs",
+                   line=1)
+        report.raise_if_any()
+    for path, line, first in located.duplicates:
+        what = "duplicate job name" if len(path) == 2 and path[0] == "jobs" else "duplicate key"
+        report.add(path, f"{what} (first at line {first})", line=line)
+    report.unknown_keys((), data, TOP_KEYS)
+    sections = {name: _section(report, data, name, model) for name, model in SECTIONS.items()}
+    defaults = _defaults(report, data.get("defaults"))
+    jobs = _jobs(report, data, defaults)
+    report.raise_if_any()
+    return Config(source=source, jobs=jobs, **sections), located
+
+
+def _mapping(report: Report, path: tuple[str, ...], value: object) -> dict[Any, Any] | None:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        report.add(path, f"expected a mapping, got {type(value).__name__}")
+        return None
+    return value
+
+
+def _section(report: Report, data: dict[Any, Any], name: str, model: type[BaseModel]) -> Any:
+    raw = _mapping(report, (name,), data.get(name))
+    if raw is not None:
+        try:
+            return model.model_validate(raw)
+        except ValidationError as exc:
+            report.validation(exc, lambda loc: (name, *loc), model.model_fields)
+    return None
+
+
+def _defaults(report: Report, value: object) -> dict[str, Any]:
+    raw = dict(_mapping(report, ("defaults",), value) or {})
+    for key in [k for k in raw if k in PER_JOB_ONLY]:
+        report.add(("defaults", key), "cannot have a default: set it in each job")
+        del raw[key]
+    report.unknown_keys(("defaults",), raw, JOB_KEYS)
+    good = {k: v for k, v in raw.items() if k in JOB_KEYS}
+    # A stand-in job checks the defaults once, so each problem is reported once.
+    try:
+        Job.model_validate({"name": "defaults", "cron": "* * * * *", "call": "m:f", **good})
+    except ValidationError as exc:
+        report.validation(exc, lambda loc: ("defaults", *loc), Job.model_fields)
+        bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+        good = {k: v for k, v in good.items() if k not in bad}
+    return good
+
+
+def _job_path(where: tuple[str, str], skip: set[str], loc: tuple[Any, ...]) -> KeyPath | None:
+    return None if loc and loc[0] in skip else (*where, *loc)
+
+
+def _jobs(report: Report, data: dict[Any, Any], defaults: dict[str, Any]) -> dict[str, Job]:
+    if "jobs" not in data:
+        report.add((), "jobs: missing (the file defines no jobs)")
+        return {}
+    raw_jobs = _mapping(report, ("jobs",), data["jobs"]) or {}
+    jobs: dict[str, Job] = {}
+    for name, raw in raw_jobs.items():
+        where = ("jobs", name)
+        if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+            report.add(where, f"invalid job name: {_NAME_RULE}")
+            name = "invalid"  # still check the rest of the job
+        if not isinstance(raw, dict):
+            report.add(where, "expected a mapping with cron and command or call")
+            continue
+        problem = kind_problem(raw.get("command") is not None, raw.get("call") is not None)
+        if problem:
+            report.add(where, problem)
+        try:
+            job = Job.model_validate({**defaults, **raw, "name": name})
+        except ValidationError as exc:
+            # The name was checked above; a problem of an inherited default was
+            # reported under defaults already.
+            skip = {"name", *defaults} - set(raw)
+            report.validation(exc, partial(_job_path, where, skip), Job.model_fields)
+            continue
+        jobs[name] = job
+    return jobs

@@ -1,0 +1,1 @@
+"""Prometheus metrics: each process's counters and the fleet's gauges."""

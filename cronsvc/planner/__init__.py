@@ -1,0 +1,1 @@
+"""The planner role: publishing the job file and keeping fires queued ahead."""

@@ -1,0 +1,460 @@
+"""The planner: publishes the job file and keeps every job's fires queued ahead.
+
+Planning is idempotent (the plan script adds only fires later than a job's
+watermark and raises it in the same step), so any number of planners may run
+at once: there is no leader, and two ticking together add each fire once.
+Planners holding different job files (a rolling deploy) do not undo each
+other: the newest published generation wins (:mod:`cronsvc.planner.generations`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from cronsvc.clock import SYSTEM, Clock, iso_utc, monotonic
+from cronsvc.config.models import Config, Job, load_config
+from cronsvc.config.watch import FileWatch, file_stat, reread
+from cronsvc.errors import Superseded
+from cronsvc.keys import Keys, all_shards, keys_for
+from cronsvc.metrics.counters import NO_METRICS, Metrics
+from cronsvc.planner.generations import Newest, Verdict, compare, decide
+from cronsvc.planner.publish import PlanBatch, Published, diff, policy_line
+from cronsvc.planner.ticker import Ticker
+from cronsvc.presence import alive, planner_stale_ms
+from cronsvc.schedule.expand import occurrences_ms
+from cronsvc.store.faults import REDIS_ERRORS, ErrorLog
+from cronsvc.store.scripts import Scripts
+
+log = logging.getLogger("cronsvc.planner")
+
+MAX_FIRES_PER_CALL = 5000  # keeps one script call short: Redis serves nobody meanwhile
+MIN_LOOKBACK_MS = 24 * 3600 * 1000  # a planner down for a month must not plan a month
+WAKE_WITHIN_MS = 5000  # new fires due this soon may be earlier than a worker's next wake-up
+
+
+def default_planner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class TickStats:
+    """What one tick did."""
+
+    jobs: int = 0
+    added: int = 0
+    stale: int = 0
+    upto_ms: int = 0
+    wakeups: int = 0
+    failed_shards: int = 0
+    verdict: str = ""  # current, publish or yield (cronsvc.planner.generations.Verdict)
+
+
+class Planner:
+    """Publishes a job file to Redis and plans its fires up to ``horizon`` ahead."""
+
+    def __init__(
+        self,
+        config_path: str | os.PathLike[str],
+        redis_client: redis.Redis,
+        *,
+        planner_id: str | None = None,
+        clock: Clock = SYSTEM,
+        horizon: float | None = None,
+        tick: float | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.config_path = Path(config_path)
+        self._stat = file_stat(self.config_path)
+        self.config: Config = load_config(self.config_path)
+        self.client = redis_client
+        self.scripts = Scripts(redis_client)
+        self.planner_id = planner_id or default_planner_id()
+        self.clock = clock
+        self._horizon = horizon
+        self._tick = tick
+        self._needs_sync = True
+        self._ticker = Ticker(self._scheduled_tick, lambda: self.tick_interval)
+        self._watch = FileWatch(self.config_path, self.request_reload)
+        self._started_ms = clock.now_ms()
+        self.errors = ErrorLog(clock)
+        # The file changed under this planner since it last decided what to publish.
+        self._changed = False
+        self.generation: int | None = None  # the generation this planner's file is, if newest
+        self.verdict: Verdict | None = None
+        self.newest = Newest()
+        self.metrics = metrics or NO_METRICS
+        self.metrics.watch_fleet(redis_client, lambda: self.config)
+
+    # -- settings that follow the file unless given explicitly ---------------
+    @property
+    def horizon(self) -> float:
+        """Seconds ahead of now that fires are planned."""
+        return self._horizon if self._horizon is not None else self.config.planner.horizon
+
+    @property
+    def tick_interval(self) -> float:
+        """Seconds between two ticks."""
+        return self._tick if self._tick is not None else self.config.planner.tick
+
+    def _now(self) -> int:
+        """Redis server time: a planner whose clock is off plans the same fires."""
+        if self.clock is not SYSTEM:
+            return self.clock.now_ms()
+        try:
+            sec, usec = self.client.time()
+        except redis.RedisError:  # on a cluster TIME may pick a node that is down
+            return self.clock.now_ms()
+        return int(sec) * 1000 + int(usec) // 1000
+
+    def _script_now(self) -> int | None:
+        # Scripts use the Redis clock; only an injected clock (tests) overrides it.
+        return None if self.clock is SYSTEM else self.clock.now_ms()
+
+    def _shards(self) -> list[Keys]:
+        return all_shards(self.config.redis.shards, self.config.redis.prefix)
+
+    def _by_shard(self) -> dict[Keys, list[Job]]:
+        groups: dict[Keys, list[Job]] = {k: [] for k in self._shards()}
+        for job in self.config.jobs.values():
+            keys = keys_for(job.name, self.config.redis.shards, self.config.redis.prefix)
+            groups.setdefault(keys, []).append(job)
+        return groups
+
+    def _noted(self, exc: BaseException) -> None:
+        """Remember a Redis error for status and metrics."""
+        self.metrics.redis_error(self.errors.note(exc))
+
+    # -- reload ----------------------------------------------------------------
+    def reload(self, *, force: bool = False) -> bool:
+        """Load the file again if it changed (or ``force``); True if a new config is in force.
+
+        A broken file is logged, one located problem per line, and the last
+        good config stays.
+        """
+        stat = file_stat(self.config_path)
+        if stat == self._stat and not force:
+            return False
+        self._stat = stat
+        config = reread(self.config_path, self.config, log)
+        if config is None:
+            return False
+        self.config = config
+        self._needs_sync = True
+        self._changed = True
+        log.info("reloaded %s: %d jobs", self.config_path, len(config.jobs))
+        return True
+
+    # -- publishing ----------------------------------------------------------
+    def decide(self) -> Verdict:
+        """Publish this planner's file, keep it in sync, or yield to a newer one."""
+        keys = self._shards()[0]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(keys.generation)
+        pipe.hget(keys.generations, self.config.digest)
+        pipe.zrange(keys.planners, 0, -1, withscores=True)
+        pipe.hgetall(keys.planner_info)
+        raw, published_as, seen, infos = pipe.execute()
+        newest = _newest(_strs(raw))
+        now = self._now()
+        verdict = decide(self.config.digest, newest,
+                         published_as=None if published_as is None else int(published_as),
+                         changed=self._changed,
+                         newest_held=self._newest_held(newest, seen, _strs(infos), now))
+        self.newest = newest
+        if verdict is Verdict.PUBLISH:
+            gen, status = self.scripts.generation(
+                keys, self.config.digest, self.planner_id, newest.gen, len(self.config.jobs),
+                now_ms=self._script_now())
+            if status < 0:  # another file came first: look again at the next tick
+                log.warning("another job file was published meanwhile (generation %d); "
+                            "deciding again at the next tick", gen)
+                self.generation, self.verdict = None, Verdict.YIELD
+                return Verdict.YIELD
+            log.info("publishing %s as generation %d (%d jobs)", self.config_path, gen,
+                     len(self.config.jobs))
+            self.newest = Newest(gen, self.config.digest, self.planner_id, now,
+                                 len(self.config.jobs))
+            self._needs_sync = True
+        elif verdict is Verdict.CURRENT:
+            gen = newest.gen
+        else:
+            gen = None
+        self._changed = False
+        self.generation, self.verdict = gen, verdict
+        return verdict
+
+    def _newest_held(self, newest: Newest, seen: list[tuple[Any, float]],
+                     infos: dict[str, str], now: int) -> bool:
+        """Whether a live planner other than this one holds the newest file (or has just
+        published it: its first heartbeat follows its publish)."""
+        if newest.at_ms is not None and alive(newest.at_ms, now,
+                                              planner_stale_ms(self.tick_interval)):
+            return True
+        for member, last in seen:
+            pid = _s(member)
+            info = _json(infos.get(pid))
+            if pid == self.planner_id or info.get("digest") != newest.digest:
+                continue
+            if alive(int(last), now, planner_stale_ms(float(info.get("tick") or 60))):
+                return True
+        return False
+
+    def publish(self, *, force: bool = False) -> int | None:
+        """Decide and publish now, as a tick does; ``force`` publishes the file even when
+        another one is newer (``cronsvc publish``: a rollback on purpose). The generation
+        this planner's file is now, or None when it yielded."""
+        if force:
+            self._changed = True
+        if self.decide() is Verdict.YIELD:
+            return None
+        self.sync()
+        return self.generation
+
+    def sync(self) -> None:
+        """Publish new, changed and removed jobs of this planner's generation; unqueue the
+        fires of old definitions (each recorded in its job's history).
+
+        A job another planner of the same generation changed since we read it is a
+        conflict: logged, and tried again at the next tick. A newer generation on a
+        shard stops the publish there: the next tick decides again.
+        """
+        if self.generation is None:
+            return
+        now = self._now()
+        retry = False
+        for keys, jobs in self._by_shard().items():
+            try:
+                retry |= self._sync_shard(keys, jobs, now, self.generation)
+            except Superseded as exc:
+                retry = True
+                log.warning("shard %s holds a newer job file (%s); deciding again at the "
+                            "next tick", keys.shard, exc)
+                self.generation = None
+                break
+            except REDIS_ERRORS as exc:
+                # One shard down (a cluster master failing over) must not stop the others.
+                retry = True
+                self._noted(exc)
+                log.warning("cannot publish to shard %s, trying again at the next tick: %s",
+                            keys.shard, exc)
+        self._needs_sync = retry
+
+    def _sync_shard(self, keys: Keys, jobs: list[Job], now: int, generation: int) -> bool:
+        """Publish one shard's jobs; True if a conflict needs another try."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(keys.jobs)
+        pipe.hgetall(keys.specs)
+        pipe.hgetall(keys.watermarks)
+        pipe.zrange(keys.queue, 0, 0, withscores=True)
+        pipe.get(keys.published)
+        lines, specs, marks, lowest, published = pipe.execute()
+        have = Published(_strs(lines), _strs(specs), _strs(marks),
+                         int(lowest[0][1]) if lowest else None)
+        changes = diff({j.name: j for j in jobs}, have, now, int(self.horizon * 1000))
+        if not changes and published is not None and int(published) == generation:
+            return False
+        changed = 0
+        retry = False
+        for part in changes.chunks(MAX_FIRES_PER_CALL):
+            result = self.scripts.publish(keys, part.sets, part.removals, part.unqueue,
+                                          generation=generation,
+                                          history_cap=self.config.worker.history,
+                                          now_ms=self._script_now())
+            changed += result.changed
+            for job in result.conflicts:
+                retry = True
+                log.warning("job %s was changed by another planner meanwhile; "
+                            "publishing again at the next tick", job)
+        if changes:
+            log.info("published %d job(s), removed %d, unqueued %d old fire(s)",
+                     len(changes.sets), len(changes.removals), changes.fires)
+        if changed:
+            self.client.publish(keys.wakeup, "publish")
+        return retry
+
+    def _disagreement(self) -> str:
+        """How this planner's file differs from the published one, for its log line."""
+        published: dict[str, str] = {}
+        for keys in self._shards():
+            published.update(_strs(self.client.hgetall(keys.jobs)))
+        mine = {name: policy_line(job) for name, job in self.config.jobs.items()}
+        return compare(mine, published).summary()
+
+    # -- planning --------------------------------------------------------------
+    def tick(self) -> TickStats:
+        """Reload if the file changed, publish if needed, plan up to now + horizon."""
+        started = monotonic()
+        self.reload()
+        try:
+            verdict = self.decide()
+        except REDIS_ERRORS as exc:  # the first shard may be down while others plan on
+            self._noted(exc)
+            log.warning("cannot read the published generation; keeping the last decision: %s",
+                        exc)
+            verdict = Verdict.CURRENT if self.generation is not None else Verdict.YIELD
+        if verdict is Verdict.YIELD:
+            self._say_yielding()
+        elif self._needs_sync:
+            self.sync()
+        stats = self._plan()
+        stats.verdict = verdict.value
+        try:
+            self._heartbeat(stats)
+        except REDIS_ERRORS as exc:  # its shard may be down while others plan on
+            self._noted(exc)
+            log.warning("cannot record this planner's heartbeat: %s", exc)
+        self.metrics.ticked(stats.added)
+        failed = f", {stats.failed_shards} shard(s) unreachable" if stats.failed_shards else ""
+        log.info("tick: %d jobs, %d fires added, %d stale, planned to %s (%.0f ms)%s",
+                 stats.jobs, stats.added, stats.stale, iso_utc(stats.upto_ms),
+                 (monotonic() - started) * 1000, failed)
+        return stats
+
+    def _say_yielding(self) -> None:
+        """The warning a planner gives every tick while another job file is the newest."""
+        n = self.newest
+        try:
+            differs = self._disagreement()
+        except REDIS_ERRORS as exc:
+            self._noted(exc)
+            differs = "cannot compare"
+        log.warning("%s is not the published job file (generation %d, from %s at %s): "
+                    "publishing nothing, planning only the jobs both define alike (%s)",
+                    self.config_path, n.gen, n.planner,
+                    iso_utc(n.at_ms) if n.at_ms is not None else "?", differs)
+
+    def _plan(self) -> TickStats:
+        now = self._now()
+        upto = now + int(self.horizon * 1000)
+        stats = TickStats(jobs=len(self.config.jobs), upto_ms=upto)
+        for keys, jobs in self._by_shard().items():
+            if not jobs:
+                continue
+            try:
+                self._plan_shard(keys, jobs, now, upto, stats)
+            except REDIS_ERRORS as exc:
+                self._noted(exc)
+                stats.failed_shards += 1
+                log.warning("cannot plan shard %s, trying again at the next tick: %s",
+                            keys.shard, exc)
+        return stats
+
+    def _plan_shard(self, keys: Keys, jobs: list[Job], now: int, upto: int,
+                    stats: TickStats) -> None:
+        marks = self.client.hmget(keys.watermarks, [j.name for j in jobs])
+        batch = PlanBatch(self.scripts, keys, MAX_FIRES_PER_CALL, self._script_now())
+        for job, mark in zip(jobs, marks, strict=True):
+            if mark is None:  # not published (or wiped): publish first
+                self._needs_sync = self.generation is not None
+                continue
+            wm = int(mark)
+            if wm >= upto:
+                continue
+            floor = now - max(MIN_LOOKBACK_MS, int((job.starting_deadline or 0) * 1000))
+            if wm < floor:
+                log.warning("job %s: planned only up to %s; fires before %s are not planned",
+                            job.name, iso_utc(wm), iso_utc(floor))
+            batch.add(job, occurrences_ms(job, max(wm, floor), upto), upto)
+        batch.flush()
+        stats.added += batch.added
+        if batch.stale:
+            # Another generation's schedule for these jobs: planned by its own planners.
+            stats.stale += len(batch.stale)
+            self._needs_sync = self.generation is not None
+        if batch.earliest is not None and batch.earliest < now + WAKE_WITHIN_MS:
+            self.client.publish(keys.wakeup, "plan")
+            stats.wakeups += 1
+
+    def _heartbeat(self, stats: TickStats) -> None:
+        keys = self._shards()[0]
+        now = self._now()
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "config": str(self.config_path),
+                "started": self._started_ms, "last_tick": now, "jobs": stats.jobs,
+                "added": stats.added, "stale": stats.stale, "planned_to": stats.upto_ms,
+                "horizon": self.horizon, "tick": self.tick_interval,
+                "digest": self.config.digest, "generation": self.generation,
+                "verdict": stats.verdict, "last_error": self.errors.as_info()}
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(keys.planners, {self.planner_id: now})
+        pipe.hset(keys.planner_info, self.planner_id, json.dumps(info, separators=(",", ":")))
+        pipe.execute()
+
+    def unregister(self) -> None:
+        """Remove this planner from the live list (clean shutdown)."""
+        keys = self._shards()[0]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrem(keys.planners, self.planner_id)
+        pipe.hdel(keys.planner_info, self.planner_id)
+        pipe.execute()
+
+    # -- running -------------------------------------------------------------
+    def run_forever(self) -> None:
+        """Tick at once, then every ``tick_interval``, until :meth:`stop`, SIGTERM or SIGINT.
+
+        SIGHUP reloads the file. Ticks never overlap; late ones are coalesced.
+        """
+        log.info("planner %s started: %d jobs from %s, horizon %.0fs, tick %.0fs",
+                 self.planner_id, len(self.config.jobs), self.config_path, self.horizon,
+                 self.tick_interval)
+        self._watch.start()
+        try:
+            self._ticker.run()
+        finally:
+            self._watch.stop()
+            try:
+                self.unregister()
+            except REDIS_ERRORS as exc:
+                log.warning("cannot remove this planner from the live list: %s", exc)
+            log.info("planner %s stopped", self.planner_id)
+
+    def stop(self) -> None:
+        """Make :meth:`run_forever` return after the tick in progress."""
+        self._ticker.stop()
+
+    def request_reload(self) -> None:
+        """Read the file again now (SIGHUP does this), even if its mtime is unchanged."""
+        self._ticker.request()
+
+    def _scheduled_tick(self, reload_requested: bool) -> None:
+        try:
+            if reload_requested:
+                log.info("reload requested")
+                self.reload(force=True)
+            self.tick()
+        except REDIS_ERRORS as exc:
+            self._noted(exc)
+            log.warning("tick failed, trying again at the next one: %s", exc)
+        except Exception:  # the planner outlives any one bad tick
+            log.exception("tick failed")
+
+
+def _newest(raw: dict[str, str]) -> Newest:
+    if not raw.get("gen"):
+        return Newest()
+    return Newest(int(raw["gen"]), raw.get("digest"), raw.get("planner"),
+                  int(raw["at"]) if raw.get("at") else None,
+                  int(raw["jobs"]) if raw.get("jobs") else None)
+
+
+def _json(raw: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _strs(mapping: dict[Any, Any]) -> dict[str, str]:
+    return {_s(k): _s(v) for k, v in mapping.items()}
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,1 @@
+"""Processes on one machine: `cronsvc up`, the embedded redis-server, signals, logging."""

@@ -1,0 +1,142 @@
+"""Running `call` jobs: a Python callable named `package.module:function`.
+
+A job with a timeout runs in a daemon thread of its own, so that the timeout
+or a cancel can be reported on time; one without runs in the thread that asked
+(:func:`call_here`). A thread cannot be killed, so call jobs should be
+cooperative: long-running ones check :func:`cronsvc.stopping` now and then and return
+when it is true. One that ignores it keeps running in the background until it
+returns; its result is then discarded.
+
+The callable is invoked as ``fn(*job.args, **job.kwargs)``. It receives its
+:class:`~cronsvc.run.context.FireContext` through :func:`~cronsvc.run.context.current` and, when its
+signature has a parameter named ``ctx``, also as the keyword ``ctx``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
+
+OUTPUT_CAP = 4096
+
+# Resolving is cheap once the module is imported, but inspect.signature is not:
+# cache the callable together with whether it takes `ctx`.
+_resolved: dict[str, tuple[Callable[..., Any], bool]] = {}
+_resolved_lock = threading.Lock()
+
+
+class ImportProblem(Exception):
+    """The `module:function` path of a call job cannot be resolved."""
+
+
+@dataclass
+class CallResult:
+    """What the call thread reports back; the executor turns it into an Outcome."""
+
+    ok: bool
+    output: str = ""
+    error: str | None = None
+
+
+def resolve(path: str) -> tuple[Callable[..., Any], bool]:
+    """Import `module:function` once; return the callable and whether it takes `ctx`."""
+    with _resolved_lock:
+        hit = _resolved.get(path)
+    if hit is not None:
+        return hit
+    module_name, sep, attr_path = path.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise ImportProblem(f"cannot import {path}: expected 'module:function'")
+    try:
+        # Imported outside the lock: a slow import must not hold up other jobs,
+        # and Python's own import lock keeps concurrent imports of one module safe.
+        obj: Any = importlib.import_module(module_name)
+        for part in attr_path.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ImportProblem(f"cannot import {path}: {exc}") from exc
+    except Exception as exc:  # the module's own code raised while importing
+        raise ImportProblem(f"cannot import {path}: {type(exc).__name__}: {exc}") from exc
+    if not callable(obj):
+        raise ImportProblem(f"cannot import {path}: {type(obj).__name__} is not callable")
+    entry = (obj, _takes_ctx(obj))
+    with _resolved_lock:
+        _resolved.setdefault(path, entry)
+    return entry
+
+
+def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # some builtins have no signature
+        return False
+    param = params.get("ctx")
+    return param is not None and param.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.KEYWORD_ONLY,
+    )
+
+
+def start_call(job: Any, ctx: FireContext, stop: threading.Event) -> tuple[threading.Event, list]:
+    """Start the job's callable in a daemon thread.
+
+    Returns an event set when the call has finished and a one-slot list that
+    then holds its :class:`CallResult`.
+    """
+    done = threading.Event()
+    box: list[CallResult] = []
+
+    def target() -> None:
+        # A new thread starts with an empty context, so these are private to it.
+        CURRENT_FIRE.set(ctx)
+        STOP_EVENT.set(stop)
+        try:
+            box.append(_invoke(job, ctx))
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=target, name=f"cronsvc-call-{ctx.fire_id}", daemon=True)
+    thread.start()
+    return done, box
+
+
+def call_here(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
+    """Run the job's callable in this thread and return its result.
+
+    For jobs without a timeout: nothing would stop them early, and a thread of
+    their own costs more than a no-op call. ``stop`` still reaches stopping().
+    """
+    current_token, stop_token = CURRENT_FIRE.set(ctx), STOP_EVENT.set(stop)
+    try:
+        return _invoke(job, ctx)
+    finally:
+        CURRENT_FIRE.reset(current_token)
+        STOP_EVENT.reset(stop_token)
+
+
+def _invoke(job: Any, ctx: FireContext) -> CallResult:
+    try:
+        fn, takes_ctx = resolve(job.call)
+    except ImportProblem as exc:
+        return CallResult(ok=False, error=str(exc))
+    kwargs = dict(job.kwargs)
+    if takes_ctx:
+        kwargs.setdefault("ctx", ctx)
+    try:
+        result = fn(*job.args, **kwargs)
+    except BaseException as exc:  # SystemExit and friends must not escape a worker thread
+        tb = "".join(traceback.format_exception(exc))
+        return CallResult(ok=False, output=tb[-OUTPUT_CAP:], error=f"{type(exc).__name__}: {exc}")
+    if result is None:
+        return CallResult(ok=True)
+    text = repr(result)
+    if len(text) > OUTPUT_CAP:
+        text = text[: OUTPUT_CAP - 3] + "..."
+    return CallResult(ok=True, output=text)

@@ -1,0 +1,59 @@
+"""What a running job may know about its fire, and the two helpers a `call` job uses.
+
+``cronsvc.current()`` is the :class:`FireContext` of the fire a call job is running;
+``cronsvc.stopping()`` turns true once that run has timed out or was cancelled.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from cronsvc.clock import iso_utc
+
+
+@dataclass(frozen=True)
+class FireContext:
+    """What a running job may know about its fire."""
+
+    job: str
+    fire_id: str
+    scheduled_ms: int
+    attempt: int
+    worker: str = ""
+    payload: Any = None
+
+    def env(self) -> dict[str, str]:
+        """The CRONSVC_* environment variables a command job receives."""
+        env = {
+            "CRONSVC_JOB": self.job,
+            "CRONSVC_FIRE_ID": self.fire_id,
+            "CRONSVC_SCHEDULED_AT": iso_utc(self.scheduled_ms),
+            "CRONSVC_ATTEMPT": str(self.attempt),
+            "CRONSVC_WORKER": self.worker,
+        }
+        if self.payload is not None:
+            env["CRONSVC_PAYLOAD"] = json.dumps(self.payload)
+        return env
+
+
+CURRENT_FIRE: contextvars.ContextVar[FireContext | None] = contextvars.ContextVar(
+    "cronsvc_fire_context", default=None
+)
+STOP_EVENT: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "cronsvc_stop", default=None
+)
+
+
+def current() -> FireContext | None:
+    """The context of the fire being run by this call job, or None outside of one."""
+    return CURRENT_FIRE.get()
+
+
+def stopping() -> bool:
+    """True once the running call job has timed out or was cancelled: it should return."""
+    event = STOP_EVENT.get()
+    return event is not None and event.is_set()

@@ -1,0 +1,264 @@
+"""Kills a worker's commands when their lease may lapse or their worker is gone.
+
+A command must never run beside the next attempt of its fire. The next attempt
+starts once the lease has lapsed on Redis, which happens when the worker dies
+(kill -9, OOM) or stops renewing (SIGSTOP, a frozen process, a partition from
+Redis). Neither case can be handled by the worker's own threads: a dead or
+stopped worker runs no code. So each worker starts one small process of its
+own, the watchdog, and tells it over a pipe (the watchdog's stdin) about every
+command it runs: the command's process group, and a deadline on
+CLOCK_MONOTONIC, which is system-wide and so means the same in both processes.
+The worker moves the deadline after each renewal that succeeded.
+
+- At a deadline, the lease may lapse soon: the watchdog SIGKILLs the group.
+  A lease lasts at least ``lease`` seconds from the moment its renewal (or
+  claim) was sent, so the deadline is that moment + lease - :func:`margin`:
+  the kill lands before another worker can claim the fire. The worker itself
+  cancels the run one margin earlier (SIGTERM), so a healthy but cut-off
+  worker gives its command a chance to stop cleanly.
+- On EOF of the pipe the worker is gone (only the worker holds the write end:
+  it is close-on-exec and never inherited by commands): the watchdog SIGKILLs
+  every group it holds and exits. It also does so when it finds itself
+  orphaned, in case a forked child of the worker kept the pipe open.
+
+Why a process and process groups: each command runs in a session of its own,
+so one killpg reaches its children and grandchildren, wherever they were
+reparented. A cgroup would hold even processes that leave their group, but
+needs a delegated subtree or root and exists only on Linux. A child subreaper
+(PR_SET_CHILD_SUBREAPER) keeps orphans under the worker, but does nothing once
+the worker itself is dead, and pdeathsig reaches only the direct child (it
+still covers the moment between the start of a command and its registration
+here). The watchdog runs in a session of its own too, so a signal to the
+worker's process group does not take it down, and it depends on none of the
+worker's threads.
+
+What escapes: a process that leaves the command's group (setsid, setpgid, a
+daemon that double-forks into a new session); grandchildren started in the
+instant between the command's start and its registration, if the worker dies
+just then; everything, when the watchdog is frozen with the worker (a whole
+VM or host suspended: CLOCK_MONOTONIC does not run while it is). Processes a
+command leaves behind in its group when it exits on its own are not killed.
+
+Protocol, one ASCII line per message: ``+PGID DEADLINE`` holds a group,
+``=PGID DEADLINE`` moves the deadline of a group still held, ``-PGID``
+releases it. Run as ``python -m cronsvc.run.watchdog``; :class:`Watchdog` is the
+worker's end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger("cronsvc.worker")
+
+# How often an idle watchdog checks whether its worker is still its parent.
+ORPHAN_CHECK = 2.0
+
+
+def margin(lease: float) -> float:
+    """How long before a lease may lapse its command is killed: room for the kill to
+    land, and for the clocks of the worker and Redis to disagree a little."""
+    return min(1.0, lease / 5)
+
+
+# -- the watchdog process --------------------------------------------------------
+def serve(fd: int = 0) -> None:
+    """Read messages from ``fd`` until EOF, killing groups whose deadline passed."""
+    parent = os.getppid()
+    held: dict[int, float] = {}
+    pending = b""
+    while True:
+        now = time.monotonic()
+        for pgid, deadline in list(held.items()):
+            if deadline <= now:
+                del held[pgid]
+                _kill(pgid, "its lease could not be renewed in time")
+        if os.getppid() != parent:
+            _kill_all(held, "its worker is gone")
+            return
+        wait = min([ORPHAN_CHECK, *(deadline - now for deadline in held.values())])
+        ready, _, _ = select.select([fd], [], [], max(wait, 0.0))
+        if not ready:
+            continue
+        data = os.read(fd, 65536)
+        if not data:
+            _kill_all(held, "its worker is gone")
+            return
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            _apply(line.decode("ascii", "replace"), held)
+
+
+def _apply(line: str, held: dict[int, float]) -> None:
+    try:
+        op, pgid = line[:1], int(line[1:].split()[0])
+        if op == "-":
+            held.pop(pgid, None)
+        elif op == "+" or (op == "=" and pgid in held):
+            # A group killed at its deadline is not held again by a late renewal.
+            held[pgid] = float(line.split()[1])
+    except (ValueError, IndexError):
+        _say(f"ignoring a malformed message: {line!r}")
+
+
+def _kill_all(held: dict[int, float], why: str) -> None:
+    for pgid in held:
+        _kill(pgid, why)
+    held.clear()
+
+
+def _kill(pgid: int, why: str) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return  # the whole group had ended already
+    except OSError as exc:
+        _say(f"cannot kill process group {pgid}: {exc}")
+        return
+    _say(f"killed process group {pgid}: {why}")
+
+
+def _say(text: str) -> None:
+    try:
+        print(f"cronsvc watchdog {os.getpid()}: {text}", file=sys.stderr, flush=True)
+    except OSError:
+        pass  # the worker's log is gone with it; killing still matters
+
+
+# -- the worker's end ------------------------------------------------------------
+class Watchdog:
+    """The worker's handle on its watchdog process: started by :meth:`start` or the first
+    :meth:`hold`, started again (holding every group again) when it is found dead. Never raises:
+    without a watchdog, a command still dies with its worker's direct child."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._held: dict[int, float] = {}
+        self._closed = False
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc
+        return None if proc is None or proc.poll() is not None else proc.pid
+
+    def start(self) -> None:
+        """Start the watchdog now rather than at the first command: a worker killed while
+        its first command starts must find its watchdog running already."""
+        with self._lock:
+            if not self._closed and self.pid is None:
+                self._start()
+
+    def hold(self, pgid: int, deadline: float) -> None:
+        """Kill group ``pgid`` at ``deadline`` (monotonic), unless moved or released."""
+        with self._lock:
+            self._held[pgid] = deadline
+            self._send(f"+{pgid} {deadline:.6f}\n")
+
+    def renew(self, pgid: int, deadline: float) -> None:
+        """Move the deadline of a group still held; nothing once it is released."""
+        with self._lock:
+            if self._held.get(pgid, deadline) < deadline:
+                self._held[pgid] = deadline
+                self._send(f"={pgid} {deadline:.6f}\n")
+
+    def release(self, pgid: int) -> None:
+        """Forget a group whose command has ended."""
+        with self._lock:
+            if self._held.pop(pgid, None) is not None:
+                self._send(f"-{pgid}\n")
+
+    def close(self) -> None:
+        """The worker is stopping: the watchdog kills what is still held and exits."""
+        with self._lock:
+            self._closed = True
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            _close_quietly(proc)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                log.warning("watchdog %d did not exit", proc.pid)
+
+    def _send(self, line: str) -> None:
+        if self._closed:
+            return
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                self._write(proc, line)
+                return
+            except OSError:
+                pass  # gone meanwhile: a new one gets every group below
+        self._start()
+
+    def _start(self) -> None:
+        """Start a watchdog and hand it every group held."""
+        if self._proc is not None:
+            log.warning("watchdog %d is gone (%s); starting another", self._proc.pid,
+                        self._proc.poll())
+            _close_quietly(self._proc)
+        try:
+            # -I -S: stdlib only, no user site or PYTHON* variables, a quicker start.
+            # Its own session: a signal to the worker's process group leaves it running.
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", os.path.abspath(__file__)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
+                bufsize=0)
+            self._write(self._proc, "".join(
+                f"+{pgid} {deadline:.6f}\n" for pgid, deadline in self._held.items()))
+        except OSError as exc:
+            log.error("cannot run the watchdog, commands may outlive their lease: %s", exc)
+            self._proc = None
+
+    @staticmethod
+    def _write(proc: subprocess.Popen[bytes], text: str) -> None:
+        assert proc.stdin is not None
+        data = text.encode("ascii")
+        while data:
+            data = data[os.write(proc.stdin.fileno(), data):]
+
+
+def _close_quietly(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+    except OSError:
+        pass
+    proc.poll()  # reaps one that is gone
+
+
+@dataclass
+class Leash:
+    """One command run's process group, held by the watchdog until ``deadline()``, the
+    moment the run's lease may lapse. Given to the executor, which tells it when the
+    group exists and when it has ended."""
+
+    watchdog: Watchdog
+    deadline: Callable[[], float]
+    pgid: int = 0
+
+    def started(self, pgid: int) -> None:
+        self.pgid = pgid
+        self.watchdog.hold(pgid, self.deadline())
+
+    def renewed(self) -> None:
+        if self.pgid:
+            self.watchdog.renew(self.pgid, self.deadline())
+
+    def ended(self, pgid: int) -> None:
+        self.watchdog.release(pgid)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the worker: it decides
+    serve()

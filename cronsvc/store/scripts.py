@@ -1,0 +1,357 @@
+"""The Lua scripts of ``lua/`` with typed wrappers: the only way cronsvc changes Redis state.
+
+Each script lives in ``<verb>-<numkeys>.lua`` (``+``: that many and more);
+the key count in the name is checked on every call, so a wrapper and its script cannot drift apart
+silently. Scripts run with EVALSHA and are loaded again on NOSCRIPT (a server
+restart or SCRIPT FLUSH). Error replies of the scripts' own (``LEASE_LOST``...)
+become :mod:`cronsvc.errors` exceptions; a reply meaning "Redis cannot serve this
+now" (``OOM``, ``READONLY``...) stays the redis-py error it is, as a direct command
+gives it, so callers treat both alike (:mod:`cronsvc.store.faults`). Clients with
+and without ``decode_responses`` both work.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import redis
+from redis.commands.core import Script
+
+from cronsvc.errors import LeaseLost, ScriptError
+from cronsvc.fires import job_of
+from cronsvc.keys import Keys
+from cronsvc.store.faults import is_outage
+from cronsvc.store.loader import ScriptSource, load_sources, lua_dir, script_error
+
+__all__ = [
+    "Claim", "ClaimResult", "FailResult", "PlanResult", "PublishResult", "ScriptSource",
+    "Scripts", "load_sources", "lua_dir", "script_error",
+]
+
+Pairs = Iterable[tuple[str, int]]  # (fire id, token)
+# Fires acked per script call at most: a call blocks the server while it runs.
+ACK_CHUNK = 500
+# A due fire that no worker holding its definition took for this long is missed.
+UNHELD_MS = 600_000
+CLAIM_FIELDS = 6  # per claimed fire in the claim script's reply
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _json(record: Any) -> str:
+    if isinstance(record, str | bytes):
+        return _str(record)
+    return json.dumps(record, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A fire this worker now holds; ``token`` is its attempt number and fencing token."""
+
+    fire_id: str
+    job: str
+    token: int
+    due_ms: int
+    reclaimed: bool = False
+    payload: Any = None
+    before: dict[str, Any] | None = None  # the claim of the holder whose lease lapsed
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """Server time, when to claim again (-1: nothing queued), claimed and dropped fires."""
+
+    now_ms: int
+    next_ms: int
+    claimed: list[Claim]
+    dropped: list[tuple[str, str]]  # (fire id, reason)
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    changed: int
+    removed: int
+    fires_removed: int
+    conflicts: list[str]
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    added: int
+    stale: list[str]
+
+
+class FailResult(NamedTuple):
+    verdict: str  # "retry" or "dead"
+    at_ms: int  # retry time, or time of death
+
+
+def _now(now_ms: int | None) -> str:
+    return "" if now_ms is None else str(int(now_ms))
+
+
+class Scripts:
+    """Typed calls of every script on one client (scripts registered once, here).
+
+    Every method takes the shard's :class:`Keys` first (``None``: the
+    unsharded keys of ``prefix``) and an optional ``now_ms`` that only tests
+    pass: by default the scripts read the Redis server clock.
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str = "") -> None:
+        self.client = client
+        self.keys = Keys(prefix=prefix)
+        self.sources = load_sources()
+        self._scripts: dict[str, Script] = {
+            name: client.register_script(src.text) for name, src in self.sources.items()
+        }
+
+    def run(self, name: str, keys: Sequence[str], args: Sequence[Any], client: Any = None) -> Any:
+        """Run script ``name``; ScriptError if ``keys`` is not as many keys as its file says."""
+        src = self.sources.get(name)
+        if src is None:
+            raise ScriptError(f"no script {name!r} in {lua_dir()}")
+        src.check_keys(len(keys))
+        try:
+            if client is None and not isinstance(self.client, redis.Redis):
+                return self._run_in_slot(self._scripts[name], list(keys), list(args))
+            return self._scripts[name](keys=list(keys), args=list(args), client=client)
+        except redis.ResponseError as exc:
+            if is_outage(exc):
+                raise  # "not now" (OOM, READONLY, ...): callers ride it out like a lost connection
+            raise script_error(exc) from exc
+
+    def _run_in_slot(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return self.client.evalsha(script.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            self._load(script, keys[0])
+            return self.client.evalsha(script.sha, len(keys), *keys, *args)
+
+    def _load(self, script: Script, key: str) -> None:
+        """Load ``script`` where ``key`` lives. A cluster client's script_load goes to every
+        master and fails while any one is down: the other shards must keep working."""
+        if isinstance(self.client, redis.Redis):
+            self.client.script_load(script.script)
+        else:
+            node = self.client.get_node_from_key(key)  # type: ignore[attr-defined]
+            self.client.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
+
+    def _k(self, keys: Keys | None) -> Keys:
+        return self.keys if keys is None else keys
+
+    # -- planner ---------------------------------------------------------------
+    def publish(
+        self, keys: Keys | None, sets: Iterable[tuple[str, str, str, str]],
+        removals: Iterable[tuple[str, str]] = (),
+        unqueue: Iterable[tuple[str, str, Sequence[str]]] = (), *, generation: int,
+        history_cap: int = 100, now_ms: int | None = None,
+    ) -> PublishResult:
+        """Write the definitions of file ``generation``: set ``(job, expected_digest or '-',
+        policy_line, spec_json)``, remove ``(job, expected_digest)``, unqueue ``(job, why,
+        fires)`` (why ``removed`` or ``replaced``: one history line per job). Jobs that
+        conflict are left alone. :class:`Superseded` if a newer generation wrote this shard."""
+        k = self._k(keys)
+        args: list[Any] = [_now(now_ms), int(generation), int(history_cap)]
+        for group in (list(sets), list(removals)):
+            args.append(len(group))
+            args += [field for item in group for field in item]
+        groups = [(job, why, list(fires)) for job, why, fires in unqueue]
+        args.append(len(groups))
+        for job, why, fires in groups:
+            args += [job, why, len(fires), *fires]
+        res = self.run("publish", [k.queue, k.jobs, k.specs, k.watermarks, k.events,
+                                   k.published, *(k.history(job) for job, _, _ in groups)], args)
+        return PublishResult(int(res[0]), int(res[1]), int(res[2]), [_str(j) for j in res[3]])
+
+    def generation(
+        self, keys: Keys | None, digest: str, planner: str, seen: int | None, jobs: int,
+        *, now_ms: int | None = None,
+    ) -> tuple[int, int]:
+        """Make the file ``digest`` the newest generation unless another was published after
+        generation ``seen`` (None: whatever is newest). ``(generation, status)``: status 1
+        now newest, 0 it was already, -1 another file came first (nothing written).
+        ``keys``: those of the first shard, where the fleet's keys live."""
+        k = self._k(keys)
+        res = self.run("generation", [k.generation, k.generations],
+                       [_now(now_ms), digest, planner, "" if seen is None else int(seen), jobs])
+        return int(res[0]), int(res[1])
+
+    def plan(
+        self, keys: Keys | None, entries: Iterable[tuple[str, str, int, Sequence[int]]],
+        *, now_ms: int | None = None,
+    ) -> PlanResult:
+        """Queue fires of ``(job, digest, upto_ms, dues ascending)`` past each watermark."""
+        k = self._k(keys)
+        body: list[Any] = []
+        count = 0
+        for job, digest, upto, dues in entries:
+            body += [job, digest, int(upto), len(dues), *(int(d) for d in dues)]
+            count += 1
+        res = self.run("plan", [k.queue, k.watermarks, k.jobs], [_now(now_ms), count, *body])
+        return PlanResult(int(res[0]), [_str(j) for j in res[1]])
+
+    # -- worker ----------------------------------------------------------------
+    def claim(
+        self, keys: Keys | None, worker_id: str, batch: int = 1, lease_ms: int = 30_000,
+        scan_limit: int | None = None, *, held: str | None = None, unheld_ms: int = UNHELD_MS,
+        now_ms: int | None = None,
+    ) -> ClaimResult:
+        """Claim up to ``batch`` fires: expired leases first, then due fires in due order.
+
+        ``held`` is the key of the definitions this worker holds (``Keys.held``): fires of
+        other definitions are left for other workers, and dropped as missed once due for
+        ``unheld_ms`` without one taking them. None takes fires of any definition (tools).
+        """
+        k = self._k(keys)
+        res = self.run("claim", [
+            k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running,
+            k.cancels, k.events, k.payloads, k.dead, held or k.held(""),
+        ], [_now(now_ms), worker_id, batch, int(lease_ms), max(scan_limit or batch, batch),
+            int(unheld_ms), "1" if held is None else "0"])
+        # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
+        # m, m * (fire, why)
+        n = int(res[2])
+        claimed = []
+        for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS):
+            fid, payload, before = _str(res[i]), res[i + 4], res[i + 5]
+            claimed.append(Claim(
+                fid, job_of(fid), int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1,
+                json.loads(payload) if payload else None,
+                json.loads(before) if before else None,
+            ))
+        rest = res[4 + CLAIM_FIELDS * n:]
+        dropped = [(_str(rest[i]), _str(rest[i + 1])) for i in range(0, len(rest), 2)]
+        return ClaimResult(int(res[0]), int(res[1]), claimed, dropped)
+
+    def heartbeat(
+        self, keys: Keys | None, lease_ms: int, pairs: Pairs, *, now_ms: int | None = None,
+    ) -> list[int]:
+        """Extend leases; per pair 1 ok, 2 ok but cancelled (stop the run), 0 lease lost."""
+        k = self._k(keys)
+        flat = [x for fid, token in pairs for x in (fid, int(token))]
+        if not flat:
+            return []
+        res = self.run("heartbeat", [k.working, k.attempts, k.cancels],
+                       [_now(now_ms), int(lease_ms), *flat])
+        return [int(x) for x in res]
+
+    def ack(
+        self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
+        history_cap: int = 100,
+    ) -> None:
+        """Finish a held fire and add ``record`` to its job's history; LeaseLost if taken over."""
+        [lost] = self._acks(self._k(keys), [(fire_id, token, job, record)], history_cap)
+        if lost is not None:
+            raise LeaseLost(lost)
+
+    def ack_many(
+        self, keys: Keys | None, acks: Iterable[tuple[str, int, str, Any]],
+        history_cap: int = 100,
+    ) -> list[bool]:
+        """Ack ``(fire_id, token, job, record)`` items of one shard; False = lease lost."""
+        return [lost is None for lost in self._acks(self._k(keys), list(acks), history_cap)]
+
+    def _acks(self, k: Keys, items: list[tuple[str, int, str, Any]],
+              history_cap: int) -> list[str | None]:
+        """Per item None if acked, else why not; ACK_CHUNK items per script call."""
+        out: list[str | None] = []
+        fixed = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads]
+        for i in range(0, len(items), ACK_CHUNK):
+            chunk = items[i:i + ACK_CHUNK]
+            args: list[Any] = [int(history_cap)]
+            for fid, token, job, record in chunk:
+                args += (fid, int(token), job, _json(record))
+            res = self.run("ack", [*fixed, *(k.history(job) for _, _, job, _ in chunk)], args)
+            out += [None if r == 1 else _str(r) for r in res]
+        return out
+
+    def fail(
+        self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
+        history_cap: int, max_attempts: int, retry_at_ms: int, *, now_ms: int | None = None,
+    ) -> FailResult:
+        """Record a failed attempt: requeued at ``retry_at_ms`` while attempts remain, else dead."""
+        k = self._k(keys)
+        res = self.run("fail", [
+            k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.dead,
+            k.history(job), k.events,
+        ], [_now(now_ms), fire_id, int(token), job, _json(record), int(history_cap),
+            int(max_attempts), int(retry_at_ms)])
+        return FailResult(_str(res[0]), int(res[1]))
+
+    def release(self, keys: Keys | None, pairs: Pairs, *, now_ms: int | None = None) -> int:
+        """Give unstarted claims back at their due time, attempt not counted; number released."""
+        k = self._k(keys)
+        flat = [x for fid, token in pairs for x in (fid, int(token))]
+        if not flat:
+            return 0
+        return int(self.run("release", [k.working, k.queue, k.attempts, k.claims],
+                            [_now(now_ms), *flat]))
+
+    def record(self, keys: Keys | None, job: str, record: Any, history_cap: int = 100) -> None:
+        """Add ``record`` to ``job``'s history and to the events list."""
+        k = self._k(keys)
+        self.run("record", [k.history(job), k.events], [_json(record), int(history_cap)])
+
+    # -- client ----------------------------------------------------------------
+    def enqueue(
+        self, keys: Keys | None, fire_id: str, due_ms: int, payload: Any = None,
+        *, now_ms: int | None = None,
+    ) -> bool:
+        """Queue a one-off fire; False if it is queued already. UnknownJob if not published."""
+        k = self._k(keys)
+        body = "" if payload is None else _json_payload(payload)
+        return self.run("enqueue", [k.queue, k.payloads, k.jobs],
+                        [_now(now_ms), fire_id, int(due_ms), body]) == 1
+
+    def cancel(self, keys: Keys | None, fire_id: str, *, now_ms: int | None = None) -> bool:
+        """Unqueue a fire that has not started; False if it is not queued."""
+        k = self._k(keys)
+        return self.run("cancel", [k.queue, k.payloads, k.attempts, k.events],
+                        [_now(now_ms), fire_id]) == 1
+
+    def pause(
+        self, keys: Keys | None, job: str, note: str = "", *, now_ms: int | None = None,
+    ) -> tuple[int, list[tuple[str, int, str]]]:
+        """Pause ``job``: ``(since_ms, [(fire, lease deadline, claim JSON)])`` of its fires
+        claimed before. UnknownJob if it is not published."""
+        k = self._k(keys)
+        res = self.run("pause", [k.jobs, k.paused, k.working, k.claims],
+                       [_now(now_ms), job, note])
+        return int(res[0]), [(_str(res[i]), int(res[i + 1]), _str(res[i + 2]))
+                             for i in range(1, len(res), 3)]
+
+    def resume(
+        self, keys: Keys | None, job: str, pause_json: str = "", fires: Iterable[str] = (),
+        *, now_ms: int | None = None,
+    ) -> tuple[int, list[str]]:
+        """End ``job``'s pause and queue ``fires`` again: ``(status, fires queued)``, status
+        1 resumed, 0 not paused, -1 the pause is no longer ``pause_json`` (nothing done)."""
+        k = self._k(keys)
+        res = self.run("resume", [k.paused, k.queue, k.working, k.dead, k.events],
+                       [_now(now_ms), job, pause_json, *fires])
+        return int(res[0]), [_str(f) for f in res[1:]]
+
+    def retry_dead(self, keys: Keys | None, fire_id: str, *, now_ms: int | None = None) -> bool:
+        """Queue a dead fire again now with fresh attempts; False if it is not dead."""
+        k = self._k(keys)
+        return self.run("retry", [k.dead, k.queue, k.attempts, k.events],
+                        [_now(now_ms), fire_id]) == 1
+
+    def purge_dead(
+        self, keys: Keys | None, job: str | None = None, *, now_ms: int | None = None,
+    ) -> int:
+        """Forget the shard's dead fires (only ``job``'s if given); how many went."""
+        k = self._k(keys)
+        return int(self.run("purge", [k.dead, k.attempts, k.payloads, k.events],
+                            [_now(now_ms), job or ""]))
+
+
+def _json_payload(payload: Any) -> str:
+    # A payload is always JSON, strings included, so the claim decodes it back as it was.
+    return json.dumps(payload, separators=(",", ":"))
