@@ -25,9 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis  # noqa: E402
 
+from cronsvc.fires import job_of  # noqa: E402
 from cronsvc.keys import Keys  # noqa: E402
 from cronsvc.process.redis_server import RedisServer  # noqa: E402
-from cronsvc.store.scripts import Scripts  # noqa: E402
+from cronsvc.store.scripts import UNHELD_MS, Scripts  # noqa: E402
 
 K = Keys()
 DIGEST = "0123456789ab"
@@ -82,14 +83,15 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
     """Server-bound fires per second: pre-encoded EVALSHA calls, 20 claims per round trip."""
     claim_sha = s._scripts["claim"].sha
     ack_sha = s._scripts["ack"].sha
-    claim_args = [11, K.queue, K.working, K.attempts, K.claims, K.jobs, K.paused, K.running,
-                  K.cancels, K.events, K.payloads, K.dead, "", "bench", batch, LEASE_MS, batch]
+    claim_args = [12, K.queue, K.working, K.attempts, K.claims, K.jobs, K.paused, K.running,
+                  K.cancels, K.events, K.payloads, K.dead, K.held(""),
+                  "", "bench", batch, LEASE_MS, batch, UNHELD_MS, "1"]
     calls: list[list[object]] = []
     for i in range(0, len(fires), batch):
         calls.append(["EVALSHA", claim_sha, *claim_args])
         if with_ack:  # one ack call for the batch, as a worker's results thread makes
             chunk = fires[i:i + batch]
-            jobs = [fid[:fid.index("@")] for fid in chunk]
+            jobs = [job_of(fid) for fid in chunk]
             args: list[object] = [100]
             for fid, job in zip(chunk, jobs, strict=True):
                 args += [fid, 1, job, '{"status":"ok","worker":"bench","duration_ms":1}']

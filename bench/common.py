@@ -20,8 +20,8 @@ import redis
 from cronsvc.fires import parse_fire
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
-from tests.conftest import wait_for
-from tests.fleet import Fleet
+from tests.support.fleet import Fleet
+from tests.support.wait import wait_for
 
 K = Keys()
 

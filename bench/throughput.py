@@ -22,7 +22,7 @@ from bench import common
 from bench.claim import ceiling, prepare
 from bench.common import Figure, K, Section
 from cronsvc.store.scripts import Scripts
-from tests.conftest import wait_for
+from tests.support.wait import wait_for
 
 WORKERS = 2
 CONCURRENCY = 100  # also the claim batch of the ceiling

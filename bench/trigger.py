@@ -19,8 +19,8 @@ import time
 from bench import common
 from bench.common import Figure, Section
 from cronsvc.client.client import Client
-from tests.conftest import wait_for
-from tests.fleet import history
+from tests.support.fleet import history
+from tests.support.wait import wait_for
 
 TARGET_MS = 100
 

@@ -1,8 +1,12 @@
-"""The only place that reads the time.
+"""Every read of the time, but two.
 
 Scheduling decisions (due checks, lease deadlines) use Redis server time inside
-the Lua scripts; this module serves the rest (planning horizons, CLI output)
-and lets tests inject a fixed clock.
+the Lua scripts (``lua/includes/now.lua``). This module serves the rest: the
+machine's wall clock (:data:`SYSTEM`, injectable as :class:`FixedClock` in tests),
+the Redis server's clock read from Python (:func:`redis_ms`), and the monotonic
+clock for durations and deadlines (:func:`monotonic`). The two exceptions:
+``run/watchdog.py`` runs as a bare script that imports nothing of cronsvc, and
+``process/logs.py`` stamps log lines with the logging module's own clock.
 """
 
 from __future__ import annotations
@@ -10,11 +14,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
     def now_ms(self) -> int: ...
+
+
+class HasTime(Protocol):
+    """A Redis client: its ``time()`` is the server's ``TIME``."""
+
+    def time(self) -> Any: ...
 
 
 class SystemClock:
@@ -44,6 +54,12 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def monotonic() -> float:
     """Seconds from an arbitrary origin, for measuring durations and deadlines."""
     return time.monotonic()
+
+
+def redis_ms(client: HasTime) -> int:
+    """The Redis server's clock, the one the fleet goes by, in ms since the epoch."""
+    sec, usec = client.time()
+    return int(sec) * 1000 + int(usec) // 1000
 
 
 def ms_to_dt(ms: int) -> datetime:

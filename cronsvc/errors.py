@@ -6,7 +6,8 @@ place (file, job, field, URL) and what is wrong there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 
 
 class CronsvcError(Exception):
@@ -54,9 +55,27 @@ class BadTime(CronsvcError, ValueError):
     ValueError too, for callers that catch that)."""
 
 
+class BadArgument(CronsvcError, ValueError):
+    """An argument of a library call is not valid: a fire id that is not one, a Client
+    without a Redis URL (a ValueError too, for callers that catch that)."""
+
+
 class UnknownJob(CronsvcError):
     """No job of that name exists in the configuration."""
 
 
+class StillRunning(CronsvcError):
+    """A paused job's runs claimed before the pause did not end in the time given."""
+
+
 class JobFailed(CronsvcError):
     """A job ran and did not succeed."""
+
+
+def did_you_mean(word: object, choices: Iterable[str], *, n: int = 1, quote: bool = True) -> str:
+    """``; did you mean 'x'?`` for a likely typo of one of ``choices`` (up to ``n`` of
+    them), else ``""``: the tail of an error message."""
+    found = difflib.get_close_matches(str(word), list(choices), n=n, cutoff=0.6)
+    if not found:
+        return ""
+    return "; did you mean " + ", ".join(repr(f) if quote else f for f in found) + "?"

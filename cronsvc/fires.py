@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import secrets
 
+from cronsvc.errors import BadArgument
+
 _B32 = "abcdefghijklmnopqrstuvwxyz234567"
 _FIRE = re.compile(r"^(.+?)@(\d+)(?:#(.+))?$")
 TAG_KINDS = {"trigger": "t", "at": "a"}
@@ -22,16 +24,25 @@ def fire_id(job: str, due_ms: int, tag: str | None = None) -> str:
 
 
 def parse_fire(fid: str) -> tuple[str, int, str | None]:
-    """``(job, due_ms, tag or None)`` of a fire id; ValueError if it is not one."""
+    """``(job, due_ms, tag or None)`` of a fire id; BadArgument (a ValueError) if it is
+    not one."""
     m = _FIRE.match(fid)
     if m is None:
-        raise ValueError(f"not a fire id: {fid!r} (expected <job>@<due_ms>[#<tag>])")
+        raise BadArgument(f"not a fire id: {fid!r} (expected <job>@<due_ms>[#<tag>])")
     return m.group(1), int(m.group(2)), m.group(3)
 
 
 def job_of(fid: str) -> str:
     """The job of a fire id (fast: the hot path of a claim)."""
     return fid[:fid.index("@")]
+
+
+def kind_of(fid: str) -> str:
+    """``cron`` for a planned fire, ``trigger`` or ``at`` for a one-off."""
+    tag = parse_fire(fid)[2]
+    if tag is None:
+        return "cron"
+    return "trigger" if tag.startswith(TAG_KINDS["trigger"]) else "at"
 
 
 def new_tag(kind: str) -> str:

@@ -1,4 +1,5 @@
-"""When a planner or worker counts as live: one rule for ``status``, metrics and planners.
+"""Who a planner or worker is, and when it counts as live: one rule for ``status``,
+metrics and planners.
 
 Workers write their presence every :data:`PRESENCE_EVERY` seconds; planners
 with each tick. A member silent for longer than its allowance is shown as gone
@@ -7,6 +8,9 @@ the newest job file).
 """
 
 from __future__ import annotations
+
+import os
+import socket
 
 #: How often a worker writes its presence (seconds).
 PRESENCE_EVERY = 5.0
@@ -24,3 +28,8 @@ def planner_stale_ms(tick_s: float) -> int:
 def alive(seen_ms: int, now_ms: int, stale_ms: int) -> bool:
     """Whether a member last seen at ``seen_ms`` still counts at ``now_ms``."""
     return now_ms - seen_ms <= stale_ms
+
+
+def process_id() -> str:
+    """``host:pid``: the default id of a planner or worker, unique across the fleet."""
+    return f"{socket.gethostname()}:{os.getpid()}"

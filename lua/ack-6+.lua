@@ -7,7 +7,11 @@
 -- KEYS[5] cancels   hash fire -> reason the holder must stop
 -- KEYS[6] payloads  hash fire -> payload JSON
 -- KEYS[6 + i]       list: the history of the i-th fire's job, newest first
--- ARGV[1] history cap; then per fire ARGV[4i - 2 .. 4i + 1]: fire, token, job, record JSON
+-- ARGV[1]   history cap
+-- ARGV[2..] per fire (the i-th at ARGV[4i - 2 .. 4i + 1]): fire, token, job, record JSON
+-- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
+--   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
+--   output (null where there is no value); written as the worker sends it.
 -- Returns per fire 1 if acked, else 'LEASE_LOST <fire> token <token> current <current>':
 -- the token is not the current one or the fire is not in working (a newer claim of the
 -- fire must not be finished by an older holder).

@@ -7,10 +7,10 @@
 -- ARGV[2] fire
 -- Returns 1 if it was unqueued, 0 if it was not queued (it runs, ran, or never existed).
 -- @include now.lua
+-- @include events.lua
 local fid = ARGV[2]
 if redis.call('ZREM', KEYS[1], fid) == 0 then return 0 end
 redis.call('HDEL', KEYS[2], fid)
 redis.call('HDEL', KEYS[3], fid)
-redis.call('LPUSH', KEYS[4], cjson.encode({event = 'cancelled', fire = fid, at = now}))
-redis.call('LTRIM', KEYS[4], 0, 9999)
+push_event(KEYS[4], cjson.encode({event = 'cancelled', fire = fid, at = now}))
 return 1

@@ -33,6 +33,8 @@
 -- later, and within a second while its scan found nothing it could take.
 -- Writes are gathered and sent as one command per key: the cost per fire is mostly Lua.
 -- @include now.lua
+-- @include events.lua
+-- @include fires.lua
 local worker_json = cjson.encode(ARGV[2])
 local batch = tonumber(ARGV[3])
 -- Lua formats numbers with sprintf on every use: turn the hot ones into strings once.
@@ -102,7 +104,7 @@ local function load_policies(jobs)
 end
 
 local function event(kind, fid, reason)
-  redis.call('LPUSH', KEYS[9], cjson.encode({event = kind, fire = fid, reason = reason, at = now}))
+  add_event(KEYS[9], cjson.encode({event = kind, fire = fid, reason = reason, at = now}))
   nevents = nevents + 1
 end
 
@@ -141,7 +143,7 @@ local LOST_LEASE_EXTRA = 2
 local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_s, 'LIMIT', 0, batch)
 if #stale > 0 then
   local jobs = {}
-  for i, fid in ipairs(stale) do jobs[i] = string.match(fid, '^(.-)@') end
+  for i, fid in ipairs(stale) do jobs[i] = job_of(fid) end
   load_policies(jobs)
   local used = redis.call('HMGET', KEYS[3], unpack(stale))
   local before = redis.call('HMGET', KEYS[4], unpack(stale))
@@ -151,7 +153,7 @@ if #stale > 0 then
       -- Not this worker's to run: back to the queue at its due time, no attempt used, for a
       -- worker that holds its definition (the claim is kept: whoever takes it sees the holder).
       redis.call('ZREM', KEYS[2], fid)
-      redis.call('ZADD', KEYS[1], string.match(fid, '@(%d+)'), fid)
+      redis.call('ZADD', KEYS[1], due_s_of(fid), fid)
       if redis.call('HGET', KEYS[7], job) == fid then redis.call('HDEL', KEYS[7], job) end
       event('handed back', fid, 'lease lapsed; definition not held by ' .. ARGV[2])
     elseif not p or n >= p.max_attempts + LOST_LEASE_EXTRA then
@@ -164,7 +166,7 @@ if #stale > 0 then
       dropped[#dropped + 1] = {fid, p and 'dead' or 'dead: job removed'}
       event('dead', fid, p and 'lease lost on the last attempt' or 'job removed')
     else
-      take(fid, job, string.match(fid, '@(%d+)'), n + 1, p, 1, before[i])
+      take(fid, job, due_s_of(fid), n + 1, p, 1, before[i])
       event('reclaimed', fid, nil)
     end
   end
@@ -179,14 +181,11 @@ local fires = {}
 if #claimed < batch then
   fires = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, scan)
   local parsed, latest = {}, {}
-  local find, sub = string.find, string.sub
   for i, fid in ipairs(fires) do
-    local at = find(fid, '@', 1, true)
-    local tag = find(fid, '#', at, true)
-    local job, due_s = sub(fid, 1, at - 1), sub(fid, at + 1, tag and tag - 1 or -1)
+    local job, due_s, oneoff = split_fire(fid)
     local due = tonumber(due_s)
-    parsed[i] = {job, due_s, due, tag ~= nil}
-    if not tag and (latest[job] == nil or due > latest[job]) then latest[job] = due end
+    parsed[i] = {job, due_s, due, oneoff}
+    if not oneoff and (latest[job] == nil or due > latest[job]) then latest[job] = due end
   end
   while #claimed < batch and examined < #fires do
     -- One slice at a time, the size still missing: drops are rare, so usually one slice.
@@ -269,7 +268,7 @@ if #dropped > 0 and redis.call('HLEN', KEYS[10]) > 0 then
   end
   if #ids > 0 then bulk('HDEL', KEYS[10], ids, 1) end
 end
-if nevents > 0 then redis.call('LTRIM', KEYS[9], 0, 9999) end
+if nevents > 0 then trim_events(KEYS[9]) end
 
 -- 3. When to come back.
 local next_ms = next_due(skipped)

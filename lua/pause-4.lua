@@ -11,6 +11,7 @@
 --   JSON or ''. A job paused already keeps its `since` (the note is replaced).
 -- Error 'UNKNOWN_JOB <job>' if the job is not published.
 -- @include now.lua
+-- @include fires.lua
 local job = ARGV[2]
 if redis.call('HEXISTS', KEYS[1], job) == 0 then
   return redis.error_reply('UNKNOWN_JOB ' .. job)
@@ -27,11 +28,11 @@ end
 redis.call('HSET', KEYS[2], job,
   '{"note":' .. cjson.encode(ARGV[3]) .. ',"since":' .. string.format('%d', since) .. '}')
 local out = {since}
-local head = job .. '@'
+local head = fire_head(job)
 local working = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
 for i = 1, #working, 2 do
   local fid = working[i]
-  if string.sub(fid, 1, #head) == head then
+  if has_head(fid, head) then
     out[#out + 1] = fid
     out[#out + 1] = tonumber(working[i + 1])
     out[#out + 1] = redis.call('HGET', KEYS[4], fid) or ''

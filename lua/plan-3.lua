@@ -3,12 +3,12 @@
 -- KEYS[1] queue       zset fire -> due time, ms
 -- KEYS[2] watermarks  hash job -> ms: every fire due at or before it has been planned
 -- KEYS[3] jobs        hash job -> policy line, digest first
--- ARGV[1] now_ms, or '' (unused: planning needs no clock)
--- ARGV[2] n_jobs, then per job: job, digest, upto_ms, n, due_1 .. due_n (ascending ms)
+-- ARGV[1]   n_jobs (planning needs no clock)
+-- ARGV[2..] per job: job, digest, upto_ms, n, due_1 .. due_n (ascending ms)
 -- Returns {added_count, stale_jobs}: jobs whose digest is not the published one are skipped.
 local added, stale = 0, {}
-local i = 3
-for _ = 1, tonumber(ARGV[2]) do
+local i = 2
+for _ = 1, tonumber(ARGV[1]) do
   local job, digest, upto_s, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local upto = tonumber(upto_s)
   local first = i + 4

@@ -10,9 +10,10 @@
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] generation of the file being published
 -- ARGV[3] history cap
--- ARGV[4] n_set, then per job: job, expected old digest ('-' = absent), policy line, spec JSON
--- then    n_removed, then per job: job, expected old digest
--- then    n_groups, then per job whose fires go (history key KEYS[6 + i]): job, why
+-- ARGV[4] n_set
+-- ARGV[5..] per job set: job, expected old digest ('-' = absent), policy line, spec JSON;
+--         then n_removed, then per job removed: job, expected old digest;
+--         then n_groups, then per job whose fires go (history key KEYS[6 + i]): job, why
 --         ('removed' or 'replaced'), n, then the n fire ids to unqueue (never in working)
 -- A newer generation already published here wins: error 'SUPERSEDED <generation>', nothing
 -- written. A job whose current digest is not the expected one is a conflict: left as is, and
@@ -22,6 +23,8 @@
 -- unqueued fires of each job (none leaves the queue without one).
 -- Returns {n_changed (jobs written), n_removed, n_fires_unqueued, conflicts: {job...}}
 -- @include now.lua
+-- @include events.lua
+-- @include fires.lua
 local gen = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local current_gen = tonumber(redis.call('GET', KEYS[6]) or '0')
@@ -78,7 +81,7 @@ for g = 1, n_groups do
     for k = i + 3, i + 2 + n do
       local fid = ARGV[k]
       if redis.call('ZREM', KEYS[1], fid) == 1 then
-        local due = tonumber(string.match(fid, '@(%d+)'))
+        local due = due_of(fid)
         count = count + 1
         if not first or due < first then first = due end
         if not last or due > last then last = due end
@@ -95,8 +98,8 @@ for g = 1, n_groups do
       .. ',"at":' .. string.format('%d', now) .. ',"generation":' .. gen .. '}'
     redis.call('LPUSH', KEYS[6 + g], line)
     redis.call('LTRIM', KEYS[6 + g], 0, cap - 1)
-    redis.call('LPUSH', KEYS[5], line)
+    add_event(KEYS[5], line)
   end
 end
-if unqueued > 0 then redis.call('LTRIM', KEYS[5], 0, 9999) end
+if unqueued > 0 then trim_events(KEYS[5]) end
 return {changed, removed, unqueued, conflicts}

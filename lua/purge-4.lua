@@ -7,10 +7,12 @@
 -- ARGV[2] job whose dead fires go, or '' for every job of this shard
 -- Returns the number of fires purged.
 -- @include now.lua
-local head = ARGV[2] ~= '' and (ARGV[2] .. '@') or nil
+-- @include events.lua
+-- @include fires.lua
+local head = ARGV[2] ~= '' and fire_head(ARGV[2]) or nil
 local n = 0
 for _, fid in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  if not head or string.sub(fid, 1, #head) == head then
+  if not head or has_head(fid, head) then
     redis.call('ZREM', KEYS[1], fid)
     redis.call('HDEL', KEYS[2], fid)
     redis.call('HDEL', KEYS[3], fid)
@@ -18,8 +20,6 @@ for _, fid in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   end
 end
 if n > 0 then
-  redis.call('LPUSH', KEYS[4], cjson.encode({event = 'purged', job = ARGV[2], at = now,
-    count = n}))
-  redis.call('LTRIM', KEYS[4], 0, 9999)
+  push_event(KEYS[4], cjson.encode({event = 'purged', job = ARGV[2], at = now, count = n}))
 end
 return n

@@ -3,16 +3,16 @@
 -- KEYS[2] queue     zset fire -> due time, ms
 -- KEYS[3] attempts  hash fire -> fencing token = attempts used
 -- KEYS[4] claims    hash fire -> JSON claim (its due is where the fire goes back)
--- ARGV[1] now_ms, or '' (unused)
--- ARGV[2..] pairs: fire, token; pairs whose token is not current are left alone
+-- ARGV[1..] pairs: fire, token; pairs whose token is not current are left alone
 -- Returns the number of fires released.
+-- @include fires.lua
 local released = 0
-for i = 2, #ARGV - 1, 2 do
+for i = 1, #ARGV - 1, 2 do
   local fid, token = ARGV[i], tonumber(ARGV[i + 1])
   if tonumber(redis.call('HGET', KEYS[3], fid)) == token
       and redis.call('ZREM', KEYS[1], fid) == 1 then
     local claim = redis.call('HGET', KEYS[4], fid)
-    local due = claim and cjson.decode(claim).due or tonumber(string.match(fid, '@(%d+)'))
+    local due = claim and cjson.decode(claim).due or due_of(fid)
     redis.call('ZADD', KEYS[2], due, fid)
     if redis.call('HINCRBY', KEYS[3], fid, -1) <= 0 then redis.call('HDEL', KEYS[3], fid) end
     redis.call('HDEL', KEYS[4], fid)

@@ -14,14 +14,16 @@
 -- A fire already queued, in flight or dead is left alone. Fires due after the pause began
 -- were never claimed before it (claim takes due fires only), so none of them has run.
 -- @include now.lua
+-- @include events.lua
+-- @include fires.lua
 local job = ARGV[2]
 local current = redis.call('HGET', KEYS[1], job)
 if not current then return {0} end
 if ARGV[3] ~= '' and current ~= ARGV[3] then return {-1} end
-local head = job .. '@'
+local head = fire_head(job)
 for i = 4, #ARGV do
   local fid = ARGV[i]
-  if string.sub(fid, 1, #head) ~= head or not string.match(fid, '^.-@%d+$') then
+  if not has_head(fid, head) or not is_cron_fire(fid) then
     return redis.error_reply('NOT_A_CRON_FIRE ' .. fid .. ' of ' .. job)
   end
 end
@@ -31,11 +33,10 @@ for i = 4, #ARGV do
   local fid = ARGV[i]
   if not redis.call('ZSCORE', KEYS[2], fid) and not redis.call('ZSCORE', KEYS[3], fid)
       and not redis.call('ZSCORE', KEYS[4], fid) then
-    redis.call('ZADD', KEYS[2], string.match(fid, '@(%d+)$'), fid)
+    redis.call('ZADD', KEYS[2], due_s_of(fid), fid)
     out[#out + 1] = fid
   end
 end
-redis.call('LPUSH', KEYS[5], cjson.encode({event = 'resumed', job = job, at = now,
+push_event(KEYS[5], cjson.encode({event = 'resumed', job = job, at = now,
   requeued = #out - 1}))
-redis.call('LTRIM', KEYS[5], 0, 9999)
 return out

@@ -10,11 +10,11 @@
 -- a fire's first start (no attempts entry), and a dead fire is late by nature. Its first
 -- claim gets token 1 and the job's full retries. The payload of a one-off stays.
 -- @include now.lua
+-- @include events.lua
 local fid = ARGV[2]
 if redis.call('ZREM', KEYS[1], fid) == 0 then return 0 end
 redis.call('HSET', KEYS[3], fid, 0)
 redis.call('ZADD', KEYS[2], now, fid)
-redis.call('LPUSH', KEYS[4], cjson.encode({event = 'requeued', fire = fid, at = now,
+push_event(KEYS[4], cjson.encode({event = 'requeued', fire = fid, at = now,
   reason = 'dead retry'}))
-redis.call('LTRIM', KEYS[4], 0, 9999)
 return 1

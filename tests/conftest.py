@@ -1,9 +1,10 @@
-"""Shared fixtures: one real redis-server for the session, flushed before each test."""
+"""Shared fixtures: one real redis-server for the session, flushed before each test.
+
+Fixtures only; the helpers the tests import are in :mod:`tests.support`.
+"""
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,24 +12,13 @@ from typing import Any
 import pytest
 import redis
 
-from cronsvc.errors import RedisServerError
-from cronsvc.process.redis_server import RedisServer, find_redis_server
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _server_binary() -> str:
-    try:
-        return find_redis_server()
-    except RedisServerError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and {exc}", pytrace=False)
-        pytest.skip(str(exc))
+from cronsvc.process.redis_server import RedisServer
+from tests.support.servers import server_binary
 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"), binary=_server_binary())
+    server = RedisServer(tmp_path_factory.mktemp("redis"), binary=server_binary())
     server.start()
     yield server
     server.stop()
@@ -54,7 +44,7 @@ def r(redis_url: str) -> Iterator[redis.Redis]:
 def fresh_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
     """Start extra servers of a test's own (restarts, AOF, passwords); all stopped after."""
     started: list[RedisServer] = []
-    binary = _server_binary()
+    binary = server_binary()
 
     def start(**kwargs: Any) -> RedisServer:
         server = RedisServer(tmp_path / f"redis{len(started)}", binary=binary, **kwargs)
@@ -64,16 +54,3 @@ def fresh_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
     yield start
     for server in started:
         server.stop()
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02,
-             message: str = "condition") -> Any:
-    """Poll until predicate() is truthy; fail with message after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {message}", pytrace=False)
-        time.sleep(interval)

@@ -12,9 +12,9 @@ import redis
 
 from cronsvc.fires import parse_fire
 from cronsvc.keys import Keys
-from tests.conftest import wait_for
-from tests.e2e_jobs import read_ledger
-from tests.fleet import Fleet, history
+from tests.support.fleet import Fleet, history
+from tests.support.jobs import read_ledger
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
 

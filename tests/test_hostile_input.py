@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from textwrap import dedent
@@ -23,6 +22,7 @@ from cronsvc.config.models import MAX_FILE_BYTES, load_config, parse_config
 from cronsvc.errors import BadTime, ConfigError, CronsvcError
 from cronsvc.keys import Keys
 from cronsvc.schedule.when import RANGE_MS, parse_when
+from tests.support.paths import CRONSVC
 
 K = Keys()
 T0 = 1_900_000_000_000  # 2030-03-17T17:46:40Z
@@ -107,7 +107,7 @@ def test_a_job_file_past_the_size_bound_is_not_read(tmp_path: Path) -> None:
 
 def test_the_installed_validate_refuses_the_bomb_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "schedules.yaml").write_text(BOMB)
-    done = subprocess.run([str(Path(sys.executable).parent / "cronsvc"), "validate"],
+    done = subprocess.run([str(CRONSVC), "validate"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (1, "")
     (line,) = done.stderr.splitlines()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cronsvc.store.scripts import load_sources
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def build_wheel(out: Path) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -25,6 +26,11 @@ from cronsvc.cli.options import (
     redis_url_option,
     require_redis_url,
 )
+
+if TYPE_CHECKING:  # the commands import them when they run: `cronsvc --help` stays quick
+    from redis import Redis
+
+    from cronsvc.config.models import Config
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,19 +87,27 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
             tick: float | None, log_format: str, name: str | None,
             metrics_port: int | None) -> None:
     """Publish the job file and queue its fires ahead; reload on change or SIGHUP."""
-    from cronsvc.config.models import load_config
     from cronsvc.metrics.counters import start_metrics
     from cronsvc.planner.planner import Planner
+
+    path, _, client = _role(config, redis_url, log_format, name or "planner")
+    Planner(path, client, horizon=horizon, tick=tick, planner_id=name,
+            metrics=start_metrics(metrics_port)).run_forever()
+
+
+def _role(config: str | None, redis_url: str | None, log_format: str,
+          log_name: str) -> tuple[str, Config, Redis]:
+    """What a planner or worker starts from: its job file, loaded; logging set up; and
+    its Redis connection."""
+    from cronsvc.config.models import load_config
     from cronsvc.process.logs import setup_logging
     from cronsvc.store.connection import connect
 
     path = config_path(config)
     loaded = load_config(path)
     url = require_redis_url(redis_url, loaded)
-    setup_logging(log_format, name or "planner")
-    client = connect(url, cluster=loaded.redis.cluster or None)
-    Planner(path, client, horizon=horizon, tick=tick, planner_id=name,
-            metrics=start_metrics(metrics_port)).run_forever()
+    setup_logging(log_format, log_name)
+    return path, loaded, connect(url, cluster=loaded.redis.cluster or None)
 
 
 @main.command()
@@ -114,20 +128,14 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
            metrics_port: int | None) -> None:
     """Claim due fires and run them; reload the file on change or SIGHUP.
     SIGTERM: finish running jobs; again: give them back."""
-    from cronsvc.config.models import load_config
     from cronsvc.metrics.counters import start_metrics
-    from cronsvc.process.logs import setup_logging
+    from cronsvc.presence import process_id
     from cronsvc.process.signals import on_stop_signals
-    from cronsvc.store.connection import connect
-    from cronsvc.worker.worker import Worker, default_worker_id
+    from cronsvc.worker.worker import Worker
 
-    path = config_path(config)
-    loaded = load_config(path)
-    url = require_redis_url(redis_url, loaded)
-    setup_logging(log_format, (name or "worker").split("@")[0])
-    client = connect(url, cluster=loaded.redis.cluster or None)
+    path, loaded, client = _role(config, redis_url, log_format, (name or "worker").split("@")[0])
     w = Worker(loaded, client, concurrency=concurrency, lease=lease, grace=grace,
-               worker_id=name or default_worker_id(), metrics=start_metrics(metrics_port),
+               worker_id=name or process_id(), metrics=start_metrics(metrics_port),
                config_path=path)
     on_stop_signals(w.stop, reload=w.request_reload)
     w.run_forever()

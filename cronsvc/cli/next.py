@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import click
 
-from cronsvc.clock import now_dt
+from cronsvc.clock import dt_to_ms, iso_utc, now_dt
 from cronsvc.errors import UnknownJob
 from cronsvc.schedule.expand import Fire, JobLike, Spec, upcoming, zone
 from cronsvc.schedule.fields import validate_cron
@@ -48,13 +48,8 @@ def parse_after(value: str | None) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def _utc(t: datetime) -> str:
-    t = t.astimezone(UTC)
-    return t.strftime("%Y-%m-%dT%H:%M:%S") + _millis(t) + "Z"
-
-
 def _record(fire: Fire) -> dict[str, str]:
-    record = {"utc": _utc(fire.utc), "local": fire.local.isoformat()}
+    record = {"utc": iso_utc(dt_to_ms(fire.utc)), "local": fire.local.isoformat()}
     if fire.note:
         record["note"] = fire.note
     return record
@@ -70,12 +65,12 @@ def render(job: JobLike, after: datetime, count: int, as_json: bool) -> str:
     if as_json:
         return json.dumps([_record(f) for f in fires if f.runs], indent=2)
     name = f"{job.name}: " if job.name else ""
-    lines = [f"{name}{job.cron} ({job.timezone}), after {_utc(after)}"]
+    lines = [f"{name}{job.cron} ({job.timezone}), after {iso_utc(dt_to_ms(after))}"]
     for fire in fires:
         local = fire.local.strftime("%Y-%m-%d %H:%M:%S") + _millis(fire.local)
         offset = fire.local.strftime("%z")
         mark = "  " if fire.runs else "- "
-        line = f"{mark}{local} {offset}  {_utc(fire.utc)}"
+        line = f"{mark}{local} {offset}  {iso_utc(dt_to_ms(fire.utc))}"
         lines.append(f"{line}  {fire.note}" if fire.note else line)
     if not any(f.runs for f in fires):
         lines.append(f"no fire in the next {SEARCH_YEARS} years")

@@ -143,7 +143,7 @@ def _fit(headers: Sequence[str], rows: list[list[str]], width: int,
 def _next(job: JobInfo, now_ms: int) -> str:
     if job.next_fire_ms is not None:
         return relative(job.next_fire_ms, now_ms)
-    return "never" if job.cron else NONE  # no fire within views.NEXT_FIRE_YEARS
+    return "never" if job.cron else NONE  # no fire within expand.NEXT_FIRE_YEARS
 
 
 def catch_up(job: JobInfo) -> str:

@@ -22,26 +22,23 @@ import redis
 
 from cronsvc.client.fleet import FleetReader
 from cronsvc.client.views import Pause, Policy, Resumed, in_flight, spec_of
-from cronsvc.clock import dt_to_ms
+from cronsvc.clock import dt_to_ms, monotonic
 from cronsvc.config.models import Config, load_config
-from cronsvc.errors import BadTime, CronsvcError, UnknownFire
+from cronsvc.errors import BadArgument, BadTime, CronsvcError, StillRunning, UnknownFire
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.schedule.when import range_problem
 from cronsvc.store.connection import connect
+from cronsvc.store.replies import text
 from cronsvc.store.scripts import Scripts
 
-__all__ = ["MAX_CATCH_UP", "Client", "StillRunning"]
+__all__ = ["MAX_CATCH_UP", "Client"]
 
 #: ``resume(catch_up=True)`` queues at most this many missed fires (the newest).
 MAX_CATCH_UP = 1000
 _CATCH_UP_WINDOW_MS = 3_600_000
 _CATCH_UP_WINDOW_MAX_MS = 32 * 86_400_000
-
-
-class StillRunning(CronsvcError):
-    """A paused job's runs claimed before the pause did not end in the time given."""
 
 
 class Client(FleetReader):
@@ -65,7 +62,7 @@ class Client(FleetReader):
             if url is None:
                 url = config.redis.url if config else None
             if not url:
-                raise ValueError("Client needs a Redis URL (or a config with redis.url)")
+                raise BadArgument("Client needs a Redis URL (or a config with redis.url)")
             client = connect(url, cluster=(config.redis.cluster or None) if config else None)
         super().__init__(client, config.redis.shards if config else 1,
                          config.redis.prefix if config else "")
@@ -75,7 +72,7 @@ class Client(FleetReader):
         """Publish the client's job file now as the newest generation, even if planners
         hold another one (a rollback on purpose); the generation it is now."""
         if self.config is None:
-            raise ValueError("publish_config needs the client's config")
+            raise BadArgument("publish_config needs the client's config")
         from cronsvc.planner.planner import Planner
 
         generation = Planner(self.config.source, self.redis).publish(force=True)
@@ -118,7 +115,7 @@ class Client(FleetReader):
     def cancel(self, fid: str) -> bool:
         """Unqueue a fire not started yet; False if it is not queued (running or done).
 
-        ValueError if ``fid`` is not a fire id.
+        BadArgument if ``fid`` is not a fire id.
         """
         job, _, _ = parse_fire(fid)
         return self.scripts.cancel(self.keys(job), fid)
@@ -147,13 +144,13 @@ class Client(FleetReader):
 
     def _wait_done(self, keys: Keys, fires: list[str], timeout: float) -> list[str]:
         """Poll until none of ``fires`` is in flight; those still in flight at the end."""
-        deadline = time.monotonic() + timeout
+        deadline = monotonic() + timeout
         while True:
             pipe = self.redis.pipeline(transaction=False)
             for fid in fires:
                 pipe.zscore(keys.working, fid)
             fires = [f for f, s in zip(fires, pipe.execute(), strict=True) if s is not None]
-            if not fires or time.monotonic() >= deadline:
+            if not fires or monotonic() >= deadline:
                 return fires
             time.sleep(0.05)  # an operator command waiting on other processes' runs
 
@@ -166,14 +163,14 @@ class Client(FleetReader):
         none). They then meet the usual rules, the starting deadline included.
         """
         keys = self.require_job(job)
-        policy = Policy.parse(self._s(self.redis.hget(keys.jobs, job)))
+        policy = Policy.parse(text(self.redis.hget(keys.jobs, job)))
         for _ in range(5):
             pause_json, truncated = "", False
             fires: list[str] = []
             if catch_up:
                 raw = self.redis.hget(keys.paused, job)
                 if raw is not None:
-                    pause_json = self._s(raw)
+                    pause_json = text(raw)
                     fires, truncated = self._missed(keys, job, pause_json, policy.catch_up)
             status, queued_again = self.scripts.resume(keys, job, pause_json, fires)
             if status >= 0:
@@ -193,7 +190,7 @@ class Client(FleetReader):
         spec_json = self.redis.hget(keys.specs, job)
         if not want or not since or spec_json is None:
             return [], False
-        spec = spec_of(job, self._s(spec_json))
+        spec = spec_of(job, text(spec_json))
         # Walk back from now in growing windows: a long pause of a busy job stays cheap.
         hi, size = self.server_ms(), _CATCH_UP_WINDOW_MS
         dues: list[int] = []

@@ -6,7 +6,6 @@ reads Redis (and the server clock), so it is safe to call from anywhere.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,18 +25,19 @@ from cronsvc.client.views import (
     definition_gaps,
     in_flight,
     job_info,
-    kind_of,
     member,
-    next_fires,
     queued,
     score_ms,
     spec_of,
 )
-from cronsvc.errors import UnknownJob
-from cronsvc.fires import parse_fire
+from cronsvc.clock import redis_ms
+from cronsvc.errors import UnknownJob, did_you_mean
+from cronsvc.fires import kind_of, parse_fire
 from cronsvc.keys import Keys, all_shards, keys_for
 from cronsvc.policy import Policy
 from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
+from cronsvc.schedule.expand import next_fires
+from cronsvc.store.replies import integer, opt_text, text
 from cronsvc.store.scripts import UNHELD_MS
 
 __all__ = ["FleetReader"]
@@ -57,23 +57,16 @@ class FleetReader:
     def _shards(self) -> list[Keys]:
         return all_shards(self.shards, self.prefix)
 
-    def _s(self, value: Any) -> str:
-        return value.decode() if isinstance(value, bytes) else str(value)
-
-    def _opt(self, value: Any) -> str | None:
-        return None if value is None else self._s(value)
-
     def server_ms(self) -> int:
         """The Redis server clock, the only clock the fleet goes by."""
-        sec, usec = self.redis.time()
-        return int(sec) * 1000 + int(usec) // 1000
+        return redis_ms(self.redis)
 
     # -- jobs ------------------------------------------------------------------
     def published_jobs(self) -> list[str]:
         """Names of the jobs the planners have published."""
         names: list[str] = []
         for keys in self._shards():
-            names += [self._s(k) for k in self.redis.hkeys(keys.jobs)]
+            names += [text(k) for k in self.redis.hkeys(keys.jobs)]
         return sorted(names)
 
     def require_job(self, job: str) -> Keys:
@@ -85,8 +78,7 @@ class FleetReader:
 
     def _unknown_job(self, job: str, extra: str = "") -> UnknownJob:
         known = self.published_jobs()
-        close = difflib.get_close_matches(job, known, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else (
+        hint = did_you_mean(job, known, n=3, quote=False) or (
             "" if known else "; no job is published (is a planner running?)")
         return UnknownJob(f"unknown job {job!r}{extra}{hint}")
 
@@ -105,7 +97,7 @@ class FleetReader:
                 pipe.lrange(keys.history(name), 0, LAST_RUN_SCAN - 1)
             for name, records in zip(names, pipe.execute(), strict=True):
                 found.append(job_info(name, lines[name], specs.get(name), pauses.get(name),
-                                      [self._s(r) for r in records], now))
+                                      [text(r) for r in records], now))
         return sorted(found, key=lambda j: j.name)
 
     def job(self, job: str) -> JobInfo:
@@ -118,13 +110,13 @@ class FleetReader:
         pipe.hget(keys.paused, job)
         pipe.lrange(keys.history(job), 0, LAST_RUN_SCAN - 1)
         line, spec, pause, records = pipe.execute()
-        return job_info(job, self._s(line), self._opt(spec), self._opt(pause),
-                        [self._s(r) for r in records], now)
+        return job_info(job, text(line), opt_text(spec), opt_text(pause),
+                        [text(r) for r in records], now)
 
     def next_fires(self, job: str, count: int = 5, *, after_ms: int | None = None) -> list[int]:
         """The next ``count`` fire times (ms) of the published schedule of ``job``."""
         keys = self.require_job(job)
-        spec = spec_of(job, self._s(self.redis.hget(keys.specs, job)))
+        spec = spec_of(job, text(self.redis.hget(keys.specs, job)))
         return next_fires(spec, self.server_ms() if after_ms is None else after_ms, count)
 
     def history(self, job: str, count: int = 20) -> list[dict[str, Any]]:
@@ -136,7 +128,7 @@ class FleetReader:
         raw = self.redis.lrange(self.keys(job).history(job), 0, count - 1)
         if not raw and not self.redis.hexists(self.keys(job).jobs, job):
             raise self._unknown_job(job)
-        return [json.loads(self._s(r)) for r in raw]
+        return [json.loads(text(r)) for r in raw]
 
     def zones(self) -> dict[str, str]:
         """Job -> time zone of every published job (times in tables are local to it)."""
@@ -149,10 +141,10 @@ class FleetReader:
     def _scored(self, key: str) -> list[tuple[str, float]]:
         """Every member of a sorted set with its score."""
         raw: Any = self.redis.zrange(key, 0, -1, withscores=True)
-        return [(self._s(m), float(score)) for m, score in raw]
+        return [(text(m), float(score)) for m, score in raw]
 
     def _hash(self, key: str) -> dict[str, str]:
-        return {self._s(k): self._s(v) for k, v in self.redis.hgetall(key).items()}
+        return {text(k): text(v) for k, v in self.redis.hgetall(key).items()}
 
     def fire_state(self, fid: str) -> str:
         """Where a fire is: ``queued``, ``running``, ``dead``, ``done`` (in the job's
@@ -166,7 +158,7 @@ class FleetReader:
             if score is not None:
                 return state
         records = self.redis.lrange(keys.history(job), 0, -1)
-        if any(json.loads(self._s(r)).get("fire") == fid for r in records):
+        if any(json.loads(text(r)).get("fire") == fid for r in records):
             return "done"
         return "unknown"
 
@@ -194,11 +186,11 @@ class FleetReader:
             if due_raw:
                 first = score_ms(due_raw[0][1])
                 oldest = first if oldest is None else min(oldest, first)
-            listed = [self._s(f) for f, _ in due_raw + ahead_raw]
+            listed = [text(f) for f, _ in due_raw + ahead_raw]
             used = self.redis.hmget(keys.attempts, listed) if listed else []
-            tries = {f: self._opt(n) for f, n in zip(listed, used, strict=True)}
-            due += [queued(self._s(f), s, tries[self._s(f)]) for f, s in due_raw]
-            ahead += [queued(self._s(f), s, tries[self._s(f)]) for f, s in ahead_raw]
+            tries = {f: opt_text(n) for f, n in zip(listed, used, strict=True)}
+            due += [queued(text(f), s, tries[text(f)]) for f, s in due_raw]
+            ahead += [queued(text(f), s, tries[text(f)]) for f, s in ahead_raw]
             held += self._in_flight(keys, working)
         return QueueView(
             now_ms=now, due_count=due_count, ahead_count=ahead_count, oldest_due_ms=oldest,
@@ -208,11 +200,11 @@ class FleetReader:
         )
 
     def _in_flight(self, keys: Keys, working: Iterable[tuple[Any, float]]) -> list[InFlight]:
-        pairs = [(self._s(f), s) for f, s in working]
+        pairs = [(text(f), s) for f, s in working]
         if not pairs:
             return []
         claims = self.redis.hmget(keys.claims, [f for f, _ in pairs])
-        return [in_flight(f, s, self._opt(c)) for (f, s), c in zip(pairs, claims, strict=True)]
+        return [in_flight(f, s, opt_text(c)) for (f, s), c in zip(pairs, claims, strict=True)]
 
     # -- dead fires --------------------------------------------------------------
     def dead(self, job: str | None = None) -> list[DeadFire]:
@@ -248,7 +240,7 @@ class FleetReader:
         latest: dict[str, dict[str, Any]] = {}
         for records in histories:
             for raw in records:
-                record = json.loads(self._s(raw))
+                record = json.loads(text(raw))
                 latest.setdefault(record.get("fire", ""), record)
         return latest
 
@@ -269,12 +261,12 @@ class FleetReader:
         for pid, seen in planners_raw:
             info = planner_info.get(pid)
             tick = float(json.loads(info).get("tick", 60)) if info else 60.0
-            planners.append(member(self._s(pid), seen, info, now, planner_stale_ms(tick)))
-        workers = [member(self._s(w), seen, worker_info.get(w), now, WORKER_STALE_MS)
+            planners.append(member(text(pid), seen, info, now, planner_stale_ms(tick)))
+        workers = [member(text(w), seen, worker_info.get(w), now, WORKER_STALE_MS)
                    for w, seen in workers_raw]
         gaps, unrunnable = definition_gaps(*self._definitions(workers))
         server = self._server_settings()
-        newest = {self._s(k): self._s(v) for k, v in generation.items()} or None
+        newest = {text(k): text(v) for k, v in generation.items()} or None
         return Status(now, server.version, server.aof, server.policy, planners, workers,
                       _warnings(server, planners, workers, newest, gaps, unrunnable, now),
                       server.used_memory, server.maxmemory, newest, gaps, unrunnable)
@@ -294,9 +286,9 @@ class FleetReader:
                 pipe.hgetall(keys.held(d))
             lines, *files = pipe.execute()
             for job, line in lines.items():
-                published[self._s(job)] = Policy.parse(self._s(line)).definition
+                published[text(job)] = Policy.parse(text(line)).definition
             for d, found in zip(digests, files, strict=True):
-                held[d].update({self._s(j): self._s(v) for j, v in found.items()})
+                held[d].update({text(j): text(v) for j, v in found.items()})
         return published, {w: held[d] for w, d in live.items()}
 
     def _server_settings(self) -> ServerSettings:
@@ -309,8 +301,8 @@ class FleetReader:
         aof = info.get("aof_enabled")
         return ServerSettings(str(info.get("redis_version")),
                               None if aof is None else bool(int(aof)),
-                              info.get("maxmemory_policy"), _int(info.get("used_memory")),
-                              _int(info.get("maxmemory")))
+                              info.get("maxmemory_policy"), integer(info.get("used_memory")),
+                              integer(info.get("maxmemory")))
 
 
 @dataclass(frozen=True)
@@ -324,14 +316,6 @@ class ServerSettings:
     maxmemory: int | None = None
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-#: A Redis error a live member saw this recently is shown by ``status``.
 RECENT_ERROR_MS = 600_000
 #: Memory use past this share of maxmemory is warned of: writes fail with OOM at 100 %.
 MEMORY_WARN = 0.9

@@ -11,19 +11,16 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
-from itertools import islice
 from typing import Any
 
-from cronsvc.clock import dt_to_ms, ms_to_dt
-from cronsvc.fires import parse_fire
+from cronsvc.fires import kind_of, parse_fire
 from cronsvc.policy import Policy
 from cronsvc.presence import alive
-from cronsvc.schedule.expand import Spec, occurrences
+from cronsvc.schedule.expand import Spec, next_fires
 from cronsvc.schedule.words import describe
+from cronsvc.store.replies import integer
 
 # A schedule with no fire in this many years shows no next fire (Feb 29 comes every 4).
-NEXT_FIRE_YEARS = 9
 # History records read per job to find its last run among skips.
 LAST_RUN_SCAN = 20
 _INT64_MAX = 2**63 - 1
@@ -189,26 +186,11 @@ def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str
     return gaps, unrunnable
 
 
-def kind_of(fid: str) -> str:
-    """``cron`` for a planned fire, ``trigger`` or ``at`` for one-offs."""
-    tag = parse_fire(fid)[2]
-    if tag is None:
-        return "cron"
-    return "trigger" if tag.startswith("t") else "at"
-
-
 def spec_of(job: str, spec_json: str) -> Spec:
     """The published schedule of ``job`` (``Keys.specs``) as a :class:`Spec`."""
     spec = json.loads(spec_json)
     return Spec(cron=spec["cron"], timezone=spec.get("timezone") or "UTC", name=job,
                 jitter=float(spec.get("jitter") or 0))
-
-
-def next_fires(spec: Spec, after_ms: int, count: int, years: int = NEXT_FIRE_YEARS) -> list[int]:
-    """The next ``count`` fires of ``spec`` strictly after ``after_ms``."""
-    start = ms_to_dt(after_ms)
-    found = occurrences(spec, start, start + timedelta(days=366 * years))
-    return [dt_to_ms(t) for t in islice(found, count)]
 
 
 def last_run(records: list[str]) -> dict[str, Any] | None:
@@ -233,7 +215,7 @@ def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None
         catch_up=policy.catch_up, overlap=policy.overlap,
         max_attempts=policy.max_attempts, paused=pause is not None or policy.paused_in_file,
         pause_note=(pause.get("note") or None) if pause else None,
-        paused_since_ms=_int(pause.get("since")) if pause else None,
+        paused_since_ms=integer(pause.get("since")) if pause else None,
         paused_in_file=policy.paused_in_file, next_fire_ms=upcoming[0] if upcoming else None,
         last_run=last_run(records), starting_deadline_ms=policy.deadline_ms,
     )
@@ -244,14 +226,14 @@ def in_flight(fid: str, lease_until_ms: float, claim_json: str | None) -> InFlig
     job, due, _ = parse_fire(fid)
     claim = _record(claim_json) if claim_json else {}
     return InFlight(fire=fid, job=job, due_ms=due, lease_until_ms=score_ms(lease_until_ms),
-                    worker=claim.get("worker"), attempt=_int(claim.get("token")),
-                    claimed_at_ms=_int(claim.get("claimed_at")))
+                    worker=claim.get("worker"), attempt=integer(claim.get("token")),
+                    claimed_at_ms=integer(claim.get("claimed_at")))
 
 
 def queued(fid: str, score: float, attempts: str | None) -> QueuedFire:
     job, due, _ = parse_fire(fid)
     return QueuedFire(fire=fid, job=job, kind=kind_of(fid), due_ms=due, at_ms=score_ms(score),
-                      attempts=_int(attempts) or 0)
+                      attempts=integer(attempts) or 0)
 
 
 def member(mid: str, seen: float, info_json: str | None, now_ms: int,
@@ -277,9 +259,3 @@ def score_ms(score: float) -> int:
         return int(score)
     return _INT64_MAX if score > 0 else -_INT64_MAX
 
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None

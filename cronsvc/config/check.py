@@ -20,13 +20,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cronsvc.client.views import NEXT_FIRE_YEARS, next_fires
 from cronsvc.clock import monotonic
 from cronsvc.config.models import Config, parse_located, read_job_file
 from cronsvc.config.report import dotted
 from cronsvc.config.yamlsource import KeyPath, Located
 from cronsvc.errors import ConfigError
-from cronsvc.schedule.expand import Spec
+from cronsvc.schedule.expand import NEXT_FIRE_YEARS, Spec, next_fires
 
 #: Modules whose functions run programs or code as a `call` target, with no `shell: true`.
 RISKY_MODULES = frozenset({"os", "posix", "subprocess", "builtins"})

@@ -12,10 +12,10 @@ import hashlib
 import json
 import re
 import shlex
+from datetime import tzinfo
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
@@ -28,12 +28,12 @@ from pydantic import (
     model_validator,
 )
 
-from cronsvc.config.report import Report, close_match
+from cronsvc.config.report import Report
 from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
 from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError
 from cronsvc.policy import Policy
-from cronsvc.schedule.expand import validate_cron
+from cronsvc.schedule.expand import validate_cron, zone
 
 #: A job file is a few KB, 10,000 jobs about 1 MB: a bigger one is a mistake or an attack.
 MAX_FILE_BYTES = 4 * 2**20
@@ -259,15 +259,12 @@ JOB_KEYS = tuple(name for name in Job.model_fields if name != "name")
 PER_JOB_ONLY = frozenset({"cron", "command", "call", "args", "kwargs", "description"})
 
 
-def check_timezone(key: str) -> ZoneInfo:
+def check_timezone(key: str) -> tzinfo:
     """The zone named ``key``; ValueError ``unknown time zone 'X'`` if there is none."""
     try:
-        return ZoneInfo(key)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        from zoneinfo import available_timezones
-
-        hint = close_match(key, sorted(available_timezones()))
-        raise ValueError(f"unknown time zone {key!r}{hint}") from None
+        return zone(key)
+    except ScheduleError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def load_config(path: str | Path) -> Config:

@@ -6,22 +6,15 @@ a user fixes the whole file in one pass instead of one error per run.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from cronsvc.config.yamlsource import KeyPath, Located
-from cronsvc.errors import ConfigError
+from cronsvc.errors import ConfigError, did_you_mean
 
 _SCALARS = (str, int, float, bool)
-
-
-def close_match(word: object, choices: Iterable[str]) -> str:
-    """``; did you mean 'x'?`` for a likely typo of one of ``choices``, else ``""``."""
-    found = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {found[0]!r}?" if found else ""
 
 
 def dotted(path: KeyPath) -> str:
@@ -53,7 +46,7 @@ class Report:
         """Report every key of ``mapping`` not in ``known``, with a suggestion if one is close."""
         for key in mapping:
             if key not in known:
-                self.add((*path, key), "unknown key" + close_match(key, known))
+                self.add((*path, key), "unknown key" + did_you_mean(key, known))
 
     def validation(
         self,
@@ -68,7 +61,7 @@ class Report:
                 continue
             kind = err["type"]
             if kind == "extra_forbidden":
-                self.add(path, "unknown key" + close_match(path[-1], fields))
+                self.add(path, "unknown key" + did_you_mean(path[-1], fields))
                 continue
             if kind == "missing":
                 self.add(path, "missing (required)")

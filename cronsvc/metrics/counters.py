@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cronsvc.clock import SYSTEM
+from cronsvc.history import drop_status
 
 if TYPE_CHECKING:
     import redis
@@ -72,9 +73,7 @@ class Metrics(NoMetrics):
     def __init__(self) -> None:
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
-        from cronsvc.worker.records import DROP_STATUS
 
-        self._drop_status = DROP_STATUS
         self.registry = CollectorRegistry()
         self._server: Any = None
         reg = self.registry
@@ -105,10 +104,11 @@ class Metrics(NoMetrics):
             self._lag.labels(kind).observe(max(lag_ms, 0) / 1000)
 
     def dropped(self, job: str, reason: str) -> None:
-        if self._drop_status.get(reason) == "dead":
+        status = drop_status(reason)
+        if status == "dead":
             self.dead(job)
         else:
-            self._dropped.labels(job, self._drop_status.get(reason, "skipped"), reason).inc()
+            self._dropped.labels(job, status, reason).inc()
 
     def reclaimed(self, job: str) -> None:
         self._reclaimed.labels(job).inc()

@@ -6,12 +6,14 @@ than once per worker.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cronsvc.clock import redis_ms
+from cronsvc.store.replies import json_object, text
 
 if TYPE_CHECKING:
     import redis
@@ -101,8 +103,7 @@ class FleetCollector:
 
         config = self.config()
         shards = all_shards(config.redis.shards, config.redis.prefix)
-        sec, usec = self.client.time()
-        now = int(sec) * 1000 + int(usec) // 1000
+        now = redis_ms(self.client)
         pipe = self.client.pipeline(transaction=False)
         for keys in shards:
             pipe.zcard(keys.queue)
@@ -113,7 +114,7 @@ class FleetCollector:
             pipe.hkeys(keys.paused)
         pipe.zrangebyscore(shards[0].workers, now - WORKER_STALE_MS, "+inf")
         replies = pipe.execute()
-        live = [_s(w) for w in replies.pop()]
+        live = [text(w) for w in replies.pop()]
         depth = G("cronsvc_queue_depth", "Fires queued (planned ahead or due).", labels=["shard"])
         due = in_flight = dead = 0
         oldest: int | None = None
@@ -124,11 +125,11 @@ class FleetCollector:
             due, in_flight, dead = due + n_due, in_flight + working, dead + n_dead
             if head and (oldest is None or head[0][1] < oldest):
                 oldest = int(head[0][1])
-            paused.update(_s(j) for j in held)
+            paused.update(text(j) for j in held)
         busy = slots = 0
         if live:
             for raw in self.client.hmget(shards[0].worker_info, live):
-                info = _json(raw) or {}
+                info = json_object(raw) or {}
                 busy, slots = busy + int(info.get("busy", 0)), slots + int(info.get("slots", 0))
         lateness = max(now - oldest, 0) / 1000 if oldest is not None else 0.0
         families: list[Metric] = [
@@ -217,7 +218,7 @@ class FleetCollector:
             pipe.lindex(keys[name], 0)
         deeper: list[str] = []
         for name, raw in zip(turn, pipe.execute(), strict=True):
-            head = _s(raw) if raw is not None else ""
+            head = text(raw) if raw is not None else ""
             if head == self._heads.get(name):
                 continue
             self._heads[name] = head
@@ -231,7 +232,7 @@ class FleetCollector:
         for name in deeper:
             pipe.lrange(keys[name], 0, -1)
         for name, records in zip(deeper, pipe.execute(), strict=True):
-            found = next((ms for ms in map(_success_ms, map(_s, records)) if ms is not None),
+            found = next((ms for ms in map(_success_ms, map(text, records)) if ms is not None),
                          None)
             if found is not None:
                 self._success[name] = max(found, self._success.get(name, found))
@@ -239,19 +240,8 @@ class FleetCollector:
 
 def _success_ms(raw: str) -> int | None:
     """End of the run a history line records, if it is an ok run."""
-    record = _json(raw)
+    record = json_object(raw)
     if not record or record.get("status") != "ok" or record.get("started") is None:
         return None
     return int(record["started"]) + int(record.get("duration_ms") or 0)
 
-
-def _json(raw: Any) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 
-from cronsvc.clock import SYSTEM, Clock, iso_utc, monotonic
+from cronsvc.clock import SYSTEM, Clock, iso_utc, monotonic, redis_ms
 from cronsvc.config.models import Config, Job, load_config
 from cronsvc.config.watch import FileWatch, file_stat, reread
 from cronsvc.errors import Superseded
@@ -28,9 +28,10 @@ from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.planner.generations import Newest, Verdict, compare, decide
 from cronsvc.planner.publish import PlanBatch, Published, diff, policy_line
 from cronsvc.planner.ticker import Ticker
-from cronsvc.presence import alive, planner_stale_ms
+from cronsvc.presence import alive, planner_stale_ms, process_id
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog
+from cronsvc.store.replies import json_object, text, texts
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.planner")
@@ -38,10 +39,6 @@ log = logging.getLogger("cronsvc.planner")
 MAX_FIRES_PER_CALL = 5000  # keeps one script call short: Redis serves nobody meanwhile
 MIN_LOOKBACK_MS = 24 * 3600 * 1000  # a planner down for a month must not plan a month
 WAKE_WITHIN_MS = 5000  # new fires due this soon may be earlier than a worker's next wake-up
-
-
-def default_planner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass
@@ -76,7 +73,7 @@ class Planner:
         self.config: Config = load_config(self.config_path)
         self.client = redis_client
         self.scripts = Scripts(redis_client)
-        self.planner_id = planner_id or default_planner_id()
+        self.planner_id = planner_id or process_id()
         self.clock = clock
         self._horizon = horizon
         self._tick = tick
@@ -109,10 +106,9 @@ class Planner:
         if self.clock is not SYSTEM:
             return self.clock.now_ms()
         try:
-            sec, usec = self.client.time()
+            return redis_ms(self.client)
         except redis.RedisError:  # on a cluster TIME may pick a node that is down
             return self.clock.now_ms()
-        return int(sec) * 1000 + int(usec) // 1000
 
     def _script_now(self) -> int | None:
         # Scripts use the Redis clock; only an injected clock (tests) overrides it.
@@ -162,12 +158,12 @@ class Planner:
         pipe.zrange(keys.planners, 0, -1, withscores=True)
         pipe.hgetall(keys.planner_info)
         raw, published_as, seen, infos = pipe.execute()
-        newest = _newest(_strs(raw))
+        newest = _newest(texts(raw))
         now = self._now()
         verdict = decide(self.config.digest, newest,
                          published_as=None if published_as is None else int(published_as),
                          changed=self._changed,
-                         newest_held=self._newest_held(newest, seen, _strs(infos), now))
+                         newest_held=self._newest_held(newest, seen, texts(infos), now))
         self.newest = newest
         if verdict is Verdict.PUBLISH:
             gen, status = self.scripts.generation(
@@ -199,8 +195,8 @@ class Planner:
                                               planner_stale_ms(self.tick_interval)):
             return True
         for member, last in seen:
-            pid = _s(member)
-            info = _json(infos.get(pid))
+            pid = text(member)
+            info = json_object(infos.get(pid)) or {}
             if pid == self.planner_id or info.get("digest") != newest.digest:
                 continue
             if alive(int(last), now, planner_stale_ms(float(info.get("tick") or 60))):
@@ -256,7 +252,7 @@ class Planner:
         pipe.zrange(keys.queue, 0, 0, withscores=True)
         pipe.get(keys.published)
         lines, specs, marks, lowest, published = pipe.execute()
-        have = Published(_strs(lines), _strs(specs), _strs(marks),
+        have = Published(texts(lines), texts(specs), texts(marks),
                          int(lowest[0][1]) if lowest else None)
         changes = diff({j.name: j for j in jobs}, have, now, int(self.horizon * 1000))
         if not changes and published is not None and int(published) == generation:
@@ -284,7 +280,7 @@ class Planner:
         """How this planner's file differs from the published one, for its log line."""
         published: dict[str, str] = {}
         for keys in self._shards():
-            published.update(_strs(self.client.hgetall(keys.jobs)))
+            published.update(texts(self.client.hgetall(keys.jobs)))
         mine = {name: policy_line(job) for name, job in self.config.jobs.items()}
         return compare(mine, published).summary()
 
@@ -350,7 +346,7 @@ class Planner:
     def _plan_shard(self, keys: Keys, jobs: list[Job], now: int, upto: int,
                     stats: TickStats) -> None:
         marks = self.client.hmget(keys.watermarks, [j.name for j in jobs])
-        batch = PlanBatch(self.scripts, keys, MAX_FIRES_PER_CALL, self._script_now())
+        batch = PlanBatch(self.scripts, keys, MAX_FIRES_PER_CALL)
         for job, mark in zip(jobs, marks, strict=True):
             if mark is None:  # not published (or wiped): publish first
                 self._needs_sync = self.generation is not None
@@ -443,18 +439,3 @@ def _newest(raw: dict[str, str]) -> Newest:
                   int(raw["at"]) if raw.get("at") else None,
                   int(raw["jobs"]) if raw.get("jobs") else None)
 
-
-def _json(raw: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if raw else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _strs(mapping: dict[Any, Any]) -> dict[str, str]:
-    return {_s(k): _s(v) for k, v in mapping.items()}
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -144,11 +144,10 @@ class PlanBatch:
     job, thousands of jobs) goes in several short calls.
     """
 
-    def __init__(self, scripts: Scripts, keys: Keys, limit: int, now_ms: int | None) -> None:
+    def __init__(self, scripts: Scripts, keys: Keys, limit: int) -> None:
         self.scripts = scripts
         self.keys = keys
         self.limit = limit
-        self.now_ms = now_ms
         self.added = 0
         self.stale: list[str] = []
         self.earliest: int | None = None  # first due of the calls that added fires
@@ -173,7 +172,7 @@ class PlanBatch:
         """Send what is pending."""
         if not self._entries:
             return
-        result = self.scripts.plan(self.keys, self._entries, now_ms=self.now_ms)
+        result = self.scripts.plan(self.keys, self._entries)
         self.added += result.added
         self.stale += result.stale
         firsts = [dues[0] for *_, dues in self._entries if dues]

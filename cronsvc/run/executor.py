@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any, Literal, NamedTuple, Protocol
 
-from cronsvc.clock import SYSTEM, Clock
+from cronsvc.clock import SYSTEM, Clock, monotonic
 from cronsvc.run.calls import OUTPUT_CAP, call_here, start_call
 from cronsvc.run.context import FireContext
 
@@ -83,7 +83,7 @@ def execute(
     `cancel` was set; the status says which.
     """
     started_ms = clock.now_ms()
-    t0 = time.monotonic()
+    t0 = monotonic()
     cancel = cancel if cancel is not None else threading.Event()
     deadline = None if job.timeout is None else t0 + job.timeout
     try:
@@ -97,19 +97,19 @@ def execute(
             result = _Result("failed", error=f"job {job.name} has neither command nor call")
     except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
         result = _Result("failed", error=f"{type(exc).__name__}: {exc}")
-    duration_ms = int((time.monotonic() - t0) * 1000)
+    duration_ms = int((monotonic() - t0) * 1000)
     return Outcome(result.status, started_ms, duration_ms, *result[1:])
 
 
 def _wait(done: threading.Event, cancel: threading.Event, deadline: float | None) -> str:
     """Block until `done`, a cancel or the deadline; returns "done", "cancelled" or "timeout"."""
     while True:
-        remaining = None if deadline is None else deadline - time.monotonic()
+        remaining = None if deadline is None else deadline - monotonic()
         if done.wait(SLICE if remaining is None else max(min(SLICE, remaining), 0)):
             return "done"
         if cancel.is_set():
             return "cancelled"
-        if deadline is not None and time.monotonic() >= deadline:
+        if deadline is not None and monotonic() >= deadline:
             return "timeout"
 
 
@@ -281,10 +281,10 @@ def _kill_group(pgid: int, exited: threading.Event) -> None:
     """SIGTERM the group, give it KILL_GRACE to go, then SIGKILL what is left."""
     if not _signal_group(pgid, signal.SIGTERM):
         return
-    grace_end = time.monotonic() + KILL_GRACE
+    grace_end = monotonic() + KILL_GRACE
     exited.wait(KILL_GRACE)
     # The leader may be gone while children that ignore SIGTERM live on in its group.
-    while time.monotonic() < grace_end and _group_alive(pgid):
+    while monotonic() < grace_end and _group_alive(pgid):
         time.sleep(0.05)
     _signal_group(pgid, signal.SIGKILL)
     exited.wait(KILL_GRACE)  # bounded: a process stuck in the kernel must not hang the worker

@@ -25,10 +25,11 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from itertools import islice
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronsvc.errors import ScheduleError
+from cronsvc.errors import ScheduleError, did_you_mean
 from cronsvc.keys import stable_hash
 from cronsvc.schedule.fields import ALIASES, CronFields, normalize_cron, parse, validate_cron
 
@@ -85,8 +86,11 @@ def zone(key: str) -> tzinfo:
     """The time zone named ``key`` (an IANA name); ScheduleError if there is none."""
     try:
         return ZoneInfo(key)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(f"unknown time zone {key!r}") from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        from zoneinfo import available_timezones
+
+        hint = did_you_mean(key, sorted(available_timezones()))
+        raise ScheduleError(f"unknown time zone {key!r}{hint}") from None
 
 
 def jitter_ms(job: JobLike) -> int:
@@ -304,3 +308,15 @@ def upcoming(job: JobLike, after: datetime, count: int, years: int = 50) -> list
         if runs >= count:
             break
     return found
+
+
+#: How far ahead a next fire is looked for before a schedule counts as never firing.
+NEXT_FIRE_YEARS = 9
+
+
+def next_fires(job: JobLike, after_ms: int, count: int, years: int = NEXT_FIRE_YEARS) -> list[int]:
+    """The next ``count`` fires of ``job`` strictly after ``after_ms`` (fewer if ``years``
+    pass first)."""
+    start = _at(after_ms)
+    found = occurrences(job, start, start + timedelta(days=366 * years))
+    return [_ms(t) for t in islice(found, count)]

@@ -3,7 +3,7 @@
 Scripts run under the ACL of the user who calls them, so the commands inside
 ``lua/*.lua`` count as well as the ones the planner, workers and client send.
 A command added to the code or a script must be added here too
-(tests/test_acl.py compares this list with the scripts).
+(tests/store/test_acl.py compares this list with the scripts).
 
     admin.execute_command("ACL", "SETUSER", *acl_setuser_args("cronsvc", password))
 """

@@ -73,8 +73,9 @@ def load_sources(directory: Path | None = None) -> dict[str, ScriptSource]:
 def expand_includes(text: str, includes: Path, path: Path) -> str:
     """``text`` with each ``-- @include NAME.lua`` line replaced by ``includes/NAME.lua``.
 
-    Shared snippets (the clock, the capped event push) live once, as in BullMQ's
-    ``src/commands/includes``; an included file includes nothing itself.
+    Shared snippets (the clock, the capped events list, fire id patterns, the history
+    line) live once, as in BullMQ's ``src/commands/includes``; an included file includes
+    nothing itself.
     """
     def include(m: re.Match[str]) -> str:
         source = includes / m.group(1)

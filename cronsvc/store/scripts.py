@@ -25,6 +25,7 @@ from cronsvc.fires import job_of
 from cronsvc.keys import Keys
 from cronsvc.store.faults import is_outage
 from cronsvc.store.loader import ScriptSource, load_sources, lua_dir, script_error
+from cronsvc.store.replies import compact, record_json, text
 
 __all__ = [
     "Claim", "ClaimResult", "FailResult", "PlanResult", "PublishResult", "ScriptSource",
@@ -37,16 +38,6 @@ ACK_CHUNK = 500
 # A due fire that no worker holding its definition took for this long is missed.
 UNHELD_MS = 600_000
 CLAIM_FIELDS = 6  # per claimed fire in the claim script's reply
-
-
-def _str(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _json(record: Any) -> str:
-    if isinstance(record, str | bytes):
-        return _str(record)
-    return json.dumps(record, separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +90,9 @@ class Scripts:
     """Typed calls of every script on one client (scripts registered once, here).
 
     Every method takes the shard's :class:`Keys` first (``None``: the
-    unsharded keys of ``prefix``) and an optional ``now_ms`` that only tests
-    pass: by default the scripts read the Redis server clock.
+    unsharded keys of ``prefix``). Those whose script reads the clock take an
+    optional ``now_ms`` that only tests pass (the script's ARGV[1]): by default the
+    scripts read the Redis server clock.
     """
 
     def __init__(self, client: redis.Redis, prefix: str = "") -> None:
@@ -167,7 +159,7 @@ class Scripts:
             args += [job, why, len(fires), *fires]
         res = self.run("publish", [k.queue, k.jobs, k.specs, k.watermarks, k.events,
                                    k.published, *(k.history(job) for job, _, _ in groups)], args)
-        return PublishResult(int(res[0]), int(res[1]), int(res[2]), [_str(j) for j in res[3]])
+        return PublishResult(int(res[0]), int(res[1]), int(res[2]), [text(j) for j in res[3]])
 
     def generation(
         self, keys: Keys | None, digest: str, planner: str, seen: int | None, jobs: int,
@@ -184,7 +176,6 @@ class Scripts:
 
     def plan(
         self, keys: Keys | None, entries: Iterable[tuple[str, str, int, Sequence[int]]],
-        *, now_ms: int | None = None,
     ) -> PlanResult:
         """Queue fires of ``(job, digest, upto_ms, dues ascending)`` past each watermark."""
         k = self._k(keys)
@@ -193,8 +184,8 @@ class Scripts:
         for job, digest, upto, dues in entries:
             body += [job, digest, int(upto), len(dues), *(int(d) for d in dues)]
             count += 1
-        res = self.run("plan", [k.queue, k.watermarks, k.jobs], [_now(now_ms), count, *body])
-        return PlanResult(int(res[0]), [_str(j) for j in res[1]])
+        res = self.run("plan", [k.queue, k.watermarks, k.jobs], [count, *body])
+        return PlanResult(int(res[0]), [text(j) for j in res[1]])
 
     # -- worker ----------------------------------------------------------------
     def claim(
@@ -219,14 +210,14 @@ class Scripts:
         n = int(res[2])
         claimed = []
         for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS):
-            fid, payload, before = _str(res[i]), res[i + 4], res[i + 5]
+            fid, payload, before = text(res[i]), res[i + 4], res[i + 5]
             claimed.append(Claim(
                 fid, job_of(fid), int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1,
                 json.loads(payload) if payload else None,
                 json.loads(before) if before else None,
             ))
         rest = res[4 + CLAIM_FIELDS * n:]
-        dropped = [(_str(rest[i]), _str(rest[i + 1])) for i in range(0, len(rest), 2)]
+        dropped = [(text(rest[i]), text(rest[i + 1])) for i in range(0, len(rest), 2)]
         return ClaimResult(int(res[0]), int(res[1]), claimed, dropped)
 
     def heartbeat(
@@ -266,9 +257,9 @@ class Scripts:
             chunk = items[i:i + ACK_CHUNK]
             args: list[Any] = [int(history_cap)]
             for fid, token, job, record in chunk:
-                args += (fid, int(token), job, _json(record))
+                args += (fid, int(token), job, record_json(record))
             res = self.run("ack", [*fixed, *(k.history(job) for _, _, job, _ in chunk)], args)
-            out += [None if r == 1 else _str(r) for r in res]
+            out += [None if r == 1 else text(r) for r in res]
         return out
 
     def fail(
@@ -278,36 +269,34 @@ class Scripts:
         """Record a failed attempt: requeued at ``retry_at_ms`` while attempts remain, else dead."""
         k = self._k(keys)
         res = self.run("fail", [
-            k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.dead,
-            k.history(job), k.events,
-        ], [_now(now_ms), fire_id, int(token), job, _json(record), int(history_cap),
+            k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.dead, k.history(job),
+            k.events,
+        ], [_now(now_ms), fire_id, int(token), job, record_json(record), int(history_cap),
             int(max_attempts), int(retry_at_ms)])
-        return FailResult(_str(res[0]), int(res[1]))
+        return FailResult(text(res[0]), int(res[1]))
 
-    def release(self, keys: Keys | None, pairs: Pairs, *, now_ms: int | None = None) -> int:
+    def release(self, keys: Keys | None, pairs: Pairs) -> int:
         """Give unstarted claims back at their due time, attempt not counted; number released."""
         k = self._k(keys)
         flat = [x for fid, token in pairs for x in (fid, int(token))]
         if not flat:
             return 0
-        return int(self.run("release", [k.working, k.queue, k.attempts, k.claims],
-                            [_now(now_ms), *flat]))
+        return int(self.run("release", [k.working, k.queue, k.attempts, k.claims], flat))
 
     def record(self, keys: Keys | None, job: str, record: Any, history_cap: int = 100) -> None:
         """Add ``record`` to ``job``'s history and to the events list."""
         k = self._k(keys)
-        self.run("record", [k.history(job), k.events], [_json(record), int(history_cap)])
+        self.run("record", [k.history(job), k.events], [record_json(record), int(history_cap)])
 
     # -- client ----------------------------------------------------------------
     def enqueue(
         self, keys: Keys | None, fire_id: str, due_ms: int, payload: Any = None,
-        *, now_ms: int | None = None,
     ) -> bool:
         """Queue a one-off fire; False if it is queued already. UnknownJob if not published."""
         k = self._k(keys)
-        body = "" if payload is None else _json_payload(payload)
+        body = "" if payload is None else compact(payload)
         return self.run("enqueue", [k.queue, k.payloads, k.jobs],
-                        [_now(now_ms), fire_id, int(due_ms), body]) == 1
+                        [fire_id, int(due_ms), body]) == 1
 
     def cancel(self, keys: Keys | None, fire_id: str, *, now_ms: int | None = None) -> bool:
         """Unqueue a fire that has not started; False if it is not queued."""
@@ -323,7 +312,7 @@ class Scripts:
         k = self._k(keys)
         res = self.run("pause", [k.jobs, k.paused, k.working, k.claims],
                        [_now(now_ms), job, note])
-        return int(res[0]), [(_str(res[i]), int(res[i + 1]), _str(res[i + 2]))
+        return int(res[0]), [(text(res[i]), int(res[i + 1]), text(res[i + 2]))
                              for i in range(1, len(res), 3)]
 
     def resume(
@@ -335,7 +324,7 @@ class Scripts:
         k = self._k(keys)
         res = self.run("resume", [k.paused, k.queue, k.working, k.dead, k.events],
                        [_now(now_ms), job, pause_json, *fires])
-        return int(res[0]), [_str(f) for f in res[1:]]
+        return int(res[0]), [text(f) for f in res[1:]]
 
     def retry_dead(self, keys: Keys | None, fire_id: str, *, now_ms: int | None = None) -> bool:
         """Queue a dead fire again now with fresh attempts; False if it is not dead."""
@@ -350,8 +339,3 @@ class Scripts:
         k = self._k(keys)
         return int(self.run("purge", [k.dead, k.attempts, k.payloads, k.events],
                             [_now(now_ms), job or ""]))
-
-
-def _json_payload(payload: Any) -> str:
-    # A payload is always JSON, strings included, so the claim decodes it back as it was.
-    return json.dumps(payload, separators=(",", ":"))

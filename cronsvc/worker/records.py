@@ -6,49 +6,24 @@ import logging
 from typing import Any
 
 from cronsvc.clock import iso_utc
-from cronsvc.fires import parse_fire
+from cronsvc.history import HistoryRecord, drop_explained, drop_status, record
 from cronsvc.run.executor import Outcome
 from cronsvc.store.scripts import Claim
-
-# Claim drops a fire for one of these reasons; anything else is a skip by policy.
-DROP_STATUS = {"missed": "missed", "dead": "dead", "dead: job removed": "dead",
-               "definition not held": "missed"}
-# What a claim's reason means, in the history line (the reason itself otherwise).
-DROP_REASONS = {
-    "dead": "no attempts left: lease lost on the last attempt (its worker died or lost Redis)",
-    "definition not held": "missed: no live worker holds this definition of the job "
-                           "(their job files differ)",
-}
 
 
 def history_record(
     claim: Claim, outcome: Outcome, worker: str, offset_ms: int, *, status: str | None = None
-) -> dict[str, Any]:
+) -> HistoryRecord:
     """The history line of one finished attempt, times on the server's clock."""
-    return {
-        "fire": claim.fire_id,
-        "job": claim.job,
-        "status": status or outcome.status,
-        "reason": outcome.error,
-        "scheduled": claim.due_ms,
-        "started": outcome.started_ms + offset_ms,
-        "duration_ms": outcome.duration_ms,
-        "attempt": claim.token,
-        "worker": worker,
-        "exit_code": outcome.exit_code,
-        "output": outcome.output or None,
-    }
+    return record(claim.fire_id, status or outcome.status, job=claim.job, scheduled=claim.due_ms,
+                  reason=outcome.error, started=outcome.started_ms + offset_ms,
+                  duration_ms=outcome.duration_ms, attempt=claim.token, worker=worker,
+                  exit_code=outcome.exit_code, output=outcome.output or None)
 
 
-def drop_record(fid: str, reason: str, worker: str) -> dict[str, Any]:
+def drop_record(fid: str, reason: str, worker: str) -> HistoryRecord:
     """The history line of a fire the claim script decided not to run."""
-    job, due_ms, _ = parse_fire(fid)
-    return {
-        "fire": fid, "job": job, "status": DROP_STATUS.get(reason, "skipped"),
-        "reason": DROP_REASONS.get(reason, reason),
-        "scheduled": due_ms, "started": None, "duration_ms": None, "attempt": None,
-        "worker": worker, "exit_code": None, "output": None,
-    }
+    return record(fid, drop_status(reason), reason=drop_explained(reason), worker=worker)
 
 
 def log_outcome(
@@ -70,15 +45,11 @@ def log_dropped(log: logging.Logger, worker: str, fid: str, status: str, reason:
     log.warning("%s %s (%s)", status, fid, reason, extra={"fire": fid, "worker": worker})
 
 
-def lost_record(claim: Claim, before: dict[str, Any]) -> dict[str, Any]:
+def lost_record(claim: Claim, before: dict[str, Any]) -> HistoryRecord:
     """The history line of an attempt whose lease lapsed: its worker died, froze or lost
     Redis before the run's result was recorded; ``claim`` is the attempt after it."""
     worker = before.get("worker") or "?"
     token = before.get("token")
-    return {
-        "fire": claim.fire_id, "job": claim.job, "status": "lost",
-        "reason": f"lease lost: worker {worker}", "scheduled": claim.due_ms,
-        "started": before.get("claimed_at"), "duration_ms": None,
-        "attempt": int(token) if token is not None else claim.token - 1,
-        "worker": worker, "exit_code": None, "output": None,
-    }
+    return record(claim.fire_id, "lost", job=claim.job, scheduled=claim.due_ms,
+                  reason=f"lease lost: worker {worker}", started=before.get("claimed_at"),
+                  attempt=int(token) if token is not None else claim.token - 1, worker=worker)

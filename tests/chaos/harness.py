@@ -30,9 +30,9 @@ from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
 from tests.chaos.files import STARTING_DEADLINE, VERSIONS, chaos_jobs
 from tests.chaos.ledger import Epoch, Fault, Totals, judge
-from tests.conftest import wait_for
-from tests.e2e_jobs import read_ledger
-from tests.fleet import Fleet
+from tests.support.fleet import Fleet
+from tests.support.jobs import read_ledger
+from tests.support.wait import wait_for
 
 K = Keys()
 LEASE = "1"  # seconds: a killed worker's fires run again about a second later

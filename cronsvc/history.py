@@ -1,0 +1,110 @@
+"""The history record: one JSON line per attempt or decision, in a job's history list.
+
+Fields, in this order (JSON null where there is no value)::
+
+    fire, job, status, reason, scheduled, started, duration_ms, attempt, worker,
+    exit_code, output
+
+- ``status``: ``ok``, ``failed``, ``timeout``, ``cancelled``, ``replaced``,
+  ``shutdown`` or ``lease lost`` (a run); ``lost`` (an attempt whose lease lapsed
+  before its result was recorded); ``dead``, ``missed`` or ``skipped`` (a fire the
+  claim script did not run, or ran out of attempts).
+- ``scheduled`` and ``started``: ms since the epoch, UTC, on the Redis clock.
+
+:func:`record` is the only builder in Python; ``lua/fail-9.lua`` writes the same
+fields for a dead fire. The reasons a fire is dropped or a run is stopped are
+:class:`Drop` and :class:`Cancel`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TypedDict
+
+from cronsvc.fires import parse_fire
+
+
+class HistoryRecord(TypedDict):
+    fire: str
+    job: str
+    status: str
+    reason: str | None
+    scheduled: int | None
+    started: int | None
+    duration_ms: int | None
+    attempt: int | None
+    worker: str | None
+    exit_code: int | None
+    output: str | None
+
+
+def record(fire: str, status: str, *, reason: str | None = None, started: int | None = None,
+           duration_ms: int | None = None, attempt: int | None = None,
+           worker: str | None = None, exit_code: int | None = None,
+           output: str | None = None, job: str | None = None,
+           scheduled: int | None = None) -> HistoryRecord:
+    """A history record; ``job`` and ``scheduled`` default to those of the fire id."""
+    if job is None or scheduled is None:
+        fire_job, due_ms, _ = parse_fire(fire)
+        job = fire_job if job is None else job
+        scheduled = due_ms if scheduled is None else scheduled
+    return HistoryRecord(fire=fire, job=job, status=status, reason=reason, scheduled=scheduled,
+                         started=started, duration_ms=duration_ms, attempt=attempt,
+                         worker=worker, exit_code=exit_code, output=output)
+
+
+class Drop(StrEnum):
+    """Why the claim script did not run a fire: its reply and its events say these."""
+
+    REMOVED = "removed"
+    PAUSED = "paused"
+    MISSED = "missed"
+    CATCH_UP_LATEST = "catch_up latest"
+    OVERLAP_FORBID = "overlap forbid"
+    DEAD = "dead"  # its lease lapsed on the last attempt
+    DEAD_JOB_REMOVED = "dead: job removed"  # ... after its job was removed
+    DEFINITION_NOT_HELD = "definition not held"  # no worker holding its definition took it
+
+    @property
+    def status(self) -> str:
+        """The status of the history record: missed, dead, or skipped by policy."""
+        return _DROP_STATUS.get(self, "skipped")
+
+    @property
+    def explained(self) -> str:
+        """The reason as the history record says it."""
+        return _DROP_EXPLAINED.get(self, self.value)
+
+
+_DROP_STATUS = {Drop.MISSED: "missed", Drop.DEAD: "dead", Drop.DEAD_JOB_REMOVED: "dead",
+                Drop.DEFINITION_NOT_HELD: "missed"}
+_DROP_EXPLAINED = {
+    Drop.DEAD: "no attempts left: lease lost on the last attempt (its worker died or lost Redis)",
+    Drop.DEFINITION_NOT_HELD: "missed: no live worker holds this definition of the job "
+                              "(their job files differ)",
+}
+
+
+def drop_status(reason: str) -> str:
+    """The history status of a drop reason (an unknown reason is a skip by policy)."""
+    try:
+        return Drop(reason).status
+    except ValueError:
+        return "skipped"
+
+
+def drop_explained(reason: str) -> str:
+    """A drop reason as the history record says it (an unknown one as it is)."""
+    try:
+        return Drop(reason).explained
+    except ValueError:
+        return reason
+
+
+class Cancel(StrEnum):
+    """Why a worker stops a run it holds: the run's status in its history record."""
+
+    REPLACED = "replaced"  # overlap: replace, a newer fire of the job took over
+    LEASE_LOST = "lease lost"  # the lease lapsed or another worker holds the fire now
+    SHUTDOWN = "shutdown"  # the worker is stopping and its grace period ran out
+

@@ -1,0 +1,225 @@
+"""The results thread of a worker: every outcome and history line it owes goes to Redis here.
+
+Successes are acked in one round trip per shard for all runs that finished meanwhile;
+failures are failed one by one (a retry or a dead letter); lines no run owns (a fire the
+claim dropped, a lapsed lease) are recorded as notes. Redis unreachable or refusing
+writes for now is waited out: an unrecorded run runs again once its lease lapses.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from cronsvc.clock import monotonic
+from cronsvc.errors import LeaseLost
+from cronsvc.history import Cancel, HistoryRecord, drop_explained
+from cronsvc.keys import Keys, keys_for
+from cronsvc.process.logs import batched_lines
+from cronsvc.run.executor import Outcome
+from cronsvc.store.faults import REDIS_ERRORS, is_outage
+from cronsvc.store.scripts import Claim
+from cronsvc.worker.records import (
+    drop_record,
+    history_record,
+    log_dropped,
+    log_outcome,
+    lost_record,
+)
+from cronsvc.worker.running import Holder, Note, Running
+
+log = logging.getLogger("cronsvc.worker")
+
+# How long a finished run's result is retried while Redis cannot be reached.
+RESULT_PATIENCE = 120.0
+# Results recorded in one round trip at most.
+RESULT_BATCH = 500
+# Retries of a write while Redis cannot take it are at most this far apart.
+RETRY_AT_MOST = 2.0
+T = TypeVar("T")
+Acks = dict[Keys, list[tuple[Running, Outcome, HistoryRecord]]]
+
+
+class Results:
+    """Records what the runs and claims of one worker leave behind, in a thread of its own."""
+
+    def __init__(self, worker: Holder) -> None:
+        self.w = worker
+        # (run, outcome) of finished runs and notes; None ends the thread.
+        self._queue: queue.SimpleQueue[tuple[Running, Outcome] | Note | None] = (
+            queue.SimpleQueue())
+        self._thread = threading.Thread(target=self.record_all, name="cronsvc-results",
+                                        daemon=True)
+
+    # -- what the worker hands over ---------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def finished(self, run: Running, outcome: Outcome) -> None:
+        """A run ended: record its outcome."""
+        self._queue.put((run, outcome))
+
+    def reclaimed(self, keys: Keys, claim: Claim) -> None:
+        """A fire whose holder's lease lapsed: say so, and keep that attempt in history."""
+        w = self.w
+        before = claim.before or {}
+        log.warning("%s: reclaimed from %s (its lease lapsed); attempt %d", claim.fire_id,
+                    before.get("worker", "?"), claim.token,
+                    extra={"job": claim.job, "fire": claim.fire_id, "attempt": claim.token,
+                           "worker": w.worker_id})
+        w.metrics.reclaimed(claim.job)
+        self._queue.put(Note(keys, claim.job, lost_record(claim, before)))
+
+    def dropped(self, fid: str, reason: str) -> None:
+        """The claim script dropped a fire: write its history line (from this thread, which
+        rides out an outage; the claim loop must not)."""
+        w = self.w
+        record = drop_record(fid, reason, w.worker_id)
+        job = record["job"]
+        keys = keys_for(job, w.config.redis.shards, w.config.redis.prefix)
+        self._queue.put(Note(keys, job, record))
+        log_dropped(log, w.worker_id, fid, record["status"], drop_explained(reason))
+        w.metrics.dropped(job, reason)
+
+    def close(self) -> None:
+        """Record what is queued, then end the thread (or, if it never started, record it
+        in the caller's thread)."""
+        self._queue.put(None)
+        if self._thread.is_alive():
+            self._thread.join()
+        elif self._thread.ident is None:
+            self.record_all()
+
+    # -- the thread -------------------------------------------------------------
+    def record_all(self) -> None:
+        """Record results as they come, runs in batches, until the end mark."""
+        last = False
+        while not last:
+            batch: list[tuple[Running, Outcome]] = []
+            notes: list[Note] = []
+            item = self._queue.get()
+            while True:
+                if item is None:  # the worker is stopping and this is all
+                    last = True
+                    break
+                if isinstance(item, Note):
+                    notes.append(item)
+                else:
+                    batch.append(item)
+                if len(batch) + len(notes) >= RESULT_BATCH or self._queue.empty():
+                    break
+                item = self._queue.get_nowait()
+            with batched_lines():
+                self._record_batch(batch)
+                self._write_notes(notes)
+
+    def _write_notes(self, notes: list[Note]) -> None:
+        w = self.w
+        for note in notes:
+            try:
+                self.persist(lambda n=note: w.scripts.record(  # type: ignore[misc]
+                    n.keys, n.job, n.record, w.history_cap))
+            except REDIS_ERRORS as exc:
+                w.noted(exc)
+                log.error("%s: history line not recorded: %s", note.record.get("fire"), exc)
+
+    def _record_batch(self, batch: list[tuple[Running, Outcome]]) -> None:
+        acks: Acks = {}
+        for run, outcome in batch:
+            try:
+                self._finish(run, outcome, acks)
+            except REDIS_ERRORS as exc:
+                self.w.noted(exc)
+                log.error("%s: result not recorded, the fire will run again: %s",
+                          run.claim.fire_id, exc)
+            except Exception:  # the worker must survive a result it cannot record
+                log.exception("result of %s not recorded", run.claim.fire_id)
+        for keys, items in acks.items():
+            self._ack(keys, items)
+        for run, _ in batch:
+            self.w.free(run)
+
+    def _finish(self, run: Running, outcome: Outcome, acks: Acks) -> None:
+        """Record a failure or a release now; add a success to ``acks``."""
+        w = self.w
+        claim, job = run.claim, run.job
+        lag = self.lag(run, outcome)
+        stopped = run.cancel_reason
+        if outcome.status == "cancelled" and stopped in (Cancel.SHUTDOWN, Cancel.LEASE_LOST):
+            if stopped is Cancel.SHUTDOWN:
+                self.persist(lambda: w.scripts.release(run.keys, [(claim.fire_id, claim.token)]))
+            log_outcome(log, w.worker_id, claim, outcome, lag, note=stopped)
+            return
+        status: str = outcome.status
+        if status == "cancelled":
+            status = stopped or "cancelled"
+        record = history_record(claim, outcome, w.worker_id, w.offset_ms, status=status)
+        if outcome.status == "ok" or status == Cancel.REPLACED:
+            acks.setdefault(run.keys, []).append((run, outcome, record))
+            return
+        retry_at = w.server_now() + int(job.retry_delay(claim.token) * 1000)
+        try:
+            verdict, _ = self.persist(lambda: w.scripts.fail(
+                run.keys, claim.fire_id, claim.token, claim.job, record, w.history_cap,
+                job.max_attempts, retry_at,
+            ))
+        except LeaseLost as exc:
+            log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)
+            return
+        log_outcome(log, w.worker_id, claim, outcome, lag, note=verdict)
+        if verdict == "retry":
+            # The claim loop last looked while this fire was in flight and sleeps up to
+            # MAX_SLEEP: let it see the retry's time now, or a short backoff waits that long.
+            w.wake()
+        if verdict == "dead":
+            w.metrics.dead(claim.job)
+        w.metrics.run_finished(claim, status, lag, job.kind)
+
+    def _ack(self, keys: Keys, items: list[tuple[Running, Outcome, HistoryRecord]]) -> None:
+        w = self.w
+        acks = [(run.claim.fire_id, run.claim.token, run.claim.job, record)
+                for run, _, record in items]
+        try:
+            recorded = self.persist(lambda: w.scripts.ack_many(keys, acks, w.history_cap))
+        except REDIS_ERRORS as exc:
+            w.noted(exc)
+            log.error("%d result(s) not recorded, their fires will run again: %s",
+                      len(items), exc)
+            return
+        for (run, outcome, record), ok in zip(items, recorded, strict=True):
+            claim = run.claim
+            if not ok:
+                log.warning("%s: result not recorded, lease taken over (attempt %d)",
+                            claim.fire_id, claim.token)
+                continue
+            lag = self.lag(run, outcome)
+            log_outcome(log, w.worker_id, claim, outcome, lag)
+            w.metrics.run_finished(claim, record["status"], lag, run.job.kind)
+
+    def lag(self, run: Running, outcome: Outcome) -> int:
+        """How late the run started, on the server's clock (ms)."""
+        return outcome.started_ms + self.w.offset_ms - run.claim.due_ms
+
+    def persist(self, write: Callable[[], T]) -> T:
+        """Run ``write`` until Redis takes it: a result is worth waiting for, since an
+        unrecorded run is run again once its lease expires. Redis unreachable or refusing
+        writes for now (OOM, READONLY, ...) is waited out; gives up on a hard stop or after
+        RESULT_PATIENCE seconds (the fire then runs again: at least once)."""
+        w = self.w
+        deadline = monotonic() + RESULT_PATIENCE
+        pause = 0.1
+        while True:
+            try:
+                return write()
+            except REDIS_ERRORS as exc:
+                if not is_outage(exc) or w.hard_stopped.is_set() or monotonic() > deadline:
+                    raise
+                w.noted(exc)
+                log.warning("cannot record a result yet, retrying: %s", exc)
+                w.hard_stopped.wait(pause)
+                # Soon after Redis is back, well within a lease: until it is recorded,
+                # the result holds the fire only as long as heartbeats renew its lease.
+                pause = min(pause * 2, RETRY_AT_MOST, w.lease_ms / 4000)

@@ -1,0 +1,84 @@
+"""What a worker holds: the fires it runs under a lease, and history lines it owes; and
+what its lease and results threads may use of it (:class:`Holder`)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cronsvc.config.models import Config, Job
+from cronsvc.history import Cancel, HistoryRecord
+from cronsvc.keys import Keys
+from cronsvc.metrics.counters import NoMetrics
+from cronsvc.run.watchdog import Leash
+from cronsvc.store.scripts import Claim, Scripts
+
+
+@dataclass
+class Running:
+    """One fire this worker holds a lease on."""
+
+    claim: Claim
+    job: Job
+    keys: Keys
+    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel_reason: Cancel | None = None
+    started_ms: int = 0
+    claimed_at: float = 0.0  # local monotonic time the claim was sent
+    # Local monotonic time the last renewal that succeeded was sent (the claim is the
+    # first): the lease lasts at least until this + lease, whatever Redis's clock says.
+    renewed_at: float = 0.0
+    leash: Leash | None = None  # a command's process group, held by the watchdog
+    ended: bool = False  # the job has returned; its result may not be recorded yet
+
+    @property
+    def key(self) -> tuple[str, int]:
+        # A fire this worker lost and then reclaimed itself is held twice, by two tokens.
+        return (self.claim.fire_id, self.claim.token)
+
+    def stop(self, reason: Cancel) -> None:
+        """Ask the run to end, saying why (its history status)."""
+        self.cancel_reason = reason
+        self.cancel.set()
+
+
+@dataclass(frozen=True)
+class Note:
+    """A history line no run of this worker owns: a fire dropped, a lapsed lease."""
+
+    keys: Keys
+    job: str
+    record: HistoryRecord
+
+
+def by_shard(runs: list[Running]) -> dict[Keys, list[Running]]:
+    """Runs grouped by the shard their fire is on: one script call per shard."""
+    by_keys: dict[Keys, list[Running]] = {}
+    for run in runs:
+        by_keys.setdefault(run.keys, []).append(run)
+    return by_keys
+
+
+class Holder(Protocol):
+    """What the lease and results threads use of their worker."""
+
+    worker_id: str
+    config: Config
+    scripts: Scripts
+    metrics: NoMetrics
+    lease_ms: int
+    history_cap: int
+    offset_ms: int  # the server's clock minus this machine's, as of the last claim
+    stopping: threading.Event  # no more claims
+    hard_stopped: threading.Event  # runs stop now; nothing waits on Redis any more
+
+    def running(self) -> list[Running]: ...
+
+    def free(self, run: Running) -> None: ...
+
+    def noted(self, exc: BaseException) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def server_now(self) -> int: ...

@@ -1,0 +1,83 @@
+"""`cronsvc up`: planner, workers and an embedded redis-server from one command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+
+from tests.support.jobs import read_ledger
+from tests.support.paths import ROOT
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def start_up(tmp_path: Path, jobs: dict[str, object], *args: str) -> subprocess.Popen[bytes]:
+    """`cronsvc up` in ``tmp_path`` on ``jobs``, with no Redis URL: an embedded server."""
+    (tmp_path / "schedules.yaml").write_text(yaml.safe_dump({"jobs": jobs}))
+    env = {k: v for k, v in os.environ.items() if k not in ("CRONSVC_REDIS_URL", "CRONSVC_CONFIG")}
+    env["PYTHONPATH"] = str(ROOT)
+    with open(tmp_path / "up.log", "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "cronsvc", "up", *args],
+                                cwd=tmp_path, env=env, stdout=out, stderr=out)
+
+
+def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    proc = start_up(tmp_path, {"tick": {"cron": "* * * * * *", "call": "tests.support.jobs:record",
+                                        "kwargs": {"path": str(ledger)}}}, "--workers", "1")
+    log = tmp_path / "up.log"
+    try:
+        wait_for(lambda: len(read_ledger(ledger)) >= 2, timeout=40,
+                 message="two runs of the every-second job")
+        url = (tmp_path / ".cronsvc" / "redis.url").read_text().strip()
+        wait_for(lambda: " ok tick@" in log.read_text(), message="a run line on the console")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not (tmp_path / ".cronsvc" / "redis.url").exists()
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+    assert (tmp_path / ".cronsvc" / "redis").is_dir()  # the data stays for the next start
+    assert "Traceback" not in log.read_text()
+
+
+def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:
+    from cronsvc.client.client import Client
+    from tests.support.fleet import history
+
+    ledger, release = tmp_path / "ledger.jsonl", tmp_path / "release"
+    proc = start_up(tmp_path, {"slow": {
+        "cron": "0 0 1 1 *", "call": "tests.support.jobs:block",
+        "kwargs": {"path": str(ledger), "release": str(release)}}}, "--workers", "2")
+    log = tmp_path / "up.log"
+    try:
+        url_file = tmp_path / ".cronsvc" / "redis.url"
+        wait_for(lambda: url_file.exists() and "published 1 job" in log.read_text(),
+                 message="the embedded server and the published job")
+        url = url_file.read_text().strip()
+        client = Client(url)
+        client.trigger("slow")
+        wait_for(lambda: read_ledger(ledger), message="the run to start")
+        proc.send_signal(signal.SIGINT)
+        wait_for(lambda: "waiting up to" in log.read_text(),
+                 message="the worker to wait for its running job")
+        r = redis.Redis.from_url(url, decode_responses=True)
+        release.touch()
+        done = wait_for(lambda: history(r, "slow"), message="the run to be recorded")
+        assert [h["status"] for h in done] == ["ok"], log.read_text()
+        assert proc.wait(60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,57 @@
+"""Targets for `call` jobs run in the test process (tests/run/test_executor.py) and by
+workers of the tests (referenced as `tests.support.calls:<name>`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from cronsvc import current, stopping
+from cronsvc.run.context import FireContext
+
+STARTED = threading.Event()
+SAW_STOP = threading.Event()
+
+
+def add(a: int, b: int, scale: int = 1) -> int:
+    return (a + b) * scale
+
+
+def with_ctx(suffix: str, ctx: FireContext) -> str:
+    return f"{ctx.fire_id}/{ctx.attempt}/{suffix}"
+
+
+def from_current() -> dict[str, Any]:
+    ctx = current()
+    assert ctx is not None
+    return {"job": ctx.job, "payload": ctx.payload}
+
+
+def nothing() -> None:
+    return None
+
+
+def big() -> str:
+    return "x" * 100_000
+
+
+def boom() -> None:
+    raise ValueError("bad thing happened")
+
+
+def until_stopped() -> str:
+    """A cooperative long job: returns only once the executor asks it to stop."""
+    STARTED.set()
+    deadline = time.monotonic() + 30
+    while not stopping() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    SAW_STOP.set()
+    return "stopped"
+
+
+NOT_CALLABLE = 42
+
+
+def thread_name() -> str:
+    return threading.current_thread().name

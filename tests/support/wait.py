@@ -1,0 +1,53 @@
+"""Polling with a deadline, never a bare sleep; and the Redis server's clock, which
+scripts read and tests often wait on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from cronsvc.errors import RedisServerError
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02,
+             message: str = "condition") -> Any:
+    """Poll until predicate() is truthy; fail with message after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {message}", pytrace=False)
+        time.sleep(interval)
+
+
+def poll(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """predicate() once it is truthy, a Redis error counting as not yet;
+    RedisServerError naming ``what`` after ``timeout`` (for starting servers)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = predicate()
+        except redis.RedisError:
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RedisServerError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def server_ms(r: redis.Redis) -> int:
+    """The Redis server's clock (TIME) in ms."""
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def wait_server_past(r: redis.Redis, ms: int) -> None:
+    """Wait until the Redis server's clock is past ``ms``."""
+    wait_for(lambda: server_ms(r) > ms, message=f"the Redis clock to pass {ms}")
