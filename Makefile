@@ -31,10 +31,12 @@ chaos: install
 	CRONSVC_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/python -m pytest -q -s -p no:cacheprovider \
 		--basetemp=$${TMPDIR:-/tmp}/cronsvc-chaos -m chaos -k mixed tests/chaos
 
+# ruff, mypy and the layer contracts of pyproject.toml (import-linter).
 lint: install
-	$(BIN)/python -m pip install -q ruff mypy types-PyYAML
+	$(BIN)/python -m pip install -q -e '.[dev]'
 	$(BIN)/ruff check cronsvc tests bench
 	$(BIN)/mypy cronsvc
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .cronsvc .pytest_cache build dist
