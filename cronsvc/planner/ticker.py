@@ -10,10 +10,11 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from cronsvc.clock import now_dt
 from cronsvc.process.signals import handle_signals
 
 JOB_ID = "cronsvc-tick"
@@ -45,7 +46,7 @@ class Ticker:
         self._every = self._interval()
         scheduler.add_job(
             self._tick, "interval", seconds=self._every, id=JOB_ID, coalesce=True,
-            max_instances=1, next_run_time=datetime.now(UTC), misfire_grace_time=None,
+            max_instances=1, next_run_time=now_dt(), misfire_grace_time=None,
         )
         self._scheduler = scheduler
         scheduler.start()
@@ -68,7 +69,7 @@ class Ticker:
             scheduler = None if self._busy or self._stop.is_set() else self._scheduler
         if scheduler is not None:
             try:
-                scheduler.modify_job(JOB_ID, next_run_time=datetime.now(UTC))
+                scheduler.modify_job(JOB_ID, next_run_time=now_dt())
             except Exception:  # shutting down: the request is moot
                 pass
 
