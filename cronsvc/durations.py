@@ -35,3 +35,14 @@ def parse_duration(value: object, *, allow_zero: bool = False) -> float:
     if seconds < 0 or (seconds == 0 and not allow_zero):
         raise ValueError("must be positive" if not allow_zero else "must not be negative")
     return seconds
+
+
+def format_duration(ms: int) -> str:
+    """``ms`` in the largest unit that holds it whole: ``90m``, ``2h``, ``1d``, ``1.5s``."""
+    if ms <= 0 or ms % 1000:
+        return f"{ms / 1000:g}s" if ms % 1000 else "0s"
+    seconds = ms // 1000
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

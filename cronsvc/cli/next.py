@@ -1,4 +1,5 @@
-"""What ``cronsvc next`` shows: a job's (or an expression's) upcoming fires, with DST notes."""
+"""What ``cronsvc next`` shows: a job's (or an expression's, or ``every 90m``'s) upcoming
+fires, with DST notes."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from datetime import UTC, datetime
 import click
 
 from cronsvc.clock import dt_to_ms, iso_utc, now_dt
+from cronsvc.durations import parse_duration
 from cronsvc.errors import UnknownJob
 from cronsvc.schedule.expand import Fire, JobLike, Spec, upcoming, zone
 from cronsvc.schedule.fields import validate_cron
+from cronsvc.schedule.words import describe_schedule, schedule_text
 
 SEARCH_YEARS = 50
 
@@ -22,6 +25,13 @@ def find_spec(job_or_expr: str, config: str, tz: str | None) -> JobLike:
     do one or the other, so the file is only read for a name.
     """
     text = job_or_expr.strip()
+    if text.lower().startswith("every "):
+        try:
+            every = parse_duration(text[6:])
+        except ValueError as exc:
+            raise click.BadParameter(f"{text!r}: {exc}", param_hint="JOB_OR_EXPR") from None
+        zone(tz or "UTC")
+        return Spec(every_ms=round(every * 1000), timezone=tz or "UTC")
     if " " in text or text.startswith("@"):
         validate_cron(text)
         zone(tz or "UTC")
@@ -64,8 +74,13 @@ def render(job: JobLike, after: datetime, count: int, as_json: bool) -> str:
     fires = upcoming(job, after, count, SEARCH_YEARS)
     if as_json:
         return json.dumps([_record(f) for f in fires if f.runs], indent=2)
+    spec = Spec.of(job)
+    if spec.cron is None and spec.every_ms is None:
+        return f"{job.name}: no schedule; it runs when triggered (cronsvc trigger, cronsvc at)"
     name = f"{job.name}: " if job.name else ""
-    lines = [f"{name}{job.cron} ({job.timezone}), after {iso_utc(dt_to_ms(after))}"]
+    bounded = (spec.start_ms, spec.end_ms, spec.max_runs) != (None, None, None)
+    what = describe_schedule(spec) if bounded else schedule_text(spec)
+    lines = [f"{name}{what} ({job.timezone}), after {iso_utc(dt_to_ms(after))}"]
     for fire in fires:
         local = fire.local.strftime("%Y-%m-%d %H:%M:%S") + _millis(fire.local)
         offset = fire.local.strftime("%z")
@@ -73,5 +88,6 @@ def render(job: JobLike, after: datetime, count: int, as_json: bool) -> str:
         line = f"{mark}{local} {offset}  {iso_utc(dt_to_ms(fire.utc))}"
         lines.append(f"{line}  {fire.note}" if fire.note else line)
     if not any(f.runs for f in fires):
-        lines.append(f"no fire in the next {SEARCH_YEARS} years")
+        lines.append(f"no fire in the next {SEARCH_YEARS} years" + (
+            " (past its end or max_runs)" if bounded else ""))
     return "\n".join(lines)

@@ -118,8 +118,9 @@ def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH) -> str:
         return "no job is published (is a planner running?)"
     headers = ("JOB", "SCHEDULE", "DESCRIPTION", "ZONE", "NEXT FIRE", "CATCH UP", "LAST RUN",
                "PAUSED")
-    rows = [[j.name, j.cron, j.description or NONE, j.timezone, _next(j, now_ms), catch_up(j),
-             last_run(j.last_run, now_ms, took=False), paused(j, now_ms)] for j in found]
+    rows = [[j.name, j.cron or NONE, j.description or NONE, j.timezone, _next(j, now_ms),
+             catch_up(j), last_run(j.last_run, now_ms, took=False), paused(j, now_ms)]
+            for j in found]
     return table(headers, _fit(headers, rows, width, {2: 20, 7: 12}))
 
 
@@ -143,7 +144,8 @@ def _fit(headers: Sequence[str], rows: list[list[str]], width: int,
 def _next(job: JobInfo, now_ms: int) -> str:
     if job.next_fire_ms is not None:
         return relative(job.next_fire_ms, now_ms)
-    return "never" if job.cron else NONE  # no fire within expand.NEXT_FIRE_YEARS
+    # No fire within expand.NEXT_FIRE_YEARS (or past its end), or no schedule at all.
+    return "never" if job.cron else "on demand"
 
 
 def catch_up(job: JobInfo) -> str:

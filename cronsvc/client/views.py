@@ -17,7 +17,7 @@ from cronsvc.fires import kind_of, parse_fire
 from cronsvc.policy import Policy
 from cronsvc.presence import alive
 from cronsvc.schedule.expand import Spec, next_fires
-from cronsvc.schedule.words import describe
+from cronsvc.schedule.words import describe_schedule, schedule_text
 from cronsvc.store.replies import integer
 
 # A schedule with no fire in this many years shows no next fire (Feb 29 comes every 4).
@@ -31,7 +31,7 @@ class JobInfo:
     """One published job as the fleet sees it (``cronsvc ls``)."""
 
     name: str
-    cron: str
+    cron: str  # the schedule as the file writes it: cron, `every 90m`, or "" (triggered only)
     description: str  # the schedule in plain words
     timezone: str
     jitter: float
@@ -188,9 +188,7 @@ def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str
 
 def spec_of(job: str, spec_json: str) -> Spec:
     """The published schedule of ``job`` (``Keys.specs``) as a :class:`Spec`."""
-    spec = json.loads(spec_json)
-    return Spec(cron=spec["cron"], timezone=spec.get("timezone") or "UTC", name=job,
-                jitter=float(spec.get("jitter") or 0))
+    return Spec.from_published(job, json.loads(spec_json))
 
 
 def last_run(records: list[str]) -> dict[str, Any] | None:
@@ -210,8 +208,9 @@ def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None
     pause = _record(pause_json) if pause_json else None
     upcoming = next_fires(spec, now_ms, 1) if spec else []
     return JobInfo(
-        name=name, cron=spec.cron if spec else "", timezone=spec.timezone if spec else "UTC",
-        description=describe(spec.cron) if spec else "", jitter=spec.jitter if spec else 0.0,
+        name=name, cron=schedule_text(spec) if spec else "",
+        timezone=spec.timezone if spec else "UTC",
+        description=describe_schedule(spec) if spec else "", jitter=spec.jitter if spec else 0.0,
         catch_up=policy.catch_up, overlap=policy.overlap,
         max_attempts=policy.max_attempts, paused=pause is not None or policy.paused_in_file,
         pause_note=(pause.get("note") or None) if pause else None,

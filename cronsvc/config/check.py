@@ -74,10 +74,15 @@ def warnings(checked: Checked, now_ms: int) -> list[str]:
     """``file:line: warning: jobs.NAME.FIELD: ...`` for what is valid but likely wrong."""
     found: list[tuple[KeyPath, str]] = []
     for name, job in checked.config.jobs.items():
-        spec = Spec(cron=job.cron, timezone=job.timezone, name=name, jitter=job.jitter)
-        if not next_fires(spec, now_ms, 1):
+        spec = job.schedule
+        bare = Spec(spec.cron, spec.timezone, name)  # the expression alone, without bounds
+        if spec.cron is not None and not next_fires(bare, now_ms, 1):
             found.append((("jobs", name, "cron"), f"{job.cron!r} never fires (no fire in the "
                           f"next {NEXT_FIRE_YEARS} years)"))
+        elif (spec.cron or spec.every_ms) and not next_fires(spec, now_ms, 1):
+            field = "max_runs" if job.max_runs and not (job.end_ms and job.end_ms < now_ms) else (
+                "end" if job.end is not None else "start")
+            found.append((("jobs", name, field), "no fire from now on (the schedule has ended)"))
         if job.call and job.call.partition(":")[0].split(".")[0] in RISKY_MODULES:
             found.append((("jobs", name, "call"), f"{job.call!r} can run any program or code "
                           "(no shell: true needed): call a function of your own instead"))

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import shlex
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,12 +28,13 @@ from pydantic import (
     model_validator,
 )
 
+from cronsvc.clock import dt_to_ms
 from cronsvc.config.report import Report
 from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
 from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError
 from cronsvc.policy import Policy
-from cronsvc.schedule.expand import validate_cron, zone
+from cronsvc.schedule.expand import Spec, validate_cron, zone
 
 #: A job file is a few KB, 10,000 jobs about 1 MB: a bigger one is a mistake or an attack.
 MAX_FILE_BYTES = 4 * 2**20
@@ -77,7 +78,12 @@ class Job(_Frozen):
     """One job of the file: its schedule, what it runs and its run policy."""
 
     name: str
-    cron: str
+    cron: str | None = None  # neither cron nor every: the job runs when triggered
+    every: OptionalSeconds = None
+    anchor: datetime | None = None  # of every: fires at anchor + k * every (default: epoch)
+    start: datetime | None = None  # no fire before (a time without a zone is the job's)
+    end: datetime | None = None  # no fire after
+    max_runs: int | None = Field(default=None, ge=1)  # fires counted from start
     timezone: str = "UTC"
     shell: bool = False  # before command: splitting a command string depends on it
     command: tuple[str, ...] | None = None
@@ -107,11 +113,20 @@ class Job(_Frozen):
 
     @field_validator("cron")
     @classmethod
-    def _cron(cls, value: str) -> str:
+    def _cron(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         try:
             validate_cron(value)
         except ScheduleError as exc:
             raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, value: float | None) -> float | None:
+        if value is not None and (value < 1 or value * 1000 != int(value * 1000)):
+            raise ValueError("an interval of at least 1s, in whole milliseconds")
         return value
 
     @field_validator("timezone")
@@ -154,6 +169,9 @@ class Job(_Frozen):
         problem = kind_problem(self.command is not None, self.call is not None)
         if problem:
             raise ValueError(problem)
+        problem = when_problem(self)
+        if problem:
+            raise ValueError(problem)
         if self.command is not None and (self.args or self.kwargs):
             raise ValueError("args and kwargs only apply to call jobs")
         return self
@@ -164,9 +182,36 @@ class Job(_Frozen):
         return "command" if self.command is not None else "call"
 
     @property
+    def every_ms(self) -> int | None:
+        return None if self.every is None else round(self.every * 1000)
+
+    @property
+    def anchor_ms(self) -> int | None:
+        return self._ms(self.anchor)
+
+    @property
+    def start_ms(self) -> int | None:
+        return self._ms(self.start)
+
+    @property
+    def end_ms(self) -> int | None:
+        return self._ms(self.end)
+
+    def _ms(self, at: datetime | None) -> int | None:
+        """A time of the file in ms; one written without a zone is in the job's zone."""
+        if at is None:
+            return None
+        return dt_to_ms(at if at.tzinfo else at.replace(tzinfo=zone(self.timezone)))
+
+    @property
+    def schedule(self) -> Spec:
+        """When the job fires, as plain values."""
+        return Spec.of(self)
+
+    @property
     def spec(self) -> dict[str, Any]:
         """The fields that decide when the job fires (published as the job's spec)."""
-        return {"cron": self.cron, "timezone": self.timezone, "jitter": self.jitter}
+        return self.schedule.published()
 
     @cached_property
     def digest(self) -> str:
@@ -192,6 +237,21 @@ class Job(_Frozen):
 #: The fields of a job that say what runs and how a run ends (see Job.definition).
 DEFINITION_FIELDS = frozenset({"name", "shell", "command", "call", "args", "kwargs", "env", "cwd",
                                "timeout", "retries", "backoff", "backoff_max"})
+
+
+def when_problem(job: Job) -> str | None:
+    """Why the schedule fields of ``job`` do not fit together, or None."""
+    if job.cron is not None and job.every is not None:
+        return "set either cron or every, not both"
+    if job.anchor is not None and job.every is None:
+        return "anchor only applies to every"
+    if job.start_ms is not None and job.end_ms is not None and job.end_ms <= job.start_ms:
+        return "end must be after start"
+    if job.max_runs is not None and job.start is None:
+        return "max_runs counts fires from start: set start too"
+    if job.max_runs is not None and job.cron is None and job.every is None:
+        return "max_runs needs a schedule (cron or every)"
+    return None
 
 
 def _digest(value: Any) -> str:
@@ -256,7 +316,8 @@ SECTIONS: dict[str, type[BaseModel]] = {
 TOP_KEYS = ("redis", "defaults", "planner", "worker", "jobs")
 JOB_KEYS = tuple(name for name in Job.model_fields if name != "name")
 # What a job is cannot have a default; how it runs can.
-PER_JOB_ONLY = frozenset({"cron", "command", "call", "args", "kwargs", "description"})
+PER_JOB_ONLY = frozenset({"cron", "every", "anchor", "start", "end", "max_runs", "command",
+                          "call", "args", "kwargs", "description"})
 
 
 def check_timezone(key: str) -> tzinfo:
@@ -397,7 +458,7 @@ def _jobs(report: Report, data: dict[Any, Any], defaults: dict[str, Any]) -> dic
             report.add(where, f"invalid job name: {_NAME_RULE}")
             name = "invalid"  # still check the rest of the job
         if not isinstance(raw, dict):
-            report.add(where, "expected a mapping with cron and command or call")
+            report.add(where, "expected a mapping with command or call (and cron or every)")
             continue
         problem = kind_problem(raw.get("command") is not None, raw.get("call") is not None)
         if problem:

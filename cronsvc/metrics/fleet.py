@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cronsvc.clock import redis_ms
+from cronsvc.schedule.expand import Spec
 from cronsvc.store.replies import json_object, text
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ class FleetCollector:
         self.client = client
         self.config = config
         self._lock = threading.Lock()  # scrapes may overlap; the caches are shared
-        self._fires: dict[str, tuple[tuple[str, str, float], int, FireTimes]] = {}
+        self._fires: dict[str, tuple[Spec, int, FireTimes]] = {}
         self._success: dict[str, int] = {}
         self._heads: dict[str, str] = {}
         self._turn = 0
@@ -193,7 +194,7 @@ class FleetCollector:
         return [prev, last, nxt, success, held]
 
     def _fire_times(self, job: JobLike, now: int) -> FireTimes:
-        spec = (job.cron, job.timezone, job.jitter)
+        spec = Spec.of(job)
         cached = self._fires.get(job.name)
         if cached is not None and cached[0] == spec and now < cached[1]:
             return cached[2]

@@ -11,13 +11,12 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from cronsvc.config.models import Job
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
 from cronsvc.policy import Policy, digest_of
-from cronsvc.schedule.expand import occurrences_ms
+from cronsvc.schedule.expand import Spec, occurrences_ms
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.planner")
@@ -33,16 +32,6 @@ def policy_line(job: Job) -> str:
 def spec_json(job: Job) -> str:
     """The schedule-defining fields, enough to expand the job's fires again later."""
     return json.dumps(job.spec, separators=(",", ":"))
-
-
-@dataclass(frozen=True)
-class PublishedSpec:
-    """A job as it was published: duck-types the fields ``occurrences_ms`` reads."""
-
-    name: str
-    cron: str
-    timezone: str = "UTC"
-    jitter: float = 0.0
 
 
 @dataclass
@@ -121,7 +110,7 @@ def old_fires(name: str, have: Published, now_ms: int, horizon_ms: int) -> list[
     if have.lowest_score is None or raw is None:
         return []
     try:
-        spec = PublishedSpec(name=name, **_spec_fields(json.loads(raw)))
+        spec = Spec.from_published(name, json.loads(raw))
         upto = max(int(have.watermarks.get(name) or 0), now_ms + horizon_ms)
         if upto < have.lowest_score:
             return []
@@ -131,10 +120,6 @@ def old_fires(name: str, have: Published, now_ms: int, horizon_ms: int) -> list[
         log.warning("job %s: cannot expand its old schedule %s (%s); its queued fires stay",
                     name, raw, exc)
         return []
-
-
-def _spec_fields(spec: Any) -> dict[str, Any]:
-    return {k: spec[k] for k in ("cron", "timezone", "jitter") if k in spec}
 
 
 class PlanBatch:

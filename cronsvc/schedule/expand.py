@@ -1,6 +1,12 @@
-"""Expansion of a job's cron expression into fire instants.
+"""Expansion of a schedule into fire instants: a cron expression, or an interval.
 
 Pure: every function takes its window; nothing here reads the clock.
+
+A schedule is a cron expression in a zone (``cron``) or a fixed interval
+(``every``: fires at ``anchor + k * every``, the anchor by default the Unix epoch, so
+fire ids stay stable), or neither (a job that runs only when triggered). Either may be
+bounded: no fire before ``start`` or after ``end``, and none after the ``max_runs``-th
+fire at or after ``start``.
 
 Fires are found on the job's local wall clock (croniter parses the expression,
 :mod:`cronsvc.schedule.fields` turns it into sets) and each wall time is mapped to
@@ -50,21 +56,65 @@ class JobLike(Protocol):
     @property
     def name(self) -> str: ...
     @property
-    def cron(self) -> str: ...
+    def cron(self) -> str | None: ...
     @property
     def timezone(self) -> str: ...
     @property
     def jitter(self) -> float: ...
+    @property
+    def every_ms(self) -> int | None: ...
+    @property
+    def anchor_ms(self) -> int | None: ...
+    @property
+    def start_ms(self) -> int | None: ...
+    @property
+    def end_ms(self) -> int | None: ...
+    @property
+    def max_runs(self) -> int | None: ...
+
+
+#: The fields of a published schedule (``Keys.specs``), in the order they are written.
+SPEC_FIELDS = ("cron", "timezone", "jitter", "every_ms", "anchor_ms", "start_ms", "end_ms",
+               "max_runs")
 
 
 @dataclass(frozen=True)
 class Spec:
-    """A bare schedule: an expression in a zone (for the CLI and tests)."""
+    """A bare schedule: what :class:`JobLike` says, as plain values (the CLI, the
+    published form a planner and ``cronsvc ls`` read back, tests)."""
 
-    cron: str
+    cron: str | None = None
     timezone: str = "UTC"
     name: str = ""
     jitter: float = 0.0
+    every_ms: int | None = None
+    anchor_ms: int | None = None
+    start_ms: int | None = None
+    end_ms: int | None = None
+    max_runs: int | None = None
+
+    @classmethod
+    def of(cls, job: JobLike) -> Spec:
+        """The schedule of ``job``."""
+        return cls(name=job.name, **{f: getattr(job, f) for f in SPEC_FIELDS})
+
+    def published(self) -> dict[str, object]:
+        """The JSON object a planner publishes: the fields that decide the fire times,
+        those not set left out (so the digest of a plain cron job never changes)."""
+        out: dict[str, object] = {"cron": self.cron, "timezone": self.timezone,
+                                  "jitter": self.jitter}
+        for f in SPEC_FIELDS[3:]:
+            if getattr(self, f) is not None:
+                out[f] = getattr(self, f)
+        return out
+
+    @classmethod
+    def from_published(cls, name: str, spec: dict[str, object]) -> Spec:
+        """A published schedule read back (unknown fields of a newer version ignored)."""
+        known = {f: spec[f] for f in SPEC_FIELDS if spec.get(f) is not None}
+        known["jitter"] = float(known.get("jitter") or 0)  # type: ignore[arg-type]
+        known.setdefault("timezone", "UTC")
+        return cls(name=name, **known)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -216,12 +266,68 @@ def _days(key: str, lo: int, hi: int) -> Iterator[_Day]:
 
 
 def occurrences_ms(job: JobLike, start_ms: int, end_ms: int) -> list[int]:
-    """Fires of ``job`` in (start_ms, end_ms], ms since the epoch, ascending, jitter included.
+    """Fires of ``job`` in (start_ms, end_ms], ms since the epoch, ascending, jitter
+    included, within the job's ``start``/``end``/``max_runs`` bounds."""
+    start_ms, end_ms = _bounded(job, start_ms, end_ms)
+    return _unbounded_ms(job, start_ms, end_ms)
+
+
+def _bounded(job: JobLike, start_ms: int, end_ms: int) -> tuple[int, int]:
+    """The window (start_ms, end_ms] cut to the job's bounds."""
+    if job.start_ms is not None:
+        start_ms = max(start_ms, job.start_ms - 1)
+    if job.end_ms is not None:
+        end_ms = min(end_ms, job.end_ms)
+    if job.max_runs is not None:
+        last = _last_run_ms(Spec.of(job))
+        if last is not None:
+            end_ms = min(end_ms, last)
+    return start_ms, end_ms
+
+
+def _unbounded_ms(job: JobLike, start_ms: int, end_ms: int) -> list[int]:
+    if job.every_ms is not None:
+        return _every_ms(job, job.every_ms, start_ms, end_ms)
+    if job.cron is None:
+        return []  # no schedule: the job runs when triggered
+    return _cron_ms(job, job.cron, start_ms, end_ms)
+
+
+def _every_ms(job: JobLike, every: int, start_ms: int, end_ms: int) -> list[int]:
+    """``anchor + k * every + jitter`` in (start_ms, end_ms]."""
+    base = (job.anchor_ms or 0) + jitter_ms(job)
+    if end_ms <= start_ms:
+        return []
+    first = (start_ms - base) // every + 1
+    last = (end_ms - base) // every
+    return [base + k * every for k in range(first, last + 1)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _last_run_ms(spec: Spec) -> int | None:
+    """The ``max_runs``-th fire at or after ``start`` (None: fewer fires than that in
+    :data:`NEXT_FIRE_YEARS` years, or within ``end``)."""
+    assert spec.max_runs is not None
+    after = (spec.start_ms if spec.start_ms is not None else 0) - 1
+    stop = after + 366 * NEXT_FIRE_YEARS * DAY_MS
+    if spec.end_ms is not None:
+        stop = min(stop, spec.end_ms)
+    left = spec.max_runs
+    for lo, hi in _windows(after, stop):
+        found = _unbounded_ms(spec, lo, hi)
+        if len(found) >= left:
+            return found[left - 1]
+        left -= len(found)
+    return None
+
+
+def _cron_ms(job: JobLike, cron: str, start_ms: int, end_ms: int) -> list[int]:
+    """Fires of the cron expression in (start_ms, end_ms].
 
     The planner's hot loop: days with a single UTC offset are enumerated from
     the cached slot list without building datetimes.
     """
-    f = parse(job.cron)
+    f = parse(cron)
     tz = zone(job.timezone)
     shift = jitter_ms(job)
     lo, hi = start_ms - shift, end_ms - shift
@@ -278,10 +384,15 @@ def occurrences(job: JobLike, start: datetime, end: datetime) -> Iterator[dateti
 
 def explain(job: JobLike, start: datetime, end: datetime) -> Iterator[Fire]:
     """Like :func:`occurrences`, with local times, DST notes and the slots a gap skips."""
-    f = parse(job.cron)
     tz = zone(job.timezone)
+    if job.cron is None or job.every_ms is not None:
+        for utc in occurrences(job, start, end):
+            yield Fire(utc, utc.astimezone(tz))
+        return
+    f = parse(job.cron)
     shift = jitter_ms(job)
-    for lo, hi in _windows(_ms(start) - shift, _ms(end) - shift):
+    first, last = _bounded(job, _ms(start), _ms(end))
+    for lo, hi in _windows(first - shift, last - shift):
         found: list[tuple[int, str | None, bool]] = []
         for d in _days(job.timezone, lo, hi):
             if d.day in f.days(d.year, d.month):

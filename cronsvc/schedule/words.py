@@ -1,4 +1,4 @@
-"""A cron expression in plain words, for ``cronsvc ls``: ``*/5 * * * *`` is "every 5 minutes".
+"""A schedule in plain words, for ``cronsvc ls``: ``*/5 * * * *`` is "every 5 minutes".
 
 Common shapes get a sentence; anything else falls back to naming each
 restricted field, so the description is never wrong, at worst terse. The
@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import re
 
+from cronsvc.clock import iso_utc
+from cronsvc.durations import format_duration
+from cronsvc.schedule.expand import Spec
 from cronsvc.schedule.fields import MACROS, normalize_cron
 
-__all__ = ["describe"]
+__all__ = ["describe", "describe_schedule", "schedule_text"]
 
 DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
@@ -172,3 +175,36 @@ def _join(items: list[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def schedule_text(spec: Spec) -> str:
+    """The schedule as the file writes it: the cron expression, ``every 90m``, or ``""``
+    for a job that runs only when triggered."""
+    if spec.every_ms is not None:
+        return f"every {format_duration(spec.every_ms)}"
+    return spec.cron or ""
+
+
+def describe_schedule(spec: Spec) -> str:
+    """The whole schedule in words: when, then its bounds."""
+    if spec.every_ms is not None:
+        when = _every_words(spec.every_ms)
+        if spec.anchor_ms:
+            when += f" from {iso_utc(spec.anchor_ms)}"
+    elif spec.cron is not None:
+        when = describe(spec.cron)
+    else:
+        return "when triggered (no schedule)"
+    bounds = [f"from {iso_utc(spec.start_ms)}" if spec.start_ms is not None else "",
+              f"until {iso_utc(spec.end_ms)}" if spec.end_ms is not None else "",
+              f"at most {spec.max_runs} run{'' if spec.max_runs == 1 else 's'}"
+              if spec.max_runs else ""]
+    return ", ".join([when, *(b for b in bounds if b)])
+
+
+def _every_words(ms: int) -> str:
+    for unit, size in (("day", 86_400_000), ("hour", 3_600_000), ("minute", 60_000),
+                       ("second", 1000)):
+        if ms % size == 0:
+            return _plural(ms // size, unit)
+    return f"every {format_duration(ms)}"

@@ -187,3 +187,16 @@ def test_every_view_is_json_ready() -> None:
     fire = in_flight("a@1000", float("inf"), None)
     assert json.loads(json.dumps(dataclasses.asdict(info)))["last_run"] == OK_RUN
     assert json.loads(json.dumps(dataclasses.asdict(fire)))["lease_until_ms"] == INT64_MAX
+
+
+@pytest.mark.parametrize(("spec", "cron", "description", "next_fire"), [
+    ({"cron": None, "timezone": "UTC", "jitter": 0, "every_ms": 90 * 60_000},
+     "every 90m", "every 90 minutes", T0 - T0 % (90 * 60_000) + 90 * 60_000),
+    ({"cron": None, "timezone": "UTC", "jitter": 0}, "", "when triggered (no schedule)", None),
+    ({"cron": "0 * * * *", "timezone": "UTC", "jitter": 0, "end_ms": T0 - 1},
+     "0 * * * *", "every hour, until 2030-03-17T17:46:39.999Z", None),
+])
+def test_job_info_of_intervals_bounds_and_triggered_only_jobs(
+        spec: dict[str, Any], cron: str, description: str, next_fire: int | None) -> None:
+    info = job_info("a", "d1|all|0|allow|3|0|def", js(spec), None, [], T0)
+    assert (info.cron, info.description, info.next_fire_ms) == (cron, description, next_fire)

@@ -37,7 +37,19 @@ BAD = [
     (one_job(cron="'* 24 * * *'"), "s.yaml:3: jobs.j.cron: '* 24 * * *': hour 24 out of range"),
     (one_job(cron="'* * *'"), "s.yaml:3: jobs.j.cron: '* * *': expected 5 fields"),
     (one_job(cron="'@sometimes'"), "s.yaml:3: jobs.j.cron: unknown alias '@sometimes'"),
-    (one_job(cron="-"), "s.yaml:2: jobs.j.cron: missing (required)"),
+    (one_job(every="90m"), "s.yaml:2: jobs.j: set either cron or every, not both"),
+    (one_job(cron="-", every="0.5s"),
+     "s.yaml:4: jobs.j.every: '0.5s': an interval of at least 1s, in whole milliseconds"),
+    (one_job(cron="-", anchor="2026-01-01T00:00:00Z"),
+     "s.yaml:2: jobs.j: anchor only applies to every"),
+    (one_job(start="2026-12-02T00:00:00Z", end="2026-12-01T00:00:00Z"),
+     "s.yaml:2: jobs.j: end must be after start"),
+    (one_job(max_runs="3"), "s.yaml:2: jobs.j: max_runs counts fires from start: set start too"),
+    (one_job(cron="-", max_runs="2", start="2026-12-01T00:00:00Z"),
+     "s.yaml:2: jobs.j: max_runs needs a schedule (cron or every)"),
+    (one_job(cron="-", every="1h", max_runs="0"),
+     "s.yaml:5: jobs.j.max_runs: 0: input should be greater than or equal to 1"),
+    (one_job(start="tomorrow"), "s.yaml:5: jobs.j.start: 'tomorrow': input should be a valid"),
     (one_job(timezone="Europe/Berln"),
      "s.yaml:5: jobs.j.timezone: unknown time zone 'Europe/Berln'; did you mean 'Europe/Berlin'?"),
     (one_job(timezon="UTC"), "s.yaml:5: jobs.j.timezon: unknown key; did you mean 'timezone'?"),
@@ -66,7 +78,8 @@ BAD = [
     ("jobs:\n  -x:\n    cron: '* * * * *'\n    command: x\n", "s.yaml:2: jobs.-x: invalid job"),
     ("jobs:\n  a:\n    cron: '* * * * *'\n    command: x\n  a:\n    cron: '@daily'\n",
      "s.yaml:5: jobs.a: duplicate job name (first at line 2)"),
-    ("jobs:\n  a: 5\n", "s.yaml:2: jobs.a: expected a mapping with cron and command or call"),
+    ("jobs:\n  a: 5\n",
+     "s.yaml:2: jobs.a: expected a mapping with command or call (and cron or every)"),
     ("jobs: [a]\n", "s.yaml:1: jobs: expected a mapping, got list"),
     ("jobz: {}\n", "s.yaml:1: jobz: unknown key; did you mean 'jobs'?"),
     ("redis: {}\n", "s.yaml: jobs: missing"),
@@ -192,8 +205,10 @@ def test_derived_properties() -> None:
 def test_example_file_is_valid_and_shows_the_features() -> None:
     config = load_config(ROOT / "schedules.yaml")
     jobs = config.jobs
-    assert 6 <= len(jobs) <= 8
+    assert 8 <= len(jobs) <= 12
     crons = {job.cron for job in jobs.values()}
+    assert any(job.every for job in jobs.values())  # an interval
+    assert any(job.cron is None and job.every is None for job in jobs.values())  # on demand
     assert {"*/10 * * * * *", "@hourly", "0 9 * * 1-5"} <= crons
     assert any(" L " in f" {cron} " for cron in crons)
     assert any(job.paused for job in jobs.values())
@@ -235,7 +250,7 @@ BROKEN = "jobs:\n  a:\n    cron: '61 * * * *'\n    command: x\n  b:\n    cron: '
 def test_cli_validate_ok(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["validate", str(ROOT / "schedules.yaml")])
     assert result.exit_code == 0, result.output
-    assert result.output.strip().endswith("schedules.yaml: 7 jobs OK")
+    assert result.output.strip().endswith("schedules.yaml: 10 jobs OK")
 
 
 def test_cli_validate_finds_file_through_env(tmp_path: Path) -> None:

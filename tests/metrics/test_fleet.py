@@ -16,7 +16,7 @@ from cronsvc.keys import Keys
 from cronsvc.metrics.counters import Metrics
 from cronsvc.metrics.fleet import fire_times
 from cronsvc.planner.planner import Planner
-from cronsvc.planner.publish import PublishedSpec
+from cronsvc.schedule.expand import Spec
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Scripts
 from tests.support.metrics import scrape, value
@@ -129,5 +129,5 @@ NOW = ms(2030, 3, 15, 12, 0, 30)
     ("0 0 29 2 *", "UTC", (ms(2024, 2, 29), ms(2028, 2, 29), ms(2032, 2, 29))),
 ])
 def test_fire_times_around_now(cron: str, tz: str, expected: tuple[int, int, int]) -> None:
-    times = fire_times(PublishedSpec("j", cron, tz), NOW)
+    times = fire_times(Spec(cron, tz, "j"), NOW)
     assert (times.previous, times.last, times.next) == expected

@@ -409,3 +409,41 @@ def test_publication_handles_unexpandable_old_specs() -> None:
                                  watermarks={"gone": "5"}, lowest_score=1)
     changes = planning.diff({}, have, now_ms=10, horizon_ms=10)
     assert changes.removals == [("gone", "abc")] and changes.fires == 0
+
+
+def test_intervals_bounds_and_jobs_without_a_schedule(tmp_path: Path, r: redis.Redis,
+                                                       clock: FixedClock) -> None:
+    cfg = write(tmp_path / "s.yaml", """
+jobs:
+  ninety:
+    every: 90m
+    command: ["true"]
+  three:
+    every: 10m
+    start: 2030-01-01T00:00:00Z
+    max_runs: 3
+    command: ["true"]
+  manual:
+    command: ["true"]
+""")
+    p = make(cfg, r, clock)
+    p.tick()
+    # ninety: every 90 minutes from the epoch; three: 00:00 (before now, not planned),
+    # 00:10 and 00:20, then no more; manual: published, with no fire ever planned.
+    assert queued(r, "ninety") == expected(cfg, "ninety", T0, T0 + 2 * HOUR)
+    assert [parse_fire(f)[1] for f in queued(r, "ninety")] == [
+        dt_to_ms(datetime(2030, 1, 1, 1, 30, tzinfo=UTC))]
+    assert queued(r, "three") == [fire_id("three", T0 - 30_000 + m * 60_000) for m in (10, 20)]
+    assert queued(r, "manual") == []
+    assert set(r.hkeys(K.jobs)) == {"ninety", "three", "manual"}
+    assert json.loads(r.hget(K.specs, "ninety")) == {
+        "cron": None, "timezone": "UTC", "jitter": 0.0, "every_ms": 90 * 60_000}
+    clock.advance(5 * HOUR)
+    p.tick()  # three has run its course; ninety keeps going
+    assert queued(r, "three") == [fire_id("three", T0 - 30_000 + m * 60_000) for m in (10, 20)]
+    assert len(queued(r, "ninety")) == len(expected(cfg, "ninety", T0, T0 + 7 * HOUR)) == 4
+    # Changing the interval replans, like changing a cron expression.
+    write(cfg, cfg.read_text().replace("every: 90m", "every: 2h"))
+    p.tick()
+    assert queued(r, "ninety") == expected(cfg, "ninety", clock.now_ms(),
+                                           clock.now_ms() + 2 * HOUR)
