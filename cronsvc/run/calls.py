@@ -47,8 +47,7 @@ class CallResult:
 
 def resolve(path: str) -> tuple[Callable[..., Any], bool]:
     """Import `module:function` once; return the callable and whether it takes `ctx`."""
-    with _resolved_lock:
-        hit = _resolved.get(path)
+    hit = _resolved.get(path)  # a dict read is atomic: no lock on the hot path
     if hit is not None:
         return hit
     module_name, sep, attr_path = path.partition(":")

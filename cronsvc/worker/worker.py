@@ -109,6 +109,7 @@ class Worker:
         self.shards = all_shards(config.redis.shards, config.redis.prefix)
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
+        self._ended = 0  # runs in _running that have ended (their result is being written)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self.stopping = threading.Event()  # stop claiming
@@ -315,7 +316,9 @@ class Worker:
                                   guard=run.leash)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
-        run.ended = True
+        with self._lock:
+            run.ended = True
+            self._ended += 1
         self._wake.set()
         if outcome is None:
             self.free(run)
@@ -326,7 +329,7 @@ class Worker:
         """Slots taken: runs started and not ended. A run frees its slot when it ends, so
         claiming goes on while its result is written (its lease is still renewed)."""
         with self._lock:
-            return sum(not run.ended for run in self._running.values())
+            return len(self._running) - self._ended
 
     def running(self) -> list[Running]:
         """The runs this worker holds a lease on (ended ones until their result is in)."""
@@ -336,7 +339,8 @@ class Worker:
     def free(self, run: Running) -> None:
         """Forget a run whose result is recorded (or that never started)."""
         with self._lock:
-            self._running.pop(run.key, None)
+            if self._running.pop(run.key, None) is not None and run.ended:
+                self._ended -= 1
         self.runs_finished += 1
 
     def wake(self) -> None:
