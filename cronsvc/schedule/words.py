@@ -24,6 +24,8 @@ _NAMES = {n[:3].lower(): i for i, n in enumerate(DAYS)} | {
 _ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 _NUMBER = re.compile(r"^\d+$")
 _STEP = re.compile(r"^(\*|\d+)/(\d+)$")
+_FULL_STEP = {"second": re.compile(r"^0-59/(\d+)$"), "minute": re.compile(r"^0-59/(\d+)$"),
+              "hour": re.compile(r"^0-23/(\d+)$")}
 
 
 def describe(expr: str) -> str:
@@ -47,6 +49,14 @@ def _plural(n: int, unit: str) -> str:
     return f"every {unit}" if n == 1 else f"every {n} {unit}s"
 
 
+def _nth(n: int) -> str:
+    """2nd, 3rd, 11th, 22nd; "" for 1 (every hour)."""
+    if n == 1:
+        return ""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def _number(field: str) -> int | None:
     return int(field) if _NUMBER.match(field) else None
 
@@ -66,6 +76,9 @@ def _every(field: str, unit: str) -> str | None:
     m = _STEP.match(field)
     if m and m.group(1) in ("*", "0"):
         return _plural(int(m.group(2)), unit)
+    m = _FULL_STEP.get(unit, re.compile("$^")).match(field)
+    if m:  # 0-59/n, 0-23/n: the whole range, so the same as */n
+        return _plural(int(m.group(1)), unit)
     return None
 
 
@@ -97,6 +110,9 @@ def _time(second: str | None, minute: str, hour: str) -> tuple[str, bool]:
     minute_part = every_minute or f"at minute {_list(minute, str)}"
     if hour == "*":
         return f"{minute_part} of every hour", False
+    if every_hour:  # every n hours: "of every 2nd hour"
+        n = int(every_hour.split()[1]) if every_hour != "every hour" else 1
+        return f"{minute_part} of every {_nth(n)} hour", False
     return f"{minute_part} past hour {_list(hour, str)}", True
 
 

@@ -30,6 +30,11 @@ from cronsvc.schedule.words import describe
     ("*/10 * * * * *", "every 10 seconds"),
     ("30 * * * * *", "every minute at second 30"),
     ("10-20 * * * *", "at minute 10 to 20 of every hour"),
+    # steps of hours, written as */n or as the whole range
+    ("1-5 */2 * * *", "at minute 1 to 5 of every 2nd hour"),
+    ("*/10 */3 * * *", "every 10 minutes of every 3rd hour"),
+    ("5 0-23/3 * * *", "every 3 hours at minute 5"),
+    ("0-59/5 * * * *", "every 5 minutes"),
 ])
 def test_describe_says_the_schedule_in_plain_words(expr: str, words: str) -> None:
     assert describe(expr) == words
