@@ -83,8 +83,8 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
     """Server-bound fires per second: pre-encoded EVALSHA calls, 20 claims per round trip."""
     claim_sha = s._scripts["claim"].sha
     ack_sha = s._scripts["ack"].sha
-    claim_args = [12, K.queue, K.working, K.attempts, K.claims, K.jobs, K.paused, K.running,
-                  K.cancels, K.events, K.payloads, K.dead, K.held(""),
+    claim_args = [13, K.queue, K.working, K.attempts, K.claims, K.jobs, K.paused, K.running,
+                  K.cancels, K.events, K.payloads, K.dead, K.held(""), K.schedules,
                   "", "bench", batch, LEASE_MS, batch, UNHELD_MS, "1"]
     calls: list[list[object]] = []
     for i in range(0, len(fires), batch):

@@ -60,6 +60,15 @@ class BadArgument(CronsvcError, ValueError):
     without a Redis URL (a ValueError too, for callers that catch that)."""
 
 
+class BadSchedule(CronsvcError, ValueError):
+    """A runtime schedule is not valid: its id, its job, or one of its fields (the
+    message names which); a ValueError too."""
+
+
+class UnknownSchedule(CronsvcError):
+    """No runtime schedule has that id."""
+
+
 class UnknownJob(CronsvcError):
     """No job of that name exists in the configuration."""
 

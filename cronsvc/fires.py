@@ -1,8 +1,10 @@
-"""Fire ids: ``<job>@<due_ms>`` for cron fires, ``<job>@<due_ms>#<tag>`` for one-offs.
+"""Fire ids: ``<job>@<due_ms>`` for the job's own schedule, ``<job>@<due_ms>#<tag>`` for
+one-offs, ``<job>@<due_ms>!<schedule id>`` for the fires of a runtime schedule.
 
 A fire id is the queue member, the idempotency key handed to the job and the
 name of the run in its history, so it must be stable: the same job and due
-time always give the same id. Job names never contain ``@``, ``#`` or ``|``.
+time always give the same id. Job names never contain ``@``, ``#``, ``!`` or ``|``, and
+schedule ids never contain ``@``, ``#``, ``!``, ``|`` or spaces.
 """
 
 from __future__ import annotations
@@ -13,13 +15,17 @@ import secrets
 from cronsvc.errors import BadArgument
 
 _B32 = "abcdefghijklmnopqrstuvwxyz234567"
-_FIRE = re.compile(r"^(.+?)@(\d+)(?:#(.+))?$")
+_FIRE = re.compile(r"^(.+?)@(\d+)(?:#(.+)|!(.+))?$")
 TAG_KINDS = {"trigger": "t", "at": "a"}
 
 
-def fire_id(job: str, due_ms: int, tag: str | None = None) -> str:
-    """The id of ``job``'s fire due at ``due_ms`` (ms since the epoch, UTC)."""
+def fire_id(job: str, due_ms: int, tag: str | None = None, *,
+            schedule: str | None = None) -> str:
+    """The id of ``job``'s fire due at ``due_ms`` (ms since the epoch, UTC): of a one-off
+    with ``tag``, of the runtime schedule ``schedule``, else of the job's own schedule."""
     base = f"{job}@{int(due_ms)}"
+    if schedule:
+        return f"{base}!{schedule}"
     return f"{base}#{tag}" if tag else base
 
 
@@ -32,16 +38,23 @@ def parse_fire(fid: str) -> tuple[str, int, str | None]:
     return m.group(1), int(m.group(2)), m.group(3)
 
 
+def schedule_of(fid: str) -> str | None:
+    """The runtime schedule a fire belongs to, or None (the job's own, or a one-off)."""
+    m = _FIRE.match(fid)
+    return m.group(4) if m else None
+
+
 def job_of(fid: str) -> str:
     """The job of a fire id (fast: the hot path of a claim)."""
     return fid[:fid.index("@")]
 
 
 def kind_of(fid: str) -> str:
-    """``cron`` for a planned fire, ``trigger`` or ``at`` for a one-off."""
+    """``cron`` for a fire of the job's own schedule, ``schedule`` for one of a runtime
+    schedule, ``trigger`` or ``at`` for a one-off."""
     tag = parse_fire(fid)[2]
     if tag is None:
-        return "cron"
+        return "schedule" if "!" in fid else "cron"
     return "trigger" if tag.startswith(TAG_KINDS["trigger"]) else "at"
 
 

@@ -57,6 +57,7 @@ class Drop(StrEnum):
     """Why the claim script did not run a fire: its reply and its events say these."""
 
     REMOVED = "removed"
+    SCHEDULE_REMOVED = "schedule removed"  # its runtime schedule was deleted or changed job
     PAUSED = "paused"
     MISSED = "missed"
     CATCH_UP_LATEST = "catch_up latest"

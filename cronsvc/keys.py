@@ -99,6 +99,22 @@ class Keys:
         """string: the generation (see ``generation``) whose definitions this shard holds."""
         return self._k("cron:published")
 
+    @property
+    def schedules(self) -> str:
+        """hash: runtime schedule id -> its stored line (cronsvc/schedule/runtime.py)."""
+        return self._k("cron:schedules")
+
+    @property
+    def schedule_marks(self) -> str:
+        """zset: runtime schedule id -> planned up to (ms): every fire of the schedule due at
+        or before it is planned; the planner looks at those below now + horizon."""
+        return self._k("cron:schedule-marks")
+
+    @property
+    def schedule_counts(self) -> str:
+        """hash: job -> how many runtime schedules of this shard run it."""
+        return self._k("cron:schedule-counts")
+
     def held(self, digest: str) -> str:
         """hash: job -> definition digest, of the jobs of this shard in the job file whose
         held-definitions digest is ``digest`` (written by its workers, expiring unless renewed)."""

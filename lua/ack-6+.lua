@@ -3,7 +3,7 @@
 -- KEYS[1] working   zset fire -> lease deadline, ms
 -- KEYS[2] attempts  hash fire -> fencing token of the current claim
 -- KEYS[3] claims    hash fire -> claim
--- KEYS[4] running   hash job -> fire in flight
+-- KEYS[4] running   hash job (or '!' .. schedule id) -> fire in flight
 -- KEYS[5] cancels   hash fire -> reason the holder must stop
 -- KEYS[6] payloads  hash fire -> payload JSON
 -- KEYS[6 + i]       list: the history of the i-th fire's job, newest first
@@ -15,6 +15,7 @@
 -- Returns per fire 1 if acked, else 'LEASE_LOST <fire> token <token> current <current>':
 -- the token is not the current one or the fire is not in working (a newer claim of the
 -- fire must not be finished by an older holder).
+-- @include fires.lua
 local cap = tonumber(ARGV[1])
 local n = (#ARGV - 1) / 4
 local fids = {}
@@ -25,7 +26,7 @@ for i = 1, n do
   local fid, token, job = ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i]
   if tonumber(current[i]) == tonumber(token) and redis.call('ZREM', KEYS[1], fid) == 1 then
     done[#done + 1] = fid
-    jobs[#jobs + 1] = job
+    jobs[#jobs + 1] = owner_of(fid, job)
     if redis.call('LPUSH', KEYS[6 + i], ARGV[4 * i + 1]) > cap then
       redis.call('LTRIM', KEYS[6 + i], 0, cap - 1)
     end

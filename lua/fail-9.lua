@@ -4,7 +4,7 @@
 -- KEYS[2]  queue     zset fire -> due (or retry) time, ms
 -- KEYS[3]  attempts  hash fire -> fencing token = attempts used
 -- KEYS[4]  claims    hash fire -> claim
--- KEYS[5]  running   hash job -> fire in flight
+-- KEYS[5]  running   hash job (or '!' .. schedule id) -> fire in flight
 -- KEYS[6]  cancels   hash fire -> reason the holder must stop
 -- KEYS[7]  dead      zset fire -> time it died, ms
 -- KEYS[8]  history   list: this job's runs, newest first
@@ -38,7 +38,8 @@ local cap = tonumber(ARGV[6])
 redis.call('ZREM', KEYS[1], fid)
 redis.call('HDEL', KEYS[4], fid)
 redis.call('HDEL', KEYS[6], fid)
-if redis.call('HGET', KEYS[5], job) == fid then redis.call('HDEL', KEYS[5], job) end
+local owner = owner_of(fid, job)
+if redis.call('HGET', KEYS[5], owner) == fid then redis.call('HDEL', KEYS[5], owner) end
 redis.call('LPUSH', KEYS[8], ARGV[5])
 local verdict, at
 if tonumber(token) < tonumber(ARGV[7]) then

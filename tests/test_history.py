@@ -45,6 +45,7 @@ def test_record_of_a_bad_fire_id_without_job_and_time(extra: dict[str, Any]) -> 
 
 @pytest.mark.parametrize(("reason", "status", "explained"), [
     ("removed", "skipped", "removed"),
+    ("schedule removed", "skipped", "schedule removed"),
     ("paused", "skipped", "paused"),
     ("missed", "missed", "missed"),
     ("catch_up latest", "skipped", "catch_up latest"),
@@ -67,8 +68,8 @@ def test_drop_status_and_explained(reason: str, status: str, explained: str) -> 
 
 def test_every_drop_is_in_the_table() -> None:
     assert sorted(d.value for d in Drop) == sorted([
-        "removed", "paused", "missed", "catch_up latest", "overlap forbid", "dead",
-        "dead: job removed", "definition not held"])
+        "removed", "schedule removed", "paused", "missed", "catch_up latest", "overlap forbid",
+        "dead", "dead: job removed", "definition not held"])
 
 
 @pytest.mark.parametrize(("cancel", "value"), [

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cronsvc import __version__
-from cronsvc.cli import ops
+from cronsvc.cli import ops, schedules
 from cronsvc.cli.options import (
     DURATION,
     config_option,
@@ -222,6 +222,8 @@ def next_fires(job_or_expr: str, config: str | None, tz: str | None, count: int,
     click.echo(render(spec, parse_after(after), count, as_json))
 
 
-# The operator commands: ls, pause, resume, trigger, at, cancel, history, queue, dead, status.
+# The operator commands: ls, pause, resume, trigger, at, cancel, history, queue, dead, status;
+# and runtime schedules.
 for _command in ops.COMMANDS:
     main.add_command(_command)
+main.add_command(schedules.schedule)

@@ -22,7 +22,9 @@ from cronsvc.client.views import (
     QueueView,
     Status,
 )
-from cronsvc.schedule.expand import zone
+from cronsvc.schedule.expand import next_fires, zone
+from cronsvc.schedule.runtime import RuntimeSchedule
+from cronsvc.schedule.words import describe_schedule, schedule_text
 
 NONE = "-"
 Zones = Mapping[str, str]  # job -> time zone
@@ -333,3 +335,39 @@ def pause(p: Pause, now_ms: int, tz: str = "UTC") -> str:
         out.append(f"{len(p.in_flight)} run(s) claimed before the pause {verb}:")
         out.append(_indent(_in_flight(p.in_flight, now_ms, {p.job: tz})))
     return "\n".join(out)
+
+
+def schedules(found: Sequence[RuntimeSchedule], now_ms: int, cursor: str | None) -> str:
+    """``cronsvc schedule ls``: one row a schedule, then how to get the next page."""
+    if not found and cursor is None:
+        return "no runtime schedule"
+    rows = []
+    for s in found:
+        upcoming = [] if s.paused else next_fires(s.spec, now_ms, 1)
+        rows.append([s.id, s.job, schedule_text(s.spec), s.timezone,
+                     relative(upcoming[0], now_ms) if upcoming else ("paused" if s.paused
+                                                                      else "never"),
+                     relative(s.updated_ms, now_ms) + (f" by {s.actor}" if s.actor else "")])
+    out = table(("SCHEDULE ID", "JOB", "WHEN", "ZONE", "NEXT FIRE", "CHANGED"), rows)
+    if cursor is not None:
+        out += f"\nmore: --cursor {cursor}"
+    return out
+
+
+def schedule(s: RuntimeSchedule, now_ms: int, count: int = 5) -> str:
+    """``cronsvc schedule show``: every field, and the next fires."""
+    upcoming = [] if s.paused else next_fires(s.spec, now_ms, count)
+    lines = [
+        f"id:        {s.id}", f"job:       {s.job}",
+        f"when:      {describe_schedule(s.spec)} ({s.timezone})",
+        f"payload:   {json.dumps(s.payload) if s.payload is not None else NONE}",
+        f"paused:    {'yes' if s.paused else 'no'}",
+        f"policy:    catch_up {s.catch_up or 'of the job'}, starting_deadline "
+        f"{span(s.starting_deadline_ms) if s.starting_deadline_ms else 'of the job'}, "
+        f"overlap {s.overlap or 'of the job'}",
+        f"changed:   {local(s.updated_ms)} by {s.actor or NONE} (rev {s.rev}; created "
+        f"{local(s.created_ms)})",
+        "next:      " + (", ".join(local(ms, s.timezone) for ms in upcoming) if upcoming
+                         else ("none while paused" if s.paused else "none")),
+    ]
+    return "\n".join(lines)

@@ -21,6 +21,7 @@ from typing import Any
 import redis
 
 from cronsvc.client.fleet import FleetReader
+from cronsvc.client.schedules import ScheduleOps
 from cronsvc.client.views import Pause, Policy, Resumed, in_flight, spec_of
 from cronsvc.clock import dt_to_ms, monotonic
 from cronsvc.config.models import Config, load_config
@@ -41,11 +42,12 @@ _CATCH_UP_WINDOW_MS = 3_600_000
 _CATCH_UP_WINDOW_MAX_MS = 32 * 86_400_000
 
 
-class Client(FleetReader):
+class Client(ScheduleOps, FleetReader):
     """Operations on the fleet that uses one Redis (or one set of shards).
 
     The reading half (jobs, next_fires, history, queue, dead, status, ...) is
-    :class:`cronsvc.client.fleet.FleetReader`; this class adds what changes state.
+    :class:`cronsvc.client.fleet.FleetReader`, runtime schedules
+    :class:`cronsvc.client.schedules.ScheduleOps`; this class adds what changes state.
     """
 
     def __init__(

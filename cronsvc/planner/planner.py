@@ -27,6 +27,7 @@ from cronsvc.keys import Keys, all_shards, keys_for
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.planner.generations import Newest, Verdict, compare, decide
 from cronsvc.planner.publish import PlanBatch, Published, diff, policy_line
+from cronsvc.planner.schedules import plan_schedules
 from cronsvc.planner.ticker import Ticker
 from cronsvc.presence import alive, planner_stale_ms, process_id
 from cronsvc.schedule.expand import occurrences_ms
@@ -50,6 +51,7 @@ class TickStats:
     stale: int = 0
     upto_ms: int = 0
     wakeups: int = 0
+    schedules: int = 0  # runtime schedules looked at
     failed_shards: int = 0
     verdict: str = ""  # current, publish or yield (cronsvc.planner.generations.Verdict)
 
@@ -332,10 +334,13 @@ class Planner:
         upto = now + int(self.horizon * 1000)
         stats = TickStats(jobs=len(self.config.jobs), upto_ms=upto)
         for keys, jobs in self._by_shard().items():
-            if not jobs:
-                continue
             try:
-                self._plan_shard(keys, jobs, now, upto, stats)
+                if jobs:
+                    self._plan_shard(keys, jobs, now, upto, stats)
+                added, seen = plan_schedules(self.client, self.scripts, keys, now, upto,
+                                             MIN_LOOKBACK_MS, self.tick_interval)
+                stats.added += added
+                stats.schedules += seen
             except REDIS_ERRORS as exc:
                 self._noted(exc)
                 stats.failed_shards += 1

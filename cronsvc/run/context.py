@@ -25,6 +25,7 @@ class FireContext:
     attempt: int
     worker: str = ""
     payload: Any = None
+    schedule: str | None = None  # the runtime schedule the fire belongs to
 
     def env(self) -> dict[str, str]:
         """The CRONSVC_* environment variables a command job receives."""
@@ -37,6 +38,8 @@ class FireContext:
         }
         if self.payload is not None:
             env["CRONSVC_PAYLOAD"] = json.dumps(self.payload)
+        if self.schedule is not None:
+            env["CRONSVC_SCHEDULE"] = self.schedule
         return env
 
 

@@ -18,7 +18,7 @@ import redis
 
 from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownFire, UnknownJob
 
-_NAME = re.compile(r"^([a-z]+)-(\d+)(\+?)\.lua$")
+_NAME = re.compile(r"^([a-z]+(?:-[a-z]+)*)-(\d+)(\+?)\.lua$")
 _INCLUDE = re.compile(r"^-- @include ([a-z][a-z0-9_-]*\.lua)$", re.MULTILINE)
 INCLUDES = "includes"  # the folder of shared snippets, beside the scripts
 _ERRORS: dict[str, type[Exception]] = {

@@ -82,6 +82,17 @@ class FailResult(NamedTuple):
     at_ms: int  # retry time, or time of death
 
 
+def schedule_outcome(res: Any) -> tuple[str, int]:
+    """The reply of schedule-set: ``(created | changed | unchanged | retry, rev)``."""
+    return text(res[0]), int(res[1])
+
+
+def _mark(mark: float | None) -> str:
+    if mark is None:
+        return ""
+    return "inf" if mark == float("inf") else str(int(mark))
+
+
 def _now(now_ms: int | None) -> str:
     return "" if now_ms is None else str(int(now_ms))
 
@@ -202,7 +213,7 @@ class Scripts:
         k = self._k(keys)
         res = self.run("claim", [
             k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running,
-            k.cancels, k.events, k.payloads, k.dead, held or k.held(""),
+            k.cancels, k.events, k.payloads, k.dead, held or k.held(""), k.schedules,
         ], [_now(now_ms), worker_id, batch, int(lease_ms), max(scan_limit or batch, batch),
             int(unheld_ms), "1" if held is None else "0"])
         # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
@@ -287,6 +298,41 @@ class Scripts:
         """Add ``record`` to ``job``'s history and to the events list."""
         k = self._k(keys)
         self.run("record", [k.history(job), k.events], [record_json(record), int(history_cap)])
+
+    # -- runtime schedules ---------------------------------------------------------
+    def schedule_set(
+        self, keys: Keys | None, sid: str, rev: int, mark: float | None, content: str,
+        actor: str, new_mark: int, unqueue: Sequence[str], dues: Sequence[int], *,
+        now_ms: int | None = None, client: Any = None,
+    ) -> Any:
+        """Create or change one schedule (a compare-and-set on ``rev`` and ``mark``):
+        ``(outcome, rev)`` with outcome created, changed, unchanged or retry. With a
+        pipeline as ``client``, the reply comes with the pipeline's."""
+        k = self._k(keys)
+        res = self.run("schedule-set", [k.schedules, k.schedule_marks, k.schedule_counts,
+                                        k.queue, k.events],
+                       [_now(now_ms), sid, int(rev), _mark(mark), content, actor, int(new_mark),
+                        len(unqueue), *unqueue, *(int(d) for d in dues)], client=client)
+        return res if client is not None else schedule_outcome(res)
+
+    def schedule_delete(self, keys: Keys | None, sid: str, rev: int, mark: float | None,
+                        unqueue: Sequence[str], *, now_ms: int | None = None) -> str:
+        """Delete one schedule and unqueue ``unqueue``: deleted, absent or retry."""
+        k = self._k(keys)
+        return text(self.run("schedule-delete", [k.schedules, k.schedule_marks,
+                                                 k.schedule_counts, k.queue, k.events],
+                             [_now(now_ms), sid, int(rev), _mark(mark), *unqueue]))
+
+    def schedule_plan(self, keys: Keys | None,
+                      entries: Sequence[tuple[str, int, float, int, Sequence[int]]]
+                      ) -> PlanResult:
+        """Queue fires of schedules: per entry (id, rev read, mark read, new mark, dues)."""
+        k = self._k(keys)
+        args: list[Any] = [len(entries)]
+        for sid, rev, mark, new_mark, dues in entries:
+            args += [sid, int(rev), _mark(mark), int(new_mark), len(dues), *(int(d) for d in dues)]
+        res = self.run("schedule-plan", [k.schedules, k.schedule_marks, k.queue], args)
+        return PlanResult(int(res[0]), [text(s) for s in res[1]])
 
     # -- client ----------------------------------------------------------------
     def enqueue(

@@ -35,6 +35,7 @@ import redis
 from cronsvc.clock import SYSTEM, Clock, monotonic
 from cronsvc.config.models import Config
 from cronsvc.config.watch import FileWatch, reread
+from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import Keys, all_shards, keys_for
 from cronsvc.metrics.counters import NO_METRICS, Metrics
@@ -306,6 +307,7 @@ class Worker:
         ctx = FireContext(
             job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
             attempt=claim.token, worker=self.worker_id, payload=claim.payload,
+            schedule=schedule_of(claim.fire_id),
         )
         outcome = None
         if run.job.command:

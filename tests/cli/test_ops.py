@@ -25,6 +25,7 @@ from cronsvc.fires import fire_id, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import free_port
 from cronsvc.store.scripts import Scripts
+from tests.support.cli import error_line, ok
 from tests.support.jobs import read_ledger
 from tests.support.paths import CRONSVC, ROOT
 from tests.support.wait import wait_for
@@ -52,17 +53,6 @@ def cli(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Invo
     return invoke
 
 
-def ok(result: Result) -> str:
-    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    return result.stdout
-
-
-def error_line(result: Result, code: int) -> str:
-    """The one line on stderr of a failed command (and no traceback)."""
-    assert result.exit_code == code, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    return lines[0]
 
 
 def test_ls_shows_each_published_job_in_a_row_and_as_json(cli: Invoke) -> None:

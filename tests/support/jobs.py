@@ -18,7 +18,8 @@ def _append(path: str, event: str, ctx: Any, **extra: Any) -> None:
     line = json.dumps({
         "event": event, "fire": ctx.fire_id, "job": ctx.job, "attempt": ctx.attempt,
         "worker": ctx.worker, "pid": os.getpid(), "at_ms": time.time_ns() // 1_000_000,
-        "scheduled_ms": ctx.scheduled_ms, "payload": ctx.payload, **extra,
+        "scheduled_ms": ctx.scheduled_ms, "payload": ctx.payload,
+        "schedule": getattr(ctx, "schedule", None), **extra,
     })
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

@@ -8,12 +8,14 @@
 -- KEYS[5]  jobs      hash job -> policy line (cronsvc/policy.py):
 --                    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition
 -- KEYS[6]  paused    hash job -> JSON of a runtime pause
--- KEYS[7]  running   hash job -> fire in flight (overlap forbid/replace)
+-- KEYS[7]  running   hash job (or '!' .. schedule id) -> fire in flight (overlap forbid/replace)
 -- KEYS[8]  cancels   hash fire -> reason the holder must stop
 -- KEYS[9]  events    list of JSON decisions, newest first, capped at 10000
 -- KEYS[10] payloads  hash fire -> payload JSON of one-off fires
 -- KEYS[11] dead      zset fire -> time it died, ms
 -- KEYS[12] held      hash job -> definition digest, of the job file this worker runs
+-- KEYS[13] schedules hash schedule id -> stored runtime schedule (cronsvc/schedule/runtime.py):
+--                    its fires run with its payload and its overrides of the job's policy
 -- ARGV[1]  now_ms, or '' for the server clock
 -- ARGV[2]  worker id
 -- ARGV[3]  batch: fires claimed at most (stale reclaims included)
@@ -26,13 +28,15 @@
 --   n_claimed, then per claim: fire, token, due_ms, reclaimed 0/1, payload JSON or '',
 --     the claim JSON of the holder whose lease lapsed (reclaimed) or '',
 --   n_dropped, then per drop: fire, reason
--- Reasons: removed, paused, missed, 'catch_up latest', 'overlap forbid', dead (its lease
+-- Reasons: removed, 'schedule removed' (its runtime schedule was deleted or now runs another
+-- job), paused, missed, 'catch_up latest', 'overlap forbid', dead (its lease
 -- lapsed on the last attempt), 'dead: job removed' (lapsed after its job was removed),
 -- 'definition not held' (a missed fire: no worker holding its definition took it in time).
 -- next_ms skips due fires this worker cannot take: it comes back for the first fire due
 -- later, and within a second while its scan found nothing it could take.
 -- Writes are gathered and sent as one command per key: the cost per fire is mostly Lua.
 -- @include now.lua
+-- @include schedules.lua
 -- @include events.lua
 -- @include fires.lua
 local worker_json = cjson.encode(ARGV[2])
@@ -103,6 +107,33 @@ local function load_policies(jobs)
   end
 end
 
+local schedules = {}
+-- Policies of runtime schedules, read once per call: the job's, with the schedule's
+-- overrides and payload; false when the schedule is gone or runs another job now.
+-- `entries`: {schedule id, job} pairs whose jobs' policies are loaded.
+local function load_schedules(entries)
+  local want, job_of_want = {}, {}
+  for _, e in ipairs(entries) do
+    if schedules[e[1]] == nil then
+      want[#want + 1] = e[1]; job_of_want[#want] = e[2]; schedules[e[1]] = false
+    end
+  end
+  if #want == 0 then return end
+  local lines = redis.call('HMGET', KEYS[13], unpack(want))
+  for i, sid in ipairs(want) do
+    local p = policies[job_of_want[i]]
+    if lines[i] and p then
+      local job, paused, catch_up, deadline, overlap, payload = schedule_policy(lines[i])
+      if job == job_of_want[i] then
+        schedules[sid] = {catch_up = catch_up ~= '' and catch_up or p.catch_up,
+          deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
+          overlap = overlap ~= '' and overlap or p.overlap, max_attempts = p.max_attempts,
+          paused = p.paused or paused == '1', held = p.held, payload = payload}
+      end
+    end
+  end
+end
+
 local function event(kind, fid, reason)
   add_event(KEYS[9], cjson.encode({event = kind, fire = fid, reason = reason, at = now}))
   nevents = nevents + 1
@@ -119,8 +150,9 @@ local function holder(job)
   return nil
 end
 
--- token: the attempt number; due: a string of digits; before: the lapsed holder's claim.
-local function take(fid, job, due, token, p, reclaimed, before)
+-- token: the attempt number; due: a string of digits; before: the lapsed holder's claim;
+-- owner: the job, or '!' .. schedule id (whose fire in flight overlap looks at).
+local function take(fid, owner, due, token, p, reclaimed, before)
   local token_s = token == 1 and '1' or tostring(token)
   w_args[#w_args + 1] = lease_until
   w_args[#w_args + 1] = fid
@@ -130,10 +162,11 @@ local function take(fid, job, due, token, p, reclaimed, before)
   c_args[#c_args + 1] = claim_head .. token_s .. ',"due":' .. due
     .. claim_tail .. (reclaimed == 1 and ',"reclaimed":true}' or '}')
   if p and p.overlap ~= 'allow' then
-    redis.call('HSET', KEYS[7], job, fid)
-    holders[job] = fid
+    redis.call('HSET', KEYS[7], owner, fid)
+    holders[owner] = fid
   end
-  claimed[#claimed + 1] = {fid, token, tonumber(due), reclaimed, '', before or ''}
+  claimed[#claimed + 1] = {fid, token, tonumber(due), reclaimed, p and p.payload or '',
+    before or ''}
 end
 
 -- 1. Stale leases: the holder died or lost Redis; run the fire again with a higher token.
@@ -142,31 +175,48 @@ end
 local LOST_LEASE_EXTRA = 2
 local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_s, 'LIMIT', 0, batch)
 if #stale > 0 then
-  local jobs = {}
-  for i, fid in ipairs(stale) do jobs[i] = job_of(fid) end
+  local jobs, sids, entries = {}, {}, {}
+  for i, fid in ipairs(stale) do
+    local job, _, _, sid = split_fire(fid)
+    jobs[i], sids[i] = job, sid or false
+    if sid then entries[#entries + 1] = {sid, job} end
+  end
   load_policies(jobs)
+  load_schedules(entries)
   local used = redis.call('HMGET', KEYS[3], unpack(stale))
   local before = redis.call('HMGET', KEYS[4], unpack(stale))
   for i, fid in ipairs(stale) do
-    local job, p, n = jobs[i], policies[jobs[i]], tonumber(used[i]) or 0
-    if p and not p.held then
+    local job, n = jobs[i], tonumber(used[i]) or 0
+    local p = policies[job]
+    local owner = job
+    if sids[i] then p, owner = p and schedules[sids[i]], '!' .. sids[i] end
+    if sids[i] and policies[job] and not p then
+      -- Its schedule was deleted, or now runs another job: the run it had is not redone.
+      redis.call('ZREM', KEYS[2], fid)
+      redis.call('HDEL', KEYS[4], fid)
+      redis.call('HDEL', KEYS[8], fid)
+      gone[#gone + 1] = fid
+      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
+      dropped[#dropped + 1] = {fid, 'schedule removed'}
+      event('dropped', fid, 'schedule removed')
+    elseif p and not p.held then
       -- Not this worker's to run: back to the queue at its due time, no attempt used, for a
       -- worker that holds its definition (the claim is kept: whoever takes it sees the holder).
       redis.call('ZREM', KEYS[2], fid)
       redis.call('ZADD', KEYS[1], due_s_of(fid), fid)
-      if redis.call('HGET', KEYS[7], job) == fid then redis.call('HDEL', KEYS[7], job) end
+      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
       event('handed back', fid, 'lease lapsed; definition not held by ' .. ARGV[2])
     elseif not p or n >= p.max_attempts + LOST_LEASE_EXTRA then
       -- Attempts and payload stay, so the dead fire can be retried by hand.
       redis.call('ZREM', KEYS[2], fid)
       redis.call('HDEL', KEYS[4], fid)
       redis.call('HDEL', KEYS[8], fid)
-      if redis.call('HGET', KEYS[7], job) == fid then redis.call('HDEL', KEYS[7], job) end
+      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
       redis.call('ZADD', KEYS[11], now_s, fid)
       dropped[#dropped + 1] = {fid, p and 'dead' or 'dead: job removed'}
       event('dead', fid, p and 'lease lost on the last attempt' or 'job removed')
     else
-      take(fid, job, due_s_of(fid), n + 1, p, 1, before[i])
+      take(fid, owner, due_s_of(fid), n + 1, p, 1, before[i])
       event('reclaimed', fid, nil)
     end
   end
@@ -182,26 +232,33 @@ if #claimed < batch then
   fires = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, scan)
   local parsed, latest = {}, {}
   for i, fid in ipairs(fires) do
-    local job, due_s, oneoff = split_fire(fid)
+    local job, due_s, oneoff, sid = split_fire(fid)
     local due = tonumber(due_s)
-    parsed[i] = {job, due_s, due, oneoff}
-    if not oneoff and (latest[job] == nil or due > latest[job]) then latest[job] = due end
+    local owner = sid and '!' .. sid or job
+    parsed[i] = {job, due_s, due, oneoff, sid, owner}
+    if not oneoff and (latest[owner] == nil or due > latest[owner]) then latest[owner] = due end
   end
   while #claimed < batch and examined < #fires do
     -- One slice at a time, the size still missing: drops are rare, so usually one slice.
     local first, last = examined + 1, math.min(#fires, examined + batch - #claimed)
-    local ids, jobs = {}, {}
-    for i = first, last do ids[#ids + 1] = fires[i]; jobs[#jobs + 1] = parsed[i][1] end
+    local ids, jobs, entries = {}, {}, {}
+    for i = first, last do
+      ids[#ids + 1] = fires[i]; jobs[#jobs + 1] = parsed[i][1]
+      if parsed[i][5] then entries[#entries + 1] = {parsed[i][5], parsed[i][1]} end
+    end
     load_policies(jobs)
+    if #entries > 0 then load_schedules(entries) end
     local used = redis.call('HMGET', KEYS[3], unpack(ids))
     for i = first, last do
       local fid = fires[i]
       local job, due_s, due, oneoff = parsed[i][1], parsed[i][2], parsed[i][3], parsed[i][4]
+      local sid, owner = parsed[i][5], parsed[i][6]
       local p, n = policies[job], tonumber(used[i - first + 1])
+      if sid and p then p = schedules[sid] end
       local reason = nil
       -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
       if not p then
-        reason = 'removed'
+        reason = sid and policies[job] and 'schedule removed' or 'removed'
       elseif p.paused and not oneoff then
         reason = 'paused'
       elseif not n and p.deadline > 0 and now - due > p.deadline then
@@ -213,10 +270,10 @@ if #claimed < batch then
           skipped = true
           leave[fid] = true
         end
-      elseif not n and not oneoff and p.catch_up == 'latest' and latest[job] > due then
+      elseif not n and not oneoff and p.catch_up == 'latest' and latest[owner] > due then
         reason = 'catch_up latest'
       elseif p.overlap ~= 'allow' then
-        local current = holder(job)
+        local current = holder(owner)
         if current and p.overlap == 'forbid' then
           reason = 'overlap forbid'
         elseif current then
@@ -233,7 +290,7 @@ if #claimed < batch then
       else
         -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
         local before = n and redis.call('HGET', KEYS[4], fid) or nil
-        take(fid, job, due_s, (n or 0) + 1, p, before and 1 or 0, before)
+        take(fid, owner, due_s, (n or 0) + 1, p, before and 1 or 0, before)
       end
     end
     examined = last
@@ -257,7 +314,7 @@ if #w_args > 0 then
     local ids = {}
     for i, c in ipairs(claimed) do ids[i] = c[1] end
     local payloads = redis.call('HMGET', KEYS[10], unpack(ids))
-    for i, c in ipairs(claimed) do c[5] = payloads[i] or '' end
+    for i, c in ipairs(claimed) do c[5] = payloads[i] or c[5] end
   end
 end
 if #gone > 0 then bulk('HDEL', KEYS[3], gone, 1) end

@@ -1,0 +1,281 @@
+"""Runtime schedules from Python: create, change, pause and delete them, and list them.
+
+Each change is one Lua script (``lua/schedule-set-5.lua``, ``schedule-delete-5.lua``),
+a compare-and-set on what this client read: the fires of the old definition that have
+not started are unqueued, and the first fires of the new one are queued, in the same
+step. If a planner or another client moved the schedule meanwhile, it reads again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from cronsvc.errors import BadSchedule, CronsvcError, UnknownSchedule, did_you_mean
+from cronsvc.fires import fire_id
+from cronsvc.keys import Keys, keys_for
+from cronsvc.schedule.expand import occurrences_ms
+from cronsvc.schedule.runtime import (
+    Outcome,
+    RuntimeSchedule,
+    build,
+    parse_stored,
+    plan_schedule,
+    with_paused,
+)
+from cronsvc.store.replies import text
+from cronsvc.store.scripts import schedule_outcome
+
+if TYPE_CHECKING:
+    import redis
+
+    from cronsvc.store.scripts import Scripts
+
+#: How far ahead an upsert queues the first fires itself (the planners take it from there).
+HORIZON_MS = 2 * 3_600_000
+#: Attempts of a compare-and-set that others keep moving before giving up.
+ATTEMPTS = 20
+#: Fires of a definition are due after it was written, less this: the time read before
+#: the write, and the write itself, may be apart by this much at most.
+DEFINITION_MARGIN_MS = 600_000
+#: No mark lies further than this past the definition's write but a paused or finished
+#: schedule's, whose queue holds nothing of it.
+MAX_MARK_MS = 2 * 366 * 86_400_000
+#: A worker sleeping until later is told of a new fire due this soon.
+WAKE_WITHIN_MS = 5000
+
+
+@dataclass(frozen=True)
+class SchedulePage:
+    """One page of :meth:`ScheduleOps.schedules`; pass ``cursor`` back for the next one
+    (None: this was the last)."""
+
+    schedules: list[RuntimeSchedule]
+    cursor: str | None
+
+
+class ScheduleOps:
+    """The runtime-schedule half of :class:`cronsvc.Client`."""
+
+    redis: redis.Redis
+    scripts: Scripts
+    shards: int
+    prefix: str
+
+    if TYPE_CHECKING:  # provided by FleetReader, beside this class in Client
+        def server_ms(self) -> int: ...
+
+        def published_jobs(self) -> list[str]: ...
+
+    # -- changes ---------------------------------------------------------------------
+    def upsert_schedule(self, id: str, *, job: str, **fields: Any) -> Outcome:
+        """Create the schedule ``id`` or make it what is given: ``created``, ``changed`` or
+        ``unchanged``. Fields: exactly one of ``cron`` or ``every`` (``'90m'``, seconds or
+        a ``timedelta``), ``anchor``, ``timezone``, ``start``, ``end``, ``max_runs``,
+        ``payload`` (JSON, at most 64 KiB), ``paused``, ``catch_up``,
+        ``starting_deadline``, ``jitter``, ``overlap`` and ``actor``. BadSchedule names
+        the field that is wrong; the job must be one the planners published."""
+        return self.upsert_schedules([{"id": id, "job": job, **fields}])[0]
+
+    def upsert_schedules(self, items: Iterable[Mapping[str, Any]]) -> list[Outcome]:
+        """:meth:`upsert_schedule` for many at once, in a few round trips per shard: the
+        outcome of each, in order. Every item is checked before anything changes."""
+        now = self.server_ms()
+        jobs = set(self.published_jobs())
+        built = [self._build(dict(item), now, jobs) for item in items]
+        seen: set[str] = set()
+        for s in built:
+            if s.id in seen:
+                raise BadSchedule(f"schedule {s.id!r}: given twice in one batch")
+            seen.add(s.id)
+        outcomes: dict[str, Outcome] = {}
+        for keys, group in self._by_shard(built).items():
+            outcomes.update(self._set_all(keys, group, now))
+        return [outcomes[s.id] for s in built]
+
+    def delete_schedule(self, id: str) -> bool:
+        """Delete the schedule and unqueue its fires that have not started (those in
+        flight finish); False if there was none."""
+        keys = self._keys(id)
+        for _ in range(ATTEMPTS):
+            old, mark, lowest = self._read(keys, [id])[0]
+            if old is None:
+                return False
+            result = self.scripts.schedule_delete(keys, id, old.rev, mark,
+                                                  _old_fires(old, mark, lowest))
+            if result != "retry":
+                return result == "deleted"
+        raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
+
+    def pause_schedule(self, id: str, *, actor: str | None = None) -> Outcome:
+        """Stop the schedule's fires until :meth:`resume_schedule` (its queued fires go)."""
+        return self._set_paused(id, True, actor)
+
+    def resume_schedule(self, id: str, *, actor: str | None = None) -> Outcome:
+        """Fire again from now on (fires due while it was paused do not run)."""
+        return self._set_paused(id, False, actor)
+
+    # -- reading ---------------------------------------------------------------------
+    def get_schedule(self, id: str) -> RuntimeSchedule:
+        """The schedule ``id``; UnknownSchedule if there is none."""
+        raw = self.redis.hget(self._keys(id).schedules, id)
+        if raw is None:
+            raise UnknownSchedule(f"no schedule {id!r}")
+        return parse_stored(id, text(raw))
+
+    def schedules(self, *, job: str | None = None, prefix: str | None = None,
+                  cursor: str | None = None, limit: int = 100) -> SchedulePage:
+        """A page of schedules (about ``limit``; of ``job`` and ids starting with
+        ``prefix`` only, if given), read with HSCAN: never the whole set in one call."""
+        if limit < 1:
+            raise BadSchedule(f"limit {limit!r}: at least 1")
+        shards = self._all_keys()
+        shard, scan = _parse_cursor(cursor, len(shards))
+        found: list[RuntimeSchedule] = []
+        pattern = _glob(prefix) + "*" if prefix else None
+        while shard < len(shards) and len(found) < limit:
+            scan, page = self.redis.hscan(shards[shard].schedules, scan, match=pattern,
+                                          count=limit)
+            for sid, raw in cast("dict[Any, Any]", page).items():
+                s = parse_stored(text(sid), text(raw))
+                if job is None or s.job == job:
+                    found.append(s)
+            if scan == 0:
+                shard, scan = shard + 1, 0
+        more = shard < len(shards)
+        return SchedulePage(sorted(found, key=lambda s: s.id),
+                            f"{shard}:{scan}" if more else None)
+
+    def count_schedules(self, *, job: str | None = None) -> int:
+        """How many schedules there are (of ``job``, if given)."""
+        total = 0
+        for keys in self._all_keys():
+            if job is None:
+                total += int(self.redis.hlen(keys.schedules))
+            else:
+                total += int(self.redis.hget(keys.schedule_counts, job) or 0)
+        return total
+
+    # -- inside ----------------------------------------------------------------------
+    def _build(self, item: dict[str, Any], now: int, jobs: set[str]) -> RuntimeSchedule:
+        sid, job = item.pop("id", None), item.pop("job", None)
+        if not isinstance(job, str) or job not in jobs:
+            hint = did_you_mean(job, jobs) if isinstance(job, str) else ""
+            raise BadSchedule(f"schedule {sid!r}: job: unknown job {job!r}{hint} (a runtime "
+                              "schedule runs a job the planners published from the job file)")
+        try:
+            return build(sid, job=job, now_ms=now, **item)  # type: ignore[arg-type]
+        except TypeError as exc:
+            raise BadSchedule(f"schedule {sid!r}: {exc}") from None
+
+    def _set_paused(self, id: str, paused: bool, actor: str | None) -> Outcome:
+        keys = self._keys(id)
+        for _ in range(ATTEMPTS):
+            now = self.server_ms()
+            old, _, _ = self._read(keys, [id])[0]
+            if old is None:
+                raise UnknownSchedule(f"no schedule {id!r}")
+            done = self._set_all(keys, [with_paused(old, paused, actor, now)], now,
+                                 expect_rev=old.rev)
+            if done is not None:
+                return done[id]
+        raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
+
+    def _set_all(self, keys: Keys, group: Sequence[RuntimeSchedule], now: int,
+                 expect_rev: int | None = None) -> dict[str, Outcome]:
+        """Set every schedule of one shard; None if ``expect_rev`` no longer holds."""
+        outcomes: dict[str, Outcome] = {}
+        pending = list(group)
+        wake = False
+        for _ in range(ATTEMPTS):
+            if not pending:
+                break
+            reads = self._read(keys, [s.id for s in pending])
+            pipe = self.redis.pipeline(transaction=False)
+            for s, (old, mark, lowest) in zip(pending, reads, strict=True):
+                if expect_rev is not None and (old is None or old.rev != expect_rev):
+                    return None  # type: ignore[return-value]
+                unqueue = _old_fires(old, mark, lowest) if old is not None else []
+                dues, new_mark = plan_schedule(s, now, now + HORIZON_MS)
+                wake = wake or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
+                self.scripts.schedule_set(keys, s.id, old.rev if old else 0, mark, s.content,
+                                          s.actor, new_mark, unqueue, dues, client=pipe)
+            retry = []
+            for s, res in zip(pending, pipe.execute(), strict=True):
+                outcome, _ = schedule_outcome(res)
+                if outcome == "retry":
+                    retry.append(s)
+                else:
+                    outcomes[s.id] = outcome  # type: ignore[assignment]
+            pending = retry
+        if pending:
+            raise CronsvcError(f"schedule {pending[0].id!r}: changed by others {ATTEMPTS} "
+                               "times; try again")
+        if wake:
+            self.redis.publish(keys.wakeup, "schedule")
+        return outcomes
+
+    def _read(self, keys: Keys, ids: Sequence[str]
+              ) -> list[tuple[RuntimeSchedule | None, float | None, float | None]]:
+        """Per id: the stored schedule, its mark; and the lowest score in the queue."""
+        pipe = self.redis.pipeline(transaction=False)
+        for sid in ids:
+            pipe.hget(keys.schedules, sid)
+            pipe.zscore(keys.schedule_marks, sid)
+        pipe.zrange(keys.queue, 0, 0, withscores=True)
+        replies = pipe.execute()
+        first = replies.pop()
+        lowest = float(first[0][1]) if first else None
+        out = []
+        for i, sid in enumerate(ids):
+            raw, mark = replies[2 * i], replies[2 * i + 1]
+            out.append((parse_stored(sid, text(raw)) if raw is not None else None,
+                        float(mark) if mark is not None else None, lowest))
+        return out
+
+    def _keys(self, sid: str) -> Keys:
+        return keys_for(sid, self.shards, self.prefix)
+
+    def _all_keys(self) -> list[Keys]:
+        from cronsvc.keys import all_shards
+
+        return all_shards(self.shards, self.prefix)
+
+    def _by_shard(self, group: Sequence[RuntimeSchedule]) -> dict[Keys, list[RuntimeSchedule]]:
+        if self.shards > 1:
+            raise CronsvcError("runtime schedules need redis.shards: 1 for now (a sharded "
+                               "fleet's claim reads a job's policy from the job's own shard)")
+        out: dict[Keys, list[RuntimeSchedule]] = {}
+        for s in group:
+            out.setdefault(self._keys(s.id), []).append(s)
+        return out
+
+
+def _old_fires(old: RuntimeSchedule, mark: float | None, lowest: float | None) -> list[str]:
+    """The fire ids of ``old`` that may be queued: due up to its mark, and not before the
+    lowest score in the queue (nothing queued is older) nor before the definition was made
+    (less a margin for the clock read before it was written). A paused schedule queues
+    nothing."""
+    if old.paused or mark is None or lowest is None or mark < lowest:
+        return []
+    after = max(int(lowest) - 1, old.updated_ms - DEFINITION_MARGIN_MS)
+    dues = occurrences_ms(old.spec, after, int(min(mark, old.updated_ms + MAX_MARK_MS)))
+    return [fire_id(old.job, due, schedule=old.id) for due in dues]
+
+
+def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, int]:
+    if cursor is None:
+        return 0, 0
+    try:
+        shard, scan = (int(part) for part in cursor.split(":"))
+    except ValueError:
+        raise BadSchedule(f"cursor {cursor!r}: not one this listing gave") from None
+    if not 0 <= shard < shards or scan < 0:
+        raise BadSchedule(f"cursor {cursor!r}: not one this listing gave")
+    return shard, scan
+
+
+def _glob(text: str) -> str:
+    """``text`` with the glob characters of HSCAN MATCH escaped."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

@@ -1,0 +1,271 @@
+"""Runtime schedules: when a job of the file fires for one caller, with what payload.
+
+A runtime schedule is data, never code: an id the caller chooses (``digest:user-42``),
+the name of a job defined in the job file, a ``cron`` or ``every`` schedule with the
+bounds file jobs have, a JSON payload, and overrides of the job's run policy. Workers
+run the job's code from their own file with the schedule's payload.
+
+Its fires are ``<job>@<due_ms>!<schedule id>`` (:func:`cronsvc.fires.fire_id`), so they
+stay stable and unique beside the job's own fires.
+
+The stored form, one hash field per schedule (``Keys.schedules``), is one line that the
+Lua scripts read with a single pattern match::
+
+    rev|created_ms|updated_ms|actor|job|paused|catch_up|deadline_ms|overlap|when|payload
+
+- ``rev``: bumped by every change; a change or a plan names the rev it read (a
+  compare-and-set), so nothing is planned from a definition that is gone.
+- ``paused`` ``1``/``0``; ``catch_up``, ``deadline_ms`` and ``overlap``: empty when
+  the job's own value applies.
+- ``when``: compact JSON of the schedule (cron or every_ms, anchor_ms, timezone,
+  start_ms, end_ms, max_runs, jitter); never holds ``|``.
+- ``payload``: its JSON, or empty; last, so it may hold anything.
+
+Everything after ``actor`` is the definition: an upsert with the same definition
+changes nothing. :func:`build` is the only way to make one, :func:`parse_stored` the
+only reader in Python; ``lua/includes/schedules.lua`` reads the same fields.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from cronsvc.clock import dt_to_ms
+from cronsvc.durations import parse_duration
+from cronsvc.errors import BadSchedule, ScheduleError
+from cronsvc.schedule.expand import Spec, next_fires, occurrences_ms, validate_cron, zone
+
+#: A schedule id: letters, digits and ``_ . : / -``, at most 200 characters.
+SCHEDULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
+#: The largest payload a schedule may carry, as JSON.
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_ACTOR = 100
+CATCH_UP = ("all", "latest", "none")
+OVERLAP = ("allow", "forbid", "replace")
+#: The farthest a schedule's times may lie from now: ten years.
+TIME_RANGE_MS = 3653 * 86_400_000
+
+Outcome = Literal["created", "changed", "unchanged"]
+When = datetime | int | str | None
+Duration = timedelta | float | int | str | None
+
+
+@dataclass(frozen=True)
+class RuntimeSchedule:
+    """One runtime schedule: its definition and who changed it last, when."""
+
+    id: str
+    job: str
+    cron: str | None = None
+    every_ms: int | None = None
+    anchor_ms: int | None = None
+    timezone: str = "UTC"
+    start_ms: int | None = None
+    end_ms: int | None = None
+    max_runs: int | None = None
+    jitter: float = 0.0
+    payload: Any = None
+    paused: bool = False
+    catch_up: str | None = None  # None: the job's
+    starting_deadline_ms: int | None = None  # None: the job's
+    overlap: str | None = None  # None: the job's
+    rev: int = 0
+    created_ms: int = 0
+    updated_ms: int = 0
+    actor: str = ""
+
+    @property
+    def name(self) -> str:
+        """What jitter is derived from: each schedule of a job gets its own offset."""
+        return self.id
+
+    @property
+    def spec(self) -> Spec:
+        """When it fires."""
+        return Spec(cron=self.cron, timezone=self.timezone, name=self.id, jitter=self.jitter,
+                    every_ms=self.every_ms, anchor_ms=self.anchor_ms, start_ms=self.start_ms,
+                    end_ms=self.end_ms, max_runs=self.max_runs)
+
+    @property
+    def content(self) -> str:
+        """The definition as stored: everything of the line after ``actor``."""
+        when = {k: v for k, v in (
+            ("cron", self.cron), ("every_ms", self.every_ms), ("anchor_ms", self.anchor_ms),
+            ("timezone", self.timezone), ("start_ms", self.start_ms), ("end_ms", self.end_ms),
+            ("max_runs", self.max_runs), ("jitter", self.jitter or None)) if v is not None}
+        deadline = "" if self.starting_deadline_ms is None else str(self.starting_deadline_ms)
+        payload = "" if self.payload is None else _json(self.payload)
+        return "|".join((self.job, "1" if self.paused else "0", self.catch_up or "", deadline,
+                         self.overlap or "", _json(when), payload))
+
+    def stored(self) -> str:
+        """The hash value of this schedule (see the module docstring)."""
+        return f"{self.rev}|{self.created_ms}|{self.updated_ms}|{self.actor}|{self.content}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field, for JSON output."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+_STORED = re.compile(r"^(\d+)\|(\d+)\|(\d+)\|([^|]*)\|([^|]*)\|([01])\|([^|]*)\|(\d*)\|([^|]*)"
+                     r"\|([^|]*)\|(.*)$", re.S)
+
+
+def parse_stored(sid: str, line: str) -> RuntimeSchedule:
+    """A schedule from its stored line; ValueError if the line is not one."""
+    m = _STORED.match(line)
+    if m is None:
+        raise ValueError(f"schedule {sid!r}: not a stored schedule: {line[:80]!r}")
+    rev, created, updated, actor, job, paused, catch_up, deadline, overlap, when, payload = (
+        m.groups())
+    w = json.loads(when)
+    return RuntimeSchedule(
+        id=sid, job=job, cron=w.get("cron"), every_ms=w.get("every_ms"),
+        anchor_ms=w.get("anchor_ms"), timezone=w.get("timezone", "UTC"),
+        start_ms=w.get("start_ms"), end_ms=w.get("end_ms"), max_runs=w.get("max_runs"),
+        jitter=float(w.get("jitter") or 0.0), payload=json.loads(payload) if payload else None,
+        paused=paused == "1", catch_up=catch_up or None,
+        starting_deadline_ms=int(deadline) if deadline else None, overlap=overlap or None,
+        rev=int(rev), created_ms=int(created), updated_ms=int(updated), actor=actor)
+
+
+def build(sid: str, *, job: str, now_ms: int, cron: str | None = None,
+          every: Duration = None, anchor: When = None, timezone: str = "UTC",
+          start: When = None, end: When = None, max_runs: int | None = None,
+          payload: Any = None, paused: bool = False, catch_up: str | None = None,
+          starting_deadline: Duration = None, jitter: Duration = None,
+          overlap: str | None = None, actor: str | None = None) -> RuntimeSchedule:
+    """A checked schedule; BadSchedule naming the schedule and the field otherwise.
+
+    Times are aware datetimes, ms since the epoch, or ISO 8601 text (a time without a
+    zone is in ``timezone``); durations are ``timedelta``, seconds, or text as in the
+    job file (``90m``). ``max_runs`` counts from ``start``, which defaults to now.
+    """
+    def bad(field: str, problem: str) -> BadSchedule:
+        return BadSchedule(f"schedule {sid!r}: {field}: {problem}")
+
+    if not isinstance(sid, str) or not SCHEDULE_ID.fullmatch(sid):
+        raise BadSchedule(f"schedule id {sid!r}: use 1 to 200 letters, digits, '_', '.', ':', "
+                          "'/' and '-', starting with a letter or digit")
+    if cron is not None and every is not None:
+        raise bad("cron", "set either cron or every, not both")
+    if cron is None and every is None:
+        raise bad("cron", "set cron or every")
+    if cron is not None:
+        try:
+            validate_cron(cron)
+        except ScheduleError as exc:
+            raise bad("cron", f"{cron!r}: {exc}") from None
+    try:
+        zone(timezone)
+    except ScheduleError as exc:
+        raise bad("timezone", str(exc)) from None
+    every_ms = _duration_ms(every, bad, "every", least_ms=1000)
+    if anchor is not None and every is None:
+        raise bad("anchor", "only applies to every")
+    times = {name: _time_ms(value, timezone, now_ms, bad, name)
+             for name, value in (("anchor", anchor), ("start", start), ("end", end))}
+    if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int)
+                                 or max_runs < 1):
+        raise bad("max_runs", f"{max_runs!r}: a whole number of at least 1")
+    if max_runs is not None and times["start"] is None:
+        times["start"] = now_ms  # counted from now, and from then on the same
+    if times["start"] is not None and times["end"] is not None and times["end"] <= times["start"]:
+        raise bad("end", "must be after start")
+    if catch_up is not None and catch_up not in CATCH_UP:
+        raise bad("catch_up", f"{catch_up!r}: one of {', '.join(CATCH_UP)}")
+    if overlap is not None and overlap not in OVERLAP:
+        raise bad("overlap", f"{overlap!r}: one of {', '.join(OVERLAP)}")
+    try:
+        encoded = _json(payload) if payload is not None else ""
+    except (TypeError, ValueError) as exc:
+        raise bad("payload", f"not JSON: {exc}") from None
+    if len(encoded.encode()) > MAX_PAYLOAD_BYTES:
+        raise bad("payload", f"{len(encoded.encode()):,} bytes as JSON; at most "
+                             f"{MAX_PAYLOAD_BYTES:,}")
+    jitter_ms = _duration_ms(jitter, bad, "jitter", least_ms=0)
+    deadline_ms = _duration_ms(starting_deadline, bad, "starting_deadline", least_ms=1)
+    who = (actor or "").replace("|", "/").replace("\n", " ")[:MAX_ACTOR]
+    return RuntimeSchedule(
+        id=sid, job=job, cron=cron, every_ms=every_ms, anchor_ms=times["anchor"],
+        timezone=timezone, start_ms=times["start"], end_ms=times["end"], max_runs=max_runs,
+        jitter=(jitter_ms or 0) / 1000, payload=payload, paused=bool(paused),
+        catch_up=catch_up, starting_deadline_ms=deadline_ms, overlap=overlap,
+        created_ms=now_ms, updated_ms=now_ms, actor=who)
+
+
+def with_paused(schedule: RuntimeSchedule, paused: bool, actor: str | None,
+                now_ms: int) -> RuntimeSchedule:
+    """The same schedule, paused or not."""
+    return replace(schedule, paused=paused, updated_ms=now_ms,
+                   actor=(actor or "").replace("|", "/")[:MAX_ACTOR])
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
+def _duration_ms(value: Duration, bad: Any, field: str, least_ms: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        seconds = (value.total_seconds() if isinstance(value, timedelta)
+                   else parse_duration(value, allow_zero=least_ms == 0))
+    except ValueError as exc:
+        raise bad(field, f"{value!r}: {exc}") from None
+    ms = round(seconds * 1000)
+    if ms < least_ms:
+        raise bad(field, f"{value!r}: at least {least_ms // 1000}s")
+    return ms
+
+
+def _time_ms(value: When, timezone: str, now_ms: int, bad: Any, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise bad(field, f"{value!r}: not a time")
+    if isinstance(value, int):
+        ms = value
+    else:
+        try:
+            at = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+        except ValueError:
+            raise bad(field, f"{value!r}: not an ISO 8601 time") from None
+        ms = dt_to_ms(at if at.tzinfo else at.replace(tzinfo=zone(timezone)))
+    if abs(ms - now_ms) > TIME_RANGE_MS:
+        raise bad(field, f"{value!r}: more than ten years from now")
+    return ms
+
+
+#: Fires of one schedule queued ahead at most (the planner may ask for more when it ticks
+#: seldom): an every-second schedule holds minutes of fires, not two hours of them.
+MAX_AHEAD = 256
+#: How far a schedule without a fire in sight is looked at again.
+REVISIT_MS = 366 * 86_400_000
+
+
+def plan_schedule(schedule: RuntimeSchedule, after_ms: int, until_ms: int,
+                  max_ahead: int = MAX_AHEAD) -> tuple[list[int], int]:
+    """:func:`plan_window` of a schedule; a paused one queues nothing until it is resumed
+    (resuming changes it, and the change plans it again)."""
+    if schedule.paused:
+        return [], until_ms + REVISIT_MS
+    return plan_window(schedule.spec, after_ms, until_ms, max_ahead)
+
+
+def plan_window(spec: Spec, after_ms: int, until_ms: int,
+                max_ahead: int = MAX_AHEAD) -> tuple[list[int], int]:
+    """The fires of ``spec`` to queue in (after_ms, until_ms], at most ``max_ahead`` of
+    them, and the new mark: every fire at or before it is then queued. Past the window
+    the mark reaches to just before the next fire, so a daily schedule is looked at
+    once a day, not at every tick."""
+    dues = occurrences_ms(spec, after_ms, until_ms)
+    if len(dues) > max_ahead:
+        dues = dues[:max_ahead]
+        return dues, dues[-1]
+    upcoming = next_fires(spec, until_ms, 1)
+    return dues, (upcoming[0] - 1 if upcoming else until_ms + REVISIT_MS)

@@ -1,0 +1,268 @@
+"""Runtime schedules through the Client, on a real Redis: validation, upserts and their
+outcomes, what they queue and unqueue, deletes, pauses, listing, and races between two
+clients and two planners."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+
+from cronsvc.client.client import Client
+from cronsvc.clock import FixedClock
+from cronsvc.errors import BadSchedule, UnknownSchedule
+from cronsvc.fires import fire_id, parse_fire, schedule_of
+from cronsvc.keys import Keys
+from cronsvc.planner.planner import Planner
+from cronsvc.schedule.runtime import MAX_AHEAD, MAX_PAYLOAD_BYTES, parse_stored
+
+K = Keys()
+FILE = """
+jobs:
+  digest:
+    call: tests.support.jobs:record
+    kwargs: {path: /dev/null}
+  report:
+    cron: "0 0 1 1 *"
+    command: ["true"]
+"""
+
+
+@pytest.fixture
+def client(tmp_path: Path, redis_url: str) -> Client:
+    path = tmp_path / "schedules.yaml"
+    path.write_text(FILE)
+    c = Client(redis_url, config=str(path))
+    c.publish_config()
+    return c
+
+
+def queued(r: redis.Redis, sid: str) -> list[str]:
+    return [f for f in r.zrange(K.queue, 0, -1) if schedule_of(f) == sid]
+
+
+BAD = [
+    (dict(id="x", job="digst", cron="0 9 * * *"),
+     "schedule 'x': job: unknown job 'digst'; did you mean 'digest'?"),
+    (dict(id="x", job="digest", cron="61 * * * *"),
+     "schedule 'x': cron: '61 * * * *': minute 61 out of range 0-59"),
+    (dict(id="x", job="digest", cron="0 9 * * *", timezone="Europe/Berln"),
+     "schedule 'x': timezone: unknown time zone 'Europe/Berln'; did you mean 'Europe/Berlin'?"),
+    (dict(id="has space", job="digest", cron="0 9 * * *"), "schedule id 'has space': use 1 to"),
+    (dict(id="a!b", job="digest", cron="0 9 * * *"), "schedule id 'a!b': use 1 to"),
+    (dict(id="x" * 201, job="digest", cron="0 9 * * *"), "use 1 to 200 letters"),
+    (dict(id="x", job="digest", cron="0 9 * * *", payload="p" * MAX_PAYLOAD_BYTES),
+     "schedule 'x': payload: 65,538 bytes as JSON; at most 65,536"),
+    (dict(id="x", job="digest", cron="0 9 * * *", start="2030-01-02T00:00:00Z",
+          end="2030-01-01T00:00:00Z"), "schedule 'x': end: must be after start"),
+    (dict(id="x", job="digest"), "schedule 'x': cron: set cron or every"),
+    (dict(id="x", job="digest", cron="* * * * *", every="1m"),
+     "schedule 'x': cron: set either cron or every, not both"),
+    (dict(id="x", job="digest", every="0.5s"), "schedule 'x': every: '0.5s': at least 1s"),
+    (dict(id="x", job="digest", every="1h", anchor="soon"),
+     "schedule 'x': anchor: 'soon': not an ISO 8601 time"),
+    (dict(id="x", job="digest", cron="0 9 * * *", max_runs=0),
+     "schedule 'x': max_runs: 0: a whole number of at least 1"),
+    (dict(id="x", job="digest", cron="0 9 * * *", overlap="sometimes"),
+     "schedule 'x': overlap: 'sometimes': one of allow, forbid, replace"),
+    (dict(id="x", job="digest", cron="0 9 * * *", payload={1, 2}),
+     "schedule 'x': payload: not JSON"),
+    (dict(id="x", job="digest", cron="0 9 * * *", colour="red"),
+     "schedule 'x': build() got an unexpected keyword argument 'colour'"),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), BAD, ids=[m[:40] for _, m in BAD])
+def test_bad_input_is_one_clear_error_and_changes_nothing(
+        client: Client, r: redis.Redis, fields: dict[str, object], message: str) -> None:
+    with pytest.raises(BadSchedule) as caught:
+        client.upsert_schedule(**fields)  # type: ignore[arg-type]
+    assert message in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+    assert r.hlen(K.schedules) == 0 and client.count_schedules() == 0
+
+
+def test_a_batch_with_one_bad_item_changes_nothing(client: Client, r: redis.Redis) -> None:
+    with pytest.raises(BadSchedule, match="schedule 'b': cron"):
+        client.upsert_schedules([{"id": "a", "job": "digest", "cron": "0 9 * * *"},
+                                 {"id": "b", "job": "digest", "cron": "nope"}])
+    assert r.hlen(K.schedules) == 0
+
+
+def test_upsert_is_idempotent_and_says_what_it_did(client: Client, r: redis.Redis) -> None:
+    now = client.server_ms()
+    assert client.upsert_schedule("digest:user-42", job="digest", cron="0 9 * * *",
+                                  timezone="Europe/Berlin", payload={"user": 42},
+                                  actor="signup") == "created"
+    assert client.upsert_schedule("digest:user-42", job="digest", cron="0 9 * * *",
+                                  timezone="Europe/Berlin", payload={"user": 42},
+                                  actor="someone else") == "unchanged"
+    s = client.get_schedule("digest:user-42")
+    assert (s.job, s.cron, s.timezone, s.payload, s.rev, s.actor) == (
+        "digest", "0 9 * * *", "Europe/Berlin", {"user": 42}, 1, "signup")
+    assert now <= s.created_ms == s.updated_ms
+    assert client.upsert_schedule("digest:user-42", job="digest", cron="0 8 * * *",
+                                  timezone="Europe/Berlin", payload={"user": 42},
+                                  actor="settings") == "changed"
+    s2 = client.get_schedule("digest:user-42")
+    assert (s2.cron, s2.rev, s2.actor, s2.created_ms) == ("0 8 * * *", 2, "settings",
+                                                          s.created_ms)
+    assert client.count_schedules() == client.count_schedules(job="digest") == 1
+    assert client.count_schedules(job="report") == 0
+    with pytest.raises(UnknownSchedule):
+        client.get_schedule("digest:user-43")
+
+
+def test_upsert_queues_the_first_fires_and_a_change_replaces_them(
+        client: Client, r: redis.Redis) -> None:
+    client.upsert_schedule("s", job="digest", every="30m", payload=[1])
+    first = queued(r, "s")
+    now = client.server_ms()
+    assert 3 <= len(first) <= 5  # two hours of every 30 minutes, from now
+    assert all(parse_fire(f)[0] == "digest" and parse_fire(f)[1] % 1_800_000 == 0
+               and now < parse_fire(f)[1] <= now + 2 * 3_600_000 + 1000 for f in first)
+    mark = r.zscore(K.schedule_marks, "s")
+    assert mark is not None and parse_fire(first[-1])[1] <= mark
+    # every 20 minutes instead: the old fires go, the new ones come
+    assert client.upsert_schedule("s", job="digest", every="20m", payload=[1]) == "changed"
+    second = queued(r, "s")
+    assert not set(first) & set(second) - {f for f in first if parse_fire(f)[1] % 3_600_000 == 0}
+    assert all(parse_fire(f)[1] % 1_200_000 == 0 for f in second)
+    assert len(second) in (6, 7)
+    # a payload change keeps the times (and so the fire ids)
+    assert client.upsert_schedule("s", job="digest", every="20m", payload=[2]) == "changed"
+    assert queued(r, "s") == second
+    assert client.get_schedule("s").payload == [2]
+
+
+def test_an_every_second_schedule_holds_a_bounded_number_of_fires(
+        client: Client, r: redis.Redis) -> None:
+    client.upsert_schedule("fast", job="digest", every=timedelta(seconds=1))
+    assert len(queued(r, "fast")) == MAX_AHEAD
+
+
+def test_delete_unqueues_and_says_whether_there_was_one(client: Client, r: redis.Redis) -> None:
+    client.upsert_schedule("gone", job="digest", every="10m")
+    client.upsert_schedule("stays", job="digest", every="10m")
+    assert queued(r, "gone")
+    assert client.delete_schedule("gone") is True
+    assert queued(r, "gone") == [] and queued(r, "stays")
+    assert r.zscore(K.schedule_marks, "gone") is None
+    assert client.delete_schedule("gone") is False
+    assert client.count_schedules(job="digest") == 1
+
+
+def test_pause_and_resume_a_schedule(client: Client, r: redis.Redis) -> None:
+    client.upsert_schedule("p", job="digest", every="15m")
+    assert client.pause_schedule("p", actor="ops") == "changed"
+    s = client.get_schedule("p")
+    assert (s.paused, s.actor, s.rev) == (True, "ops", 2)
+    assert client.pause_schedule("p") == "unchanged"
+    assert client.resume_schedule("p") == "changed"
+    assert client.get_schedule("p").paused is False
+    with pytest.raises(UnknownSchedule):
+        client.pause_schedule("nobody")
+
+
+def test_listing_pages_through_without_reading_everything(client: Client) -> None:
+    client.upsert_schedules([{"id": f"user:{i:03d}", "job": "digest", "cron": "0 9 * * *"}
+                             for i in range(250)])
+    client.upsert_schedule("other", job="report", every="1h")
+    ids: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = client.schedules(prefix="user:", cursor=cursor, limit=40)
+        ids += [s.id for s in page.schedules]
+        pages += 1
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    assert sorted(ids) == [f"user:{i:03d}" for i in range(250)]  # each once
+    assert pages > 3
+    assert [s.id for s in client.schedules(job="report", limit=1000).schedules] == ["other"]
+    assert client.count_schedules() == 251
+    with pytest.raises(BadSchedule, match="cursor"):
+        client.schedules(cursor="nonsense")
+
+
+def test_two_clients_upserting_one_id_at_once_end_with_one_definition(
+        client: Client, redis_url: str, r: redis.Redis) -> None:
+    other = Client(redis_url)
+    errors: list[BaseException] = []
+
+    def upsert(c: Client, every: str) -> None:
+        try:
+            for _ in range(20):
+                c.upsert_schedule("race", job="digest", every=every)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=upsert, args=(c, e))
+               for c, e in ((client, "7m"), (other, "11m"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    final = client.get_schedule("race")
+    every = final.every_ms
+    fires = queued(r, "race")
+    assert fires and all(parse_fire(f)[1] % every == 0 for f in fires)  # type: ignore[operator]
+    assert len(fires) == len(set(fires))
+
+
+def test_the_planner_plans_schedules_by_their_marks_and_two_never_plan_twice(
+        client: Client, r: redis.Redis, tmp_path: Path) -> None:
+    client.upsert_schedules([{"id": f"d:{i}", "job": "digest", "cron": f"{i} 9 * * *"}
+                             for i in range(30)] + [{"id": "fast", "job": "digest",
+                                                     "every": "1s"}])
+    before = set(r.zrange(K.queue, 0, -1))
+    marks = dict(r.zrange(K.schedule_marks, 0, -1, withscores=True))
+    now = client.server_ms()
+    # A daily schedule is marked up to just before its next fire: not looked at per tick.
+    assert all(marks[f"d:{i}"] > now + 2 * 3_600_000 or queued(r, f"d:{i}")
+               for i in range(30))
+    clock = FixedClock(now + 60_000)
+    planners = [Planner(client.config.source, r, clock=clock)  # type: ignore[union-attr]
+                for _ in range(2)]
+    threads = [threading.Thread(target=p.tick) for p in planners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = r.zrange(K.queue, 0, -1)
+    assert len(after) == len(set(after))
+    fast = [parse_fire(f)[1] for f in queued(r, "fast")]
+    assert len(fast) > MAX_AHEAD - 60  # topped up, and every fire once
+    assert fast == sorted(set(fast))
+    assert set(before) - set(after) == set()  # nothing planned was dropped
+
+
+def test_upserts_in_batches_of_thousands(client: Client) -> None:
+    outcomes = client.upsert_schedules(
+        [{"id": f"bulk:{i}", "job": "digest", "cron": f"{i % 60} {i % 24} * * *",
+          "timezone": ("UTC", "Europe/Berlin", "Asia/Tokyo")[i % 3], "payload": {"n": i}}
+         for i in range(3000)])
+    assert outcomes == ["created"] * 3000
+    assert client.count_schedules(job="digest") == 3000
+    assert client.get_schedule("bulk:1234").payload == {"n": 1234}
+
+
+def test_stored_line_round_trips(client: Client, r: redis.Redis) -> None:
+    start = datetime(2030, 5, 1, 9, tzinfo=UTC)
+    client.upsert_schedule("rt", job="digest", every="90m", anchor=start, start=start,
+                           end=start + timedelta(days=30), max_runs=10,
+                           payload={"nested": [1, "two", None], "big": 2**60},
+                           catch_up="all", starting_deadline="5m", jitter="10s",
+                           overlap="forbid", paused=True, actor="a|b")
+    s = parse_stored("rt", r.hget(K.schedules, "rt"))
+    assert (s.every_ms, s.anchor_ms, s.max_runs, s.catch_up, s.starting_deadline_ms,
+            s.jitter, s.overlap, s.paused, s.actor) == (
+        5_400_000, int(start.timestamp() * 1000), 10, "all", 300_000, 10.0, "forbid", True,
+        "a/b")
+    assert s.payload == {"nested": [1, "two", None], "big": 2**60}
+    assert fire_id("digest", 5, schedule="rt") == "digest@5!rt"
