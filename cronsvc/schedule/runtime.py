@@ -267,5 +267,7 @@ def plan_window(spec: Spec, after_ms: int, until_ms: int,
     if len(dues) > max_ahead:
         dues = dues[:max_ahead]
         return dues, dues[-1]
-    upcoming = next_fires(spec, until_ms, 1)
+    # Most schedules fire within a day: look there first, in one piece.
+    upcoming = occurrences_ms(spec, until_ms, until_ms + 86_400_000)[:1] or next_fires(
+        spec, until_ms, 1)
     return dues, (upcoming[0] - 1 if upcoming else until_ms + REVISIT_MS)

@@ -1,0 +1,184 @@
+"""Runtime schedules at scale: upsert rate, Redis memory per schedule, planner CPU in steady
+state, and a burst of schedules due in the same second.
+
+- Upserts: ``schedules`` schedules through ``Client.upsert_schedules`` in batches of 1,000:
+  daily crons at random minutes in 20 zones, plus 1 % every minute, each with a small
+  payload. Reference: a plain pipelined ``HSET`` of the same stored lines.
+- Memory: Redis ``used_memory`` per schedule, with the fires the upserts queued, and
+  alone (queue deleted); and per queued fire.
+- Planner CPU: one ``cronsvc planner`` process (tick 60 s) over ``minutes`` of steady
+  state with those schedules, as a share of one core.
+- Burst: ``burst`` schedules whose one fire is due at the same second, drained by 2
+  worker processes x 100 slots running no-op ``call`` jobs: from that second until the
+  queue is empty (the last fire claimed). Reference: the claim script's own ceiling on
+  the same fires in the same run (pipelined EVALSHA, batch 100, ``bench/claim.py``).
+
+Run: ``.venv/bin/python -m bench.schedules [--schedules 1000000] [--minutes 5]
+[--burst 100000]``
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench import common
+from bench.claim import ceiling
+from bench.common import Figure, K, Section
+from cronsvc.client.client import Client
+from cronsvc.schedule.runtime import build
+from cronsvc.store.scripts import Scripts
+from tests.support.wait import wait_for
+
+ZONES = ("UTC", "Europe/Berlin", "Europe/London", "Europe/Paris", "Europe/Madrid",
+         "Europe/Warsaw", "Europe/Helsinki", "America/New_York", "America/Chicago",
+         "America/Denver", "America/Los_Angeles", "America/Sao_Paulo", "Asia/Tokyo",
+         "Asia/Shanghai", "Asia/Kolkata", "Asia/Singapore", "Asia/Dubai", "Australia/Sydney",
+         "Pacific/Auckland", "Africa/Johannesburg")
+BATCH = 1000
+WORKERS = 2
+CONCURRENCY = 100
+
+
+def items(n: int, seed: int = 7) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        item: dict[str, Any] = {"id": f"digest:user-{i}", "job": "digest",
+                                "timezone": ZONES[i % len(ZONES)], "payload": {"user": i}}
+        if i % 100 == 0:
+            item["every"] = "1m"
+        else:
+            item["cron"] = f"{rng.randrange(60)} {rng.randrange(24)} * * *"
+        out.append(item)
+    return out
+
+
+def job_file(tmp: Path) -> Path:
+    path = tmp / "schedules.yaml"
+    path.write_text("jobs:\n  digest:\n    call: bench.jobs:noop\n    retries: 0\n"
+                    "worker:\n  history: 10\n")
+    return path
+
+
+def measure(schedules: int = 1_000_000, minutes: float = 5.0, burst: int = 100_000) -> Section:
+    section = Section("Runtime schedules")
+    with common.redis_server() as (server, r):
+        path = job_file(Path(server.data_dir))
+        client = Client(server.url, config=str(path))
+        client.publish_config()
+        upserts(section, r, client, schedules)
+        planner_cpu(section, server, r, path, minutes)
+    with common.redis_server() as (server, r):
+        drain(section, server, r, burst)
+    return section
+
+
+def used(r: redis.Redis) -> int:
+    return int(r.info("memory")["used_memory"])
+
+
+def upserts(section: Section, r: redis.Redis, client: Client, n: int) -> None:
+    todo = items(n)
+    before = used(r)
+    t0 = time.perf_counter()
+    for i in range(0, n, BATCH):
+        client.upsert_schedules(todo[i:i + BATCH])
+    upsert_s = time.perf_counter() - t0
+    with_fires = used(r)
+    fires = int(r.zcard(K.queue))
+    queue_bytes = int(r.memory_usage(K.queue, samples=0) or 0)  # exact: every element
+    alone = with_fires - queue_bytes
+    # Reference: the same stored lines, pipelined HSET, the same batches.
+    now = common.server_ms(r)
+    lines = [build(item.pop("id"), now_ms=now, **item).stored()
+             for item in items(n)]
+    t0 = time.perf_counter()
+    for i in range(0, n, BATCH):
+        pipe = r.pipeline(transaction=False)
+        pipe.hset("bench:reference", mapping={f"digest:user-{j}": lines[j]
+                                              for j in range(i, min(i + BATCH, n))})
+        pipe.execute()
+    hset_s = time.perf_counter() - t0
+    r.delete("bench:reference")
+    rate, reference = n / upsert_s, n / hset_s
+    section.figures.append(Figure(
+        f"upsert {n:,} schedules", f"{common.rate(rate)} schedules/s ({upsert_s:.0f} s)",
+        reference=f"pipelined HSET of the same lines {common.rate(reference)}/s "
+                  f"(ratio {rate / reference:.2f})"))
+    per_schedule = (alone - before) / n
+    section.figures.append(Figure(
+        "Redis memory per schedule", f"{per_schedule:.0f} bytes alone; "
+        f"{(with_fires - before) / n:.0f} bytes with its {fires:,} queued fires",
+        "<= 300 bytes per schedule", f"{(with_fires - alone) / max(fires, 1):.0f} bytes per "
+        "queued fire", met=per_schedule <= 300))
+
+
+def planner_cpu(section: Section, server: Any, r: redis.Redis, path: Path,
+                minutes: float) -> None:
+    with common.fleet(server.url, {}) as f:
+        f.config.write_text(path.read_text())
+        proc = f.start("planner", "planner", "--tick", "60")
+        wait_for(lambda: r.zcard(K.planners) >= 1, 120, message="the planner's first tick")
+        cpu = common.CpuMeter([proc.pid, common.server_pid(server)]).start()
+        deadline = time.monotonic() + minutes * 60
+        wait_for(lambda: time.monotonic() >= deadline, minutes * 60 + 30, interval=1.0,
+                 message="the measuring window")
+        planner, redis_share = cpu.stop()
+    section.figures.append(Figure(
+        "planner CPU, steady state", f"{planner:.1%} of a core over {minutes:g} min",
+        "<= 5% of a core", f"redis-server {redis_share:.1%} in the same window",
+        met=planner <= 0.05))
+
+
+def drain(section: Section, server: Any, r: redis.Redis, n: int) -> None:
+    path = job_file(Path(server.data_dir))
+    client = Client(server.url, config=str(path))
+    client.publish_config()
+    now = common.server_ms(r)
+    due = (now // 60_000 + 2) * 60_000  # a minute boundary at least a minute away
+    t0 = time.perf_counter()
+    for i in range(0, n, BATCH):
+        client.upsert_schedules([{"id": f"burst:{j}", "job": "digest", "cron": "* * * * *",
+                                  "start": due, "max_runs": 1}
+                                 for j in range(i, min(i + BATCH, n))])
+    setup_s = time.perf_counter() - t0
+    queued = [(str(fid), score) for fid, score in r.zrange(K.queue, 0, -1, withscores=True)]
+    assert len(queued) == n and all(score == due for _, score in queued), "one fire each"
+    # The claim script's ceiling on the same fires, made due now, then put back.
+    s = Scripts(r)
+    r.script_load(s.sources["claim"].text)  # the ceiling sends EVALSHA only
+    r.zadd(K.queue, {fid: now - 1000 for fid, _ in queued})
+    top = ceiling(r, s, [fid for fid, _ in queued], CONCURRENCY, with_ack=False)
+    for key in (K.working, K.attempts, K.claims):
+        r.delete(key)
+    r.zadd(K.queue, dict(queued))
+    if common.server_ms(r) > due - 5000:
+        raise RuntimeError("setup took too long for the burst's due time")
+    with common.fleet(server.url, {}) as f:
+        f.config.write_text(path.read_text())
+        for i in range(WORKERS):
+            f.worker(f"worker-{i}", "--concurrency", str(CONCURRENCY))
+        common.wait_workers(r, WORKERS)
+        common.until(r, due, "the burst's due second")
+        wait_for(lambda: r.zcard(K.queue) == 0, 300, interval=0.005,
+                 message="the burst to be claimed")
+        drained_s = (common.server_ms(r) - due) / 1000
+        wait_for(lambda: r.zcard(K.working) == 0, 300, message="the burst to finish")
+    per_second = n / drained_s
+    section.figures.append(Figure(
+        f"burst of {n:,} schedules due in one second", f"{drained_s:.1f} s "
+        f"({common.rate(per_second)} fires/s), 2 workers x {CONCURRENCY}",
+        "<= 2.5 s (0.4 of the claim ceiling)",
+        f"claim-script ceiling on the same fires {common.rate(top)} fires/s "
+        f"(ratio {per_second / top:.2f})", met=per_second / top >= 0.4))
+    section.notes.append(f"{n:,} burst schedules upserted in {setup_s:.0f} s before their "
+                         "second; the drain ends when the last fire is claimed")
+
+
+if __name__ == "__main__":
+    common.cli(__doc__, measure, schedules=1_000_000, minutes=5.0, burst=100_000)
