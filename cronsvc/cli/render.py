@@ -269,6 +269,8 @@ def status(s: Status) -> str:
         g = s.generation
         out.append(f"job file: generation {g.get('gen')}, {g.get('jobs')} jobs, published by "
                    f"{g.get('planner')} {relative(int(g.get('at') or 0), s.now_ms)}")
+    if s.schedules:
+        out.append(f"runtime schedules: {s.schedules:,}")
     out.append(f"planners: {sum(p.alive for p in s.planners)} live")
     if s.planners:
         out.append(_indent(table(("PLANNER", "LAST HEARTBEAT", "STATE", "JOBS", "FILE",

@@ -267,9 +267,10 @@ class FleetReader:
         gaps, unrunnable = definition_gaps(*self._definitions(workers))
         server = self._server_settings()
         newest = {text(k): text(v) for k, v in generation.items()} or None
+        schedules = sum(int(self.redis.hlen(k.schedules)) for k in self._shards())
         return Status(now, server.version, server.aof, server.policy, planners, workers,
                       _warnings(server, planners, workers, newest, gaps, unrunnable, now),
-                      server.used_memory, server.maxmemory, newest, gaps, unrunnable)
+                      server.used_memory, server.maxmemory, newest, gaps, unrunnable, schedules)
 
     def _definitions(self, workers: list[Member]
                      ) -> tuple[dict[str, str], dict[str, dict[str, str]]]:

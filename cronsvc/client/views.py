@@ -159,6 +159,7 @@ class Status:
     # worker -> how its job file differs from the published one (live workers only)
     worker_gaps: dict[str, list[str]] = field(default_factory=dict)
     unrunnable: list[str] = field(default_factory=list)  # published jobs no live worker holds
+    schedules: int = 0  # runtime schedules
 
 
 def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str, str]]

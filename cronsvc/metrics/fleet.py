@@ -113,6 +113,7 @@ class FleetCollector:
             pipe.zcard(keys.working)
             pipe.zcard(keys.dead)
             pipe.hkeys(keys.paused)
+            pipe.hgetall(keys.schedule_counts)
         pipe.zrangebyscore(shards[0].workers, now - WORKER_STALE_MS, "+inf")
         replies = pipe.execute()
         live = [text(w) for w in replies.pop()]
@@ -120,8 +121,13 @@ class FleetCollector:
         due = in_flight = dead = 0
         oldest: int | None = None
         paused = {name for name, job in config.jobs.items() if job.paused}
+        schedules = G("cronsvc_runtime_schedules", "Runtime schedules, per job they run.",
+                      labels=["job"])
+        per_job: dict[str, int] = {}
         for i, keys in enumerate(shards):
-            size, n_due, head, working, n_dead, held = replies[6 * i:6 * i + 6]
+            size, n_due, head, working, n_dead, held, counts = replies[7 * i:7 * i + 7]
+            for job, count in counts.items():
+                per_job[text(job)] = per_job.get(text(job), 0) + int(count)
             depth.add_metric([str(keys.shard or 0)], size)
             due, in_flight, dead = due + n_due, in_flight + working, dead + n_dead
             if head and (oldest is None or head[0][1] < oldest):
@@ -133,8 +139,11 @@ class FleetCollector:
                 info = json_object(raw) or {}
                 busy, slots = busy + int(info.get("busy", 0)), slots + int(info.get("slots", 0))
         lateness = max(now - oldest, 0) / 1000 if oldest is not None else 0.0
+        for job, count in sorted(per_job.items()):
+            schedules.add_metric([job], count)
         families: list[Metric] = [
             depth,
+            schedules,
             G("cronsvc_due_now", "Fires due and not claimed yet.", due),
             G("cronsvc_in_flight", "Fires claimed and leased (running).", in_flight),
             G("cronsvc_oldest_due_lateness_seconds",

@@ -106,3 +106,13 @@ def test_unreachable_redis_is_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().startswith("cannot reach Redis at redis://127.0.0.1:1/0")
     assert "Traceback" not in done.stderr
+
+
+def test_status_counts_runtime_schedules(cli, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    Client(redis_url).upsert_schedules([{"id": f"c{i}", "job": "digest", "every": "1h"}
+                                        for i in range(3)])
+    result = CliRunner().invoke(main, ["status"], env={"CRONSVC_REDIS_URL": redis_url})
+    assert "runtime schedules: 3" in result.stdout, (result.stdout, result.stderr)
+    data = json.loads(CliRunner().invoke(main, ["status", "--json"],
+                                         env={"CRONSVC_REDIS_URL": redis_url}).stdout)
+    assert data["schedules"] == 3

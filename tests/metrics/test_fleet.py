@@ -56,6 +56,8 @@ def test_planner_exports_the_fleet_state(
     scripts.record(K, "yearly", {"fire": "yearly@1", "job": "yearly", "status": "failed",
                                  "started": now - 1000, "duration_ms": 5})
     client.pause("monthly")
+    client.upsert_schedules([{"id": f"y{i}", "job": job, "cron": "0 0 1 1 *"}
+                             for i, job in enumerate(("yearly", "yearly", "monthly"))])
     r.zadd(K.workers, {"w-live": now, "w-gone": now - 600_000})
     r.hset(K.worker_info, mapping={"w-live": json.dumps({"busy": 1, "slots": 4}),
                                    "w-gone": json.dumps({"busy": 3, "slots": 8})})
@@ -64,6 +66,8 @@ def test_planner_exports_the_fleet_state(
     s = scrape(metrics.port)
     assert value(s, "cronsvc_redis_up") == 1
     assert value(s, "cronsvc_queue_depth", shard="0") == r.zcard(K.queue)
+    assert value(s, "cronsvc_runtime_schedules", job="yearly") == 2
+    assert value(s, "cronsvc_runtime_schedules", job="monthly") == 1
     assert value(s, "cronsvc_in_flight") == 1
     assert value(s, "cronsvc_dead_letters") == 1
     assert value(s, "cronsvc_due_now") == 1  # the newest one-off, unless the 1st of a month
