@@ -377,7 +377,9 @@ def occurrences(job: JobLike, start: datetime, end: datetime) -> Iterator[dateti
     Aware UTC datetimes, ascending, never twice the same; lazy, so a far
     ``end`` costs only what the caller consumes.
     """
-    for lo, hi in _windows(_ms(start), _ms(end)):
+    # Within the job's bounds only: past its end (or its last run) there is nothing to find.
+    first, last = _bounded(job, _ms(start), _ms(end))
+    for lo, hi in _windows(first, last):
         for ms in occurrences_ms(job, lo, hi):
             yield _at(ms)
 
