@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 import redis
 
+from cronsvc.clock import redis_ms
 from cronsvc.fires import parse_fire
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
@@ -74,8 +75,8 @@ def lag_summary(lags: Sequence[int]) -> tuple[float, float, float]:
 
 
 def server_ms(r: redis.Redis) -> int:
-    sec, usec = r.time()
-    return int(sec) * 1000 + int(usec) // 1000
+    """The Redis server's clock (TIME) in ms."""
+    return redis_ms(r)
 
 
 def until(r: redis.Redis, at_ms: int, what: str) -> None:

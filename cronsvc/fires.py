@@ -40,6 +40,8 @@ def parse_fire(fid: str) -> tuple[str, int, str | None]:
 
 def schedule_of(fid: str) -> str | None:
     """The runtime schedule a fire belongs to, or None (the job's own, or a one-off)."""
+    if "!" not in fid:  # every fire a worker runs asks: most are not a schedule's
+        return None
     m = _FIRE.match(fid)
     return m.group(4) if m else None
 

@@ -12,6 +12,13 @@ from __future__ import annotations
 import os
 import socket
 
+#: A sleeping worker looks at Redis at least this often (seconds) even without a wake-up
+#: message (messages can be lost while a connection is re-established). It otherwise
+#: sleeps until the next due fire or lease deadline the claim reports, so this only
+#: bounds the delay after a lost message; it is also most of what an idle worker costs.
+MAX_SLEEP_S = 5.0
+#: Whoever queues a fire due this soon tells the workers: they may sleep past it.
+WAKE_WITHIN_MS = int(MAX_SLEEP_S * 1000)
 #: How often a worker writes its presence (seconds).
 PRESENCE_EVERY = 5.0
 #: A worker silent this long (four presence periods) is gone.

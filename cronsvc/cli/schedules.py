@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -62,8 +63,6 @@ def _fields(fn: Any) -> Any:
 
 def _upsert(config: str | None, redis_url: str | None, sid: str, create: bool,
             fields: dict[str, Any]) -> None:
-    import os
-
     from cronsvc.errors import UnknownSchedule
 
     client = connect_client(config, redis_url)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from cronsvc.errors import BadSchedule, CronsvcError, UnknownSchedule, did_you_mean
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys, keys_for
+from cronsvc.presence import WAKE_WITHIN_MS
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.schedule.runtime import (
     Outcome,
@@ -42,8 +43,6 @@ DEFINITION_MARGIN_MS = 600_000
 #: No mark lies further than this past the definition's write but a paused or finished
 #: schedule's, whose queue holds nothing of it.
 MAX_MARK_MS = 2 * 366 * 86_400_000
-#: A worker sleeping until later is told of a new fire due this soon.
-WAKE_WITHIN_MS = 5000
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,8 @@ class ScheduleOps:
 
         def published_jobs(self) -> list[str]: ...
 
+        def _shards(self) -> list[Keys]: ...
+
     # -- changes ---------------------------------------------------------------------
     def upsert_schedule(self, id: str, *, job: str, **fields: Any) -> Outcome:
         """Create the schedule ``id`` or make it what is given: ``created``, ``changed`` or
@@ -91,7 +92,9 @@ class ScheduleOps:
             seen.add(s.id)
         outcomes: dict[str, Outcome] = {}
         for keys, group in self._by_shard(built).items():
-            outcomes.update(self._set_all(keys, group, now))
+            done = self._set_all(keys, group, now)
+            assert done is not None  # only an expected rev can fail to hold
+            outcomes.update(done)
         return [outcomes[s.id] for s in built]
 
     def delete_schedule(self, id: str) -> bool:
@@ -130,7 +133,7 @@ class ScheduleOps:
         ``prefix`` only, if given), read with HSCAN: never the whole set in one call."""
         if limit < 1:
             raise BadSchedule(f"limit {limit!r}: at least 1")
-        shards = self._all_keys()
+        shards = self._shards()
         shard, scan = _parse_cursor(cursor, len(shards))
         found: list[RuntimeSchedule] = []
         pattern = _glob(prefix) + "*" if prefix else None
@@ -150,7 +153,7 @@ class ScheduleOps:
     def count_schedules(self, *, job: str | None = None) -> int:
         """How many schedules there are (of ``job``, if given)."""
         total = 0
-        for keys in self._all_keys():
+        for keys in self._shards():
             if job is None:
                 total += int(self.redis.hlen(keys.schedules))
             else:
@@ -183,7 +186,7 @@ class ScheduleOps:
         raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
 
     def _set_all(self, keys: Keys, group: Sequence[RuntimeSchedule], now: int,
-                 expect_rev: int | None = None) -> dict[str, Outcome]:
+                 expect_rev: int | None = None) -> dict[str, Outcome] | None:
         """Set every schedule of one shard; None if ``expect_rev`` no longer holds."""
         outcomes: dict[str, Outcome] = {}
         pending = list(group)
@@ -195,7 +198,7 @@ class ScheduleOps:
             pipe = self.redis.pipeline(transaction=False)
             for s, (old, mark, lowest) in zip(pending, reads, strict=True):
                 if expect_rev is not None and (old is None or old.rev != expect_rev):
-                    return None  # type: ignore[return-value]
+                    return None
                 unqueue = _old_fires(old, mark, lowest) if old is not None else []
                 dues, new_mark = plan_schedule(s, now, now + HORIZON_MS)
                 wake = wake or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
@@ -236,11 +239,6 @@ class ScheduleOps:
 
     def _keys(self, sid: str) -> Keys:
         return keys_for(sid, self.shards, self.prefix)
-
-    def _all_keys(self) -> list[Keys]:
-        from cronsvc.keys import all_shards
-
-        return all_shards(self.shards, self.prefix)
 
     def _by_shard(self, group: Sequence[RuntimeSchedule]) -> dict[Keys, list[RuntimeSchedule]]:
         if self.shards > 1:

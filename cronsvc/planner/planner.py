@@ -29,7 +29,7 @@ from cronsvc.planner.generations import Newest, Verdict, compare, decide
 from cronsvc.planner.publish import PlanBatch, Published, diff, policy_line
 from cronsvc.planner.schedules import plan_schedules
 from cronsvc.planner.ticker import Ticker
-from cronsvc.presence import alive, planner_stale_ms, process_id
+from cronsvc.presence import WAKE_WITHIN_MS, alive, planner_stale_ms, process_id
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog
 from cronsvc.store.replies import json_object, text, texts
@@ -39,7 +39,6 @@ log = logging.getLogger("cronsvc.planner")
 
 MAX_FIRES_PER_CALL = 5000  # keeps one script call short: Redis serves nobody meanwhile
 MIN_LOOKBACK_MS = 24 * 3600 * 1000  # a planner down for a month must not plan a month
-WAKE_WITHIN_MS = 5000  # new fires due this soon may be earlier than a worker's next wake-up
 
 
 @dataclass

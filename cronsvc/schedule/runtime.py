@@ -38,6 +38,7 @@ from cronsvc.clock import dt_to_ms
 from cronsvc.durations import parse_duration
 from cronsvc.errors import BadSchedule, ScheduleError
 from cronsvc.schedule.expand import Spec, next_fires, occurrences_ms, validate_cron, zone
+from cronsvc.schedule.when import range_problem
 
 #: A schedule id: letters, digits and ``_ . : / -``, at most 200 characters.
 SCHEDULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
@@ -46,8 +47,6 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_ACTOR = 100
 CATCH_UP = ("all", "latest", "none")
 OVERLAP = ("allow", "forbid", "replace")
-#: The farthest a schedule's times may lie from now: ten years.
-TIME_RANGE_MS = 3653 * 86_400_000
 
 Outcome = Literal["created", "changed", "unchanged"]
 When = datetime | int | str | None
@@ -236,8 +235,9 @@ def _time_ms(value: When, timezone: str, now_ms: int, bad: Any, field: str) -> i
         except ValueError:
             raise bad(field, f"{value!r}: not an ISO 8601 time") from None
         ms = dt_to_ms(at if at.tzinfo else at.replace(tzinfo=zone(timezone)))
-    if abs(ms - now_ms) > TIME_RANGE_MS:
-        raise bad(field, f"{value!r}: more than ten years from now")
+    problem = range_problem(ms, now_ms)  # the range one-off runs have too
+    if problem:
+        raise bad(field, f"{value!r} {problem}")
     return ms
 
 

@@ -39,7 +39,7 @@ from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import Keys, all_shards, keys_for
 from cronsvc.metrics.counters import NO_METRICS, Metrics
-from cronsvc.presence import PRESENCE_EVERY, process_id
+from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id
 from cronsvc.run.context import FireContext
 from cronsvc.run.executor import execute
 from cronsvc.run.watchdog import Leash, Watchdog, margin
@@ -53,12 +53,7 @@ from cronsvc.worker.slots import Slots
 
 log = logging.getLogger("cronsvc.worker")
 
-# A sleeping worker looks at Redis at least this often even without a wake-up
-# message (messages can be lost while a connection is re-established). It
-# otherwise sleeps until the next due fire or lease deadline the claim reports,
-# so this only bounds the delay after a lost message; it is also most of what
-# an idle worker costs Redis.
-MAX_SLEEP = 5.0
+MAX_SLEEP = MAX_SLEEP_S  # the longest sleep of the claim loop (cronsvc.presence)
 # While Redis cannot be reached, it is tried again at most this far apart.
 OUTAGE_RETRY = 2.0
 # Due fires examined per claim, so `catch_up: latest` sees a job's newer fires.

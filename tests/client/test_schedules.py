@@ -66,6 +66,8 @@ BAD = [
      "schedule 'x': anchor: 'soon': not an ISO 8601 time"),
     (dict(id="x", job="digest", cron="0 9 * * *", max_runs=0),
      "schedule 'x': max_runs: 0: a whole number of at least 1"),
+    (dict(id="x", job="digest", cron="0 9 * * *", start="2099-01-01T00:00:00Z"),
+     "schedule 'x': start: '2099-01-01T00:00:00Z' is more than 10 years ahead"),
     (dict(id="x", job="digest", cron="0 9 * * *", overlap="sometimes"),
      "schedule 'x': overlap: 'sometimes': one of allow, forbid, replace"),
     (dict(id="x", job="digest", cron="0 9 * * *", payload={1, 2}),

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 
+from cronsvc.clock import redis_ms
 from cronsvc.errors import RedisServerError
 
 
@@ -44,8 +45,7 @@ def poll(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def server_ms(r: redis.Redis) -> int:
     """The Redis server's clock (TIME) in ms."""
-    sec, usec = r.time()
-    return int(sec) * 1000 + int(usec) // 1000
+    return redis_ms(r)
 
 
 def wait_server_past(r: redis.Redis, ms: int) -> None:
