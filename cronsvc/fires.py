@@ -46,6 +46,11 @@ def schedule_of(fid: str) -> str | None:
     return m.group(4) if m else None
 
 
+def placed_by(fid: str) -> str:
+    """The name whose shard holds the fire: its runtime schedule's id, else its job."""
+    return schedule_of(fid) or job_of(fid)
+
+
 def job_of(fid: str) -> str:
     """The job of a fire id (fast: the hot path of a claim)."""
     return fid[:fid.index("@")]

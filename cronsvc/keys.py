@@ -60,6 +60,13 @@ class Keys:
         return self._k("cron:jobs")
 
     @property
+    def job_lines(self) -> str:
+        """hash: job -> policy line of every job of the file, on every shard: what the claims
+        of runtime schedule fires read of a job another shard publishes. On one Redis it is
+        ``jobs`` itself."""
+        return self.jobs if self.shard is None else self._k("cron:job-lines")
+
+    @property
     def specs(self) -> str:
         """hash: job -> JSON of the published schedule (cron, timezone, jitter)."""
         return self._k("cron:specs")

@@ -1,5 +1,6 @@
 -- pause: stop new fires of a job at once, and say which of its fires are already claimed.
--- KEYS[1] jobs     hash job -> policy line (the job must be published)
+-- KEYS[1] jobs     hash job -> policy line (the job must be published): Keys.job_lines, so
+--                  that a sharded fleet pauses a job on every shard its fires may be on
 -- KEYS[2] paused   hash job -> JSON {note, since} of a runtime pause
 -- KEYS[3] working  zset fire -> lease deadline, ms
 -- KEYS[4] claims   hash fire -> JSON of the claim {worker, token, due, claimed_at}

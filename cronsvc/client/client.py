@@ -25,7 +25,14 @@ from cronsvc.client.schedules import ScheduleOps
 from cronsvc.client.views import Pause, Policy, Resumed, in_flight, spec_of
 from cronsvc.clock import dt_to_ms, monotonic
 from cronsvc.config.models import Config, load_config
-from cronsvc.errors import BadArgument, BadTime, CronsvcError, StillRunning, UnknownFire
+from cronsvc.errors import (
+    BadArgument,
+    BadTime,
+    CronsvcError,
+    StillRunning,
+    UnknownFire,
+    UnknownJob,
+)
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.schedule.expand import occurrences_ms
@@ -119,8 +126,8 @@ class Client(ScheduleOps, FleetReader):
 
         BadArgument if ``fid`` is not a fire id.
         """
-        job, _, _ = parse_fire(fid)
-        return self.scripts.cancel(self.keys(job), fid)
+        parse_fire(fid)
+        return self.scripts.cancel(self.keys_of_fire(fid), fid)
 
     # -- pause -----------------------------------------------------------------
     def pause(self, job: str, note: str | None = None, *, wait: float | None = None) -> Pause:
@@ -135,22 +142,32 @@ class Client(ScheduleOps, FleetReader):
         """
         keys = self.require_job(job)
         since, held = self.scripts.pause(keys, job, note or "")
+        for other in self._other_shards(keys):
+            try:
+                held += self.scripts.pause(other, job, note or "")[1]
+            except UnknownJob:  # that shard has no line of it yet: no fire of it runs there
+                pass
         result = Pause(job, since, note or "", [in_flight(*h) for h in held])
         if wait is None or not result.in_flight:
             return result
-        left = self._wait_done(keys, [f.fire for f in result.in_flight], wait)
+        left = self._wait_done([f.fire for f in result.in_flight], wait)
         if left:
             raise StillRunning(f"{job} is paused, but {len(left)} run(s) claimed before are "
                                f"still running after {wait:g}s: {', '.join(left)}")
         return Pause(job, since, note or "", result.in_flight, waited=True)
 
-    def _wait_done(self, keys: Keys, fires: list[str], timeout: float) -> list[str]:
+    def _other_shards(self, keys: Keys) -> list[Keys]:
+        """The shards but ``keys``'s: a job paused or resumed in a sharded fleet is so on
+        each, where its runtime schedules' fires are claimed."""
+        return [k for k in self._shards() if k != keys] if self.shards > 1 else []
+
+    def _wait_done(self, fires: list[str], timeout: float) -> list[str]:
         """Poll until none of ``fires`` is in flight; those still in flight at the end."""
         deadline = monotonic() + timeout
         while True:
             pipe = self.redis.pipeline(transaction=False)
             for fid in fires:
-                pipe.zscore(keys.working, fid)
+                pipe.zscore(self.keys_of_fire(fid).working, fid)
             fires = [f for f, s in zip(fires, pipe.execute(), strict=True) if s is not None]
             if not fires or monotonic() >= deadline:
                 return fires
@@ -179,6 +196,8 @@ class Client(ScheduleOps, FleetReader):
                 break
         else:
             raise CronsvcError(f"the pause of {job} keeps changing: try again")
+        for other in self._other_shards(keys):
+            self.scripts.resume(other, job)
         if queued_again:
             self.redis.publish(keys.wakeup, "resume")
         return Resumed(job, status == 1, queued_again, policy.catch_up if catch_up else "",
@@ -211,8 +230,8 @@ class Client(ScheduleOps, FleetReader):
         CronsvcError if it is a cron fire of a paused job (it would only be skipped).
         """
         job, _, tag = parse_fire(fid)
-        keys = self.keys(job)
-        if not self.redis.hexists(keys.jobs, job):
+        keys = self.keys_of_fire(fid)
+        if not self.redis.hexists(self.keys(job).jobs, job):
             raise self._unknown_job(job, f" (fire {fid}): a dead fire of a removed job cannot "
                                          "run again; `cronsvc dead purge --job` forgets it")
         if tag is None and self.job(job).paused:
@@ -224,6 +243,5 @@ class Client(ScheduleOps, FleetReader):
 
     def dead_purge(self, job: str | None = None) -> int:
         """Forget dead fires (of ``job`` only, if given) with their attempts and payloads."""
-        shards = [self.keys(job)] if job else self._shards()
-        return sum(self.scripts.purge_dead(keys, job) for keys in shards)
+        return sum(self.scripts.purge_dead(keys, job) for keys in self._shards_of(job))
 

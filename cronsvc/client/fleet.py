@@ -26,18 +26,19 @@ from cronsvc.client.views import (
     in_flight,
     job_info,
     member,
+    newest_first,
     queued,
     score_ms,
     spec_of,
 )
 from cronsvc.clock import redis_ms
 from cronsvc.errors import UnknownJob, did_you_mean
-from cronsvc.fires import kind_of, parse_fire
+from cronsvc.fires import kind_of, parse_fire, placed_by
 from cronsvc.keys import Keys, all_shards, keys_for
 from cronsvc.policy import Policy
 from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
 from cronsvc.schedule.expand import next_fires
-from cronsvc.store.replies import integer, opt_text, text
+from cronsvc.store.replies import integer, opt_text, text, texts
 from cronsvc.store.scripts import UNHELD_MS
 
 __all__ = ["FleetReader"]
@@ -53,6 +54,32 @@ class FleetReader:
 
     def keys(self, job: str) -> Keys:
         return keys_for(job, self.shards, self.prefix)
+
+    def keys_of_fire(self, fid: str) -> Keys:
+        """The keys of the shard that holds the fire (its schedule's, else its job's)."""
+        return keys_for(placed_by(fid), self.shards, self.prefix)
+
+    def _shards_of(self, job: str | None) -> list[Keys]:
+        """The shards that may hold fires of ``job`` (every shard: of any job, or in a sharded
+        fleet, where its runtime schedules' fires live on the shards of their ids)."""
+        return [self.keys(job)] if job and self.shards <= 1 else self._shards()
+
+    def _history_keys(self, job: str) -> list[str]:
+        """Where the job's history lives: its shard's list, and in a sharded fleet every
+        shard's (a runtime schedule's runs are recorded on the shard of the schedule)."""
+        if self.shards <= 1:
+            return [self.keys(job).history(job)]
+        return [k.history(job) for k in self._shards()]
+
+    def _read_histories(self, jobs: list[str], count: int) -> list[list[str]]:
+        """Per job, its newest ``count`` history lines (raw JSON), newest first."""
+        pipe = self.redis.pipeline(transaction=False)
+        for job in jobs:
+            for key in self._history_keys(job):
+                pipe.lrange(key, 0, count - 1)
+        replies = iter(pipe.execute())
+        return [newest_first([[text(r) for r in next(replies)] for _ in self._history_keys(j)],
+                             count) for j in jobs]
 
     def _shards(self) -> list[Keys]:
         return all_shards(self.shards, self.prefix)
@@ -85,20 +112,21 @@ class FleetReader:
     def jobs(self) -> list[JobInfo]:
         """Every published job with its schedule, next fire, last run and pause, by name."""
         now = self.server_ms()
-        found: list[JobInfo] = []
+        lines: dict[str, str] = {}
+        specs: dict[str, str] = {}
+        pauses: dict[str, str] = {}
         for keys in self._shards():
-            lines = self._hash(keys.jobs)
-            if not lines:
-                continue
-            specs, pauses = self._hash(keys.specs), self._hash(keys.paused)
-            names = sorted(lines)
             pipe = self.redis.pipeline(transaction=False)
-            for name in names:
-                pipe.lrange(keys.history(name), 0, LAST_RUN_SCAN - 1)
-            for name, records in zip(names, pipe.execute(), strict=True):
-                found.append(job_info(name, lines[name], specs.get(name), pauses.get(name),
-                                      [text(r) for r in records], now))
-        return sorted(found, key=lambda j: j.name)
+            for key in (keys.jobs, keys.specs, keys.paused):
+                pipe.hgetall(key)
+            shard_lines, shard_specs, shard_pauses = pipe.execute()
+            lines.update(texts(shard_lines))
+            specs.update(texts(shard_specs))
+            pauses.update(texts(shard_pauses))  # in a sharded fleet, on every shard
+        names = sorted(lines)
+        return [job_info(name, lines[name], specs.get(name), pauses.get(name), records, now)
+                for name, records in zip(names, self._read_histories(names, LAST_RUN_SCAN),
+                                         strict=True)]
 
     def job(self, job: str) -> JobInfo:
         """One published job (UnknownJob with close names if there is none)."""
@@ -108,10 +136,9 @@ class FleetReader:
         pipe.hget(keys.jobs, job)
         pipe.hget(keys.specs, job)
         pipe.hget(keys.paused, job)
-        pipe.lrange(keys.history(job), 0, LAST_RUN_SCAN - 1)
-        line, spec, pause, records = pipe.execute()
+        line, spec, pause = pipe.execute()
         return job_info(job, text(line), opt_text(spec), opt_text(pause),
-                        [text(r) for r in records], now)
+                        self._read_histories([job], LAST_RUN_SCAN)[0], now)
 
     def next_fires(self, job: str, count: int = 5, *, after_ms: int | None = None) -> list[int]:
         """The next ``count`` fire times (ms) of the published schedule of ``job``."""
@@ -125,10 +152,10 @@ class FleetReader:
         A job removed from the file keeps its history until it expires by cap;
         UnknownJob only when there is neither a published job nor a history.
         """
-        raw = self.redis.lrange(self.keys(job).history(job), 0, count - 1)
+        raw = self._read_histories([job], count)[0]
         if not raw and not self.redis.hexists(self.keys(job).jobs, job):
             raise self._unknown_job(job)
-        return [json.loads(text(r)) for r in raw]
+        return [json.loads(r) for r in raw]
 
     def zones(self) -> dict[str, str]:
         """Job -> time zone of every published job (times in tables are local to it)."""
@@ -150,15 +177,18 @@ class FleetReader:
         """Where a fire is: ``queued``, ``running``, ``dead``, ``done`` (in the job's
         history) or ``unknown``."""
         job, _, _ = parse_fire(fid)
-        keys = self.keys(job)
+        keys = self.keys_of_fire(fid)
         pipe = self.redis.pipeline(transaction=False)
         for key in (keys.queue, keys.working, keys.dead):
             pipe.zscore(key, fid)
         for state, score in zip(("queued", "running", "dead"), pipe.execute(), strict=True):
             if score is not None:
                 return state
-        records = self.redis.lrange(keys.history(job), 0, -1)
-        if any(json.loads(text(r)).get("fire") == fid for r in records):
+        pipe = self.redis.pipeline(transaction=False)
+        for key in self._history_keys(job):
+            pipe.lrange(key, 0, -1)
+        if any(json.loads(text(r)).get("fire") == fid for records in pipe.execute()
+               for r in records):
             return "done"
         return "unknown"
 
@@ -209,7 +239,7 @@ class FleetReader:
     # -- dead fires --------------------------------------------------------------
     def dead(self, job: str | None = None) -> list[DeadFire]:
         """Dead fires (of ``job`` only, if given), most recently dead first."""
-        shards = [self.keys(job)] if job else self._shards()
+        shards = self._shards_of(job)
         found: list[DeadFire] = []
         for keys in shards:
             entries = self._scored(keys.dead)

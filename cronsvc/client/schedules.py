@@ -90,8 +90,11 @@ class ScheduleOps:
             if s.id in seen:
                 raise BadSchedule(f"schedule {s.id!r}: given twice in one batch")
             seen.add(s.id)
+        groups = self._by_shard(built)
+        if self.shards > 1:
+            self._check_mirrored(groups)
         outcomes: dict[str, Outcome] = {}
-        for keys, group in self._by_shard(built).items():
+        for keys, group in groups.items():
             done = self._set_all(keys, group, now)
             assert done is not None  # only an expected rev can fail to hold
             outcomes.update(done)
@@ -195,7 +198,7 @@ class ScheduleOps:
             if not pending:
                 break
             reads = self._read(keys, [s.id for s in pending])
-            pipe = self.redis.pipeline(transaction=False)
+            pipe = self.scripts.pipeline(keys)
             for s, (old, mark, lowest) in zip(pending, reads, strict=True):
                 if expect_rev is not None and (old is None or old.rev != expect_rev):
                     return None
@@ -240,10 +243,20 @@ class ScheduleOps:
     def _keys(self, sid: str) -> Keys:
         return keys_for(sid, self.shards, self.prefix)
 
+    def _check_mirrored(self, groups: Mapping[Keys, Sequence[RuntimeSchedule]]) -> None:
+        """In a sharded fleet, a schedule's fires are claimed on the shard of its id, by the
+        job's line the planners copy to every shard (``Keys.job_lines``): the job must be
+        there, or its fires would be dropped as removed."""
+        for keys, group in groups.items():
+            there = {text(j) for j in self.redis.hkeys(keys.job_lines)}
+            for s in group:
+                if s.job not in there:
+                    raise BadSchedule(
+                        f"schedule {s.id!r}: job: {s.job!r} is not published on shard "
+                        f"{keys.shard} yet (the planners copy every job to every shard at "
+                        "their next tick); try again")
+
     def _by_shard(self, group: Sequence[RuntimeSchedule]) -> dict[Keys, list[RuntimeSchedule]]:
-        if self.shards > 1:
-            raise CronsvcError("runtime schedules need redis.shards: 1 for now (a sharded "
-                               "fleet's claim reads a job's policy from the job's own shard)")
         out: dict[Keys, list[RuntimeSchedule]] = {}
         for s in group:
             out.setdefault(self._keys(s.id), []).append(s)

@@ -192,6 +192,20 @@ def spec_of(job: str, spec_json: str) -> Spec:
     return Spec.from_published(job, json.loads(spec_json))
 
 
+def newest_first(lists: list[list[str]], count: int) -> list[str]:
+    """The newest ``count`` of one job's history lines kept in several lists (each newest
+    first): a sharded fleet records a runtime schedule's runs on the schedule's shard."""
+    if len(lists) == 1:
+        return lists[0][:count]
+
+    def when(raw: str) -> int:
+        r = _record(raw)
+        return integer(r.get("started") or r.get("at") or r.get("scheduled")) or 0
+
+    merged = sorted((raw for one in lists for raw in one), key=when, reverse=True)
+    return merged[:count]
+
+
 def last_run(records: list[str]) -> dict[str, Any] | None:
     """The newest record of a run (it has a start) among ``records`` (newest first), else
     the newest record: a job skipped for a while shows why."""

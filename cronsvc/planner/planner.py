@@ -252,10 +252,15 @@ class Planner:
         pipe.hgetall(keys.watermarks)
         pipe.zrange(keys.queue, 0, 0, withscores=True)
         pipe.get(keys.published)
-        lines, specs, marks, lowest, published = pipe.execute()
+        sharded = keys.job_lines != keys.jobs
+        if sharded:
+            pipe.hgetall(keys.job_lines)
+        lines, specs, marks, lowest, published, *mirror = pipe.execute()
         have = Published(texts(lines), texts(specs), texts(marks),
-                         int(lowest[0][1]) if lowest else None)
-        changes = diff({j.name: j for j in jobs}, have, now, int(self.horizon * 1000))
+                         int(lowest[0][1]) if lowest else None,
+                         texts(mirror[0]) if sharded else None)
+        changes = diff({j.name: j for j in jobs}, have, now, int(self.horizon * 1000),
+                       self.config.jobs)
         if not changes and published is not None and int(published) == generation:
             return False
         changed = 0
@@ -264,13 +269,14 @@ class Planner:
             result = self.scripts.publish(keys, part.sets, part.removals, part.unqueue,
                                           generation=generation,
                                           history_cap=self.config.worker.history,
-                                          now_ms=self._script_now())
+                                          now_ms=self._script_now(), mirror=part.mirror,
+                                          unmirror=part.unmirror)
             changed += result.changed
             for job in result.conflicts:
                 retry = True
                 log.warning("job %s was changed by another planner meanwhile; "
                             "publishing again at the next tick", job)
-        if changes:
+        if changes.sets or changes.removals or changes.unqueue:
             log.info("published %d job(s), removed %d, unqueued %d old fire(s)",
                      len(changes.sets), len(changes.removals), changes.fires)
         if changed:

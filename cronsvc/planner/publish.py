@@ -42,6 +42,8 @@ class Published:
     specs: dict[str, str]
     watermarks: dict[str, str]
     lowest_score: int | None  # of the whole queue; None when it is empty
+    # Keys.job_lines of a sharded fleet (the lines of every job); None on one Redis
+    mirror: dict[str, str] | None = None
 
 
 @dataclass
@@ -52,9 +54,11 @@ class Changes:
     removals: list[tuple[str, str]] = field(default_factory=list)  # job, old digest
     # (job, why, its queued fires of the old definition): why is removed or replaced
     unqueue: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    mirror: list[tuple[str, str]] = field(default_factory=list)  # job, line (every job)
+    unmirror: list[str] = field(default_factory=list)  # jobs no longer in the file
 
     def __bool__(self) -> bool:
-        return bool(self.sets or self.removals or self.unqueue)
+        return bool(self.sets or self.removals or self.unqueue or self.mirror or self.unmirror)
 
     @property
     def fires(self) -> int:
@@ -67,7 +71,7 @@ class Changes:
         Definitions and the first fires share one atomic call, so in the common
         case no worker can claim an old fire after its job changed.
         """
-        part = Changes(self.sets, self.removals)
+        part = Changes(self.sets, self.removals, mirror=self.mirror, unmirror=self.unmirror)
         room = size
         for job, why, fires in self.unqueue:
             while fires:
@@ -80,9 +84,15 @@ class Changes:
         yield part
 
 
-def diff(wanted: Mapping[str, Job], have: Published, now_ms: int, horizon_ms: int) -> Changes:
-    """Publish calls that make ``have`` match ``wanted``, with the old fires to unqueue."""
+def diff(wanted: Mapping[str, Job], have: Published, now_ms: int, horizon_ms: int,
+         every: Mapping[str, Job] | None = None) -> Changes:
+    """Publish calls that make ``have`` match ``wanted`` (the jobs of this shard), with the
+    old fires to unqueue; and its mirror match ``every`` job of the file, if it has one."""
     out = Changes()
+    if have.mirror is not None and every is not None:
+        lines = {name: policy_line(job) for name, job in every.items()}
+        out.mirror = [(n, line) for n, line in lines.items() if have.mirror.get(n) != line]
+        out.unmirror = [n for n in have.mirror if n not in lines]
     for name, job in wanted.items():
         line = policy_line(job)
         old = have.lines.get(name)

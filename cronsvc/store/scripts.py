@@ -145,6 +145,16 @@ class Scripts:
             node = self.client.get_node_from_key(key)  # type: ignore[attr-defined]
             self.client.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
 
+    def pipeline(self, keys: Keys) -> Any:
+        """A pipeline for script calls on one shard: a cluster client cannot pipeline
+        scripts, so there it is a pipeline to the master that serves the shard's slot (a
+        slot that moved meanwhile, in a failover, fails the calls with MOVED: the reads
+        before the next try find the new master)."""
+        if isinstance(self.client, redis.Redis):
+            return self.client.pipeline(transaction=False)
+        node = self.client.get_node_from_key(keys.queue)  # type: ignore[attr-defined]
+        return node.redis_connection.pipeline(transaction=False)
+
     def _k(self, keys: Keys | None) -> Keys:
         return self.keys if keys is None else keys
 
@@ -154,11 +164,14 @@ class Scripts:
         removals: Iterable[tuple[str, str]] = (),
         unqueue: Iterable[tuple[str, str, Sequence[str]]] = (), *, generation: int,
         history_cap: int = 100, now_ms: int | None = None,
+        mirror: Iterable[tuple[str, str]] = (), unmirror: Iterable[str] = (),
     ) -> PublishResult:
         """Write the definitions of file ``generation``: set ``(job, expected_digest or '-',
         policy_line, spec_json)``, remove ``(job, expected_digest)``, unqueue ``(job, why,
         fires)`` (why ``removed`` or ``replaced``: one history line per job). Jobs that
-        conflict are left alone. :class:`Superseded` if a newer generation wrote this shard."""
+        conflict are left alone. :class:`Superseded` if a newer generation wrote this shard.
+        ``mirror`` ``(job, policy_line)`` and ``unmirror`` (jobs) keep ``Keys.job_lines``, the
+        lines of the whole file, of a sharded fleet."""
         k = self._k(keys)
         args: list[Any] = [_now(now_ms), int(generation), int(history_cap)]
         for group in (list(sets), list(removals)):
@@ -168,8 +181,11 @@ class Scripts:
         args.append(len(groups))
         for job, why, fires in groups:
             args += [job, why, len(fires), *fires]
+        mirrored, gone = list(mirror), list(unmirror)
+        args += [len(mirrored), *(field for item in mirrored for field in item), len(gone), *gone]
         res = self.run("publish", [k.queue, k.jobs, k.specs, k.watermarks, k.events,
-                                   k.published, *(k.history(job) for job, _, _ in groups)], args)
+                                   k.published, k.job_lines,
+                                   *(k.history(job) for job, _, _ in groups)], args)
         return PublishResult(int(res[0]), int(res[1]), int(res[2]), [text(j) for j in res[3]])
 
     def generation(
@@ -214,6 +230,7 @@ class Scripts:
         res = self.run("claim", [
             k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running,
             k.cancels, k.events, k.payloads, k.dead, held or k.held(""), k.schedules,
+            k.job_lines,
         ], [_now(now_ms), worker_id, batch, int(lease_ms), max(scan_limit or batch, batch),
             int(unheld_ms), "1" if held is None else "0"])
         # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
@@ -356,7 +373,7 @@ class Scripts:
         """Pause ``job``: ``(since_ms, [(fire, lease deadline, claim JSON)])`` of its fires
         claimed before. UnknownJob if it is not published."""
         k = self._k(keys)
-        res = self.run("pause", [k.jobs, k.paused, k.working, k.claims],
+        res = self.run("pause", [k.job_lines, k.paused, k.working, k.claims],
                        [_now(now_ms), job, note])
         return int(res[0]), [(text(res[i]), int(res[i + 1]), text(res[i + 2]))
                              for i in range(1, len(res), 3)]

@@ -37,7 +37,7 @@ from cronsvc.config.models import Config
 from cronsvc.config.watch import FileWatch, reread
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
-from cronsvc.keys import Keys, all_shards, keys_for
+from cronsvc.keys import Keys, all_shards
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id
 from cronsvc.run.context import FireContext
@@ -211,11 +211,11 @@ class Worker:
                 self._wake.wait(wait)
 
     def write_held(self) -> None:
-        """Write the definitions this worker holds, per shard, for the claim script."""
-        by_shard: dict[Keys, dict[Any, Any]] = {k: {} for k in self.shards}
-        for name, job in self.config.jobs.items():
-            keys = keys_for(name, self.config.redis.shards, self.config.redis.prefix)
-            by_shard.setdefault(keys, {})[name] = job.definition
+        """Write the definitions this worker holds, per shard, for the claim script: on
+        every shard all of them, since a runtime schedule's fires of any job live on the
+        shard of the schedule's id."""
+        held_all = {name: job.definition for name, job in self.config.jobs.items()}
+        by_shard: dict[Keys, dict[Any, Any]] = {k: held_all for k in self.shards}
         failed = 0
         self._held_shards = [keys for keys, held in by_shard.items() if held]
         for keys, held in by_shard.items():

@@ -260,6 +260,21 @@ def test_shards_keep_each_job_on_its_own_keys(tmp_path: Path, r: redis.Redis,
         assert r.hget(keys.jobs, n)
     assert len(shards_used) > 1
     assert not r.exists(K.queue)
+    # Every shard holds every job's line, for the runtime schedules whose ids land there.
+    lines = {n: r.hget(keys_for(n, 3, "x:").jobs, n) for n in names}
+    for k in range(3):
+        assert r.hgetall(Keys(prefix="x:", shard=k).job_lines) == lines
+
+    # A job removed or changed is so in every copy.
+    kept = text.split("  job7:")[0].replace('command: ["true"]', 'command: ["false"]', 1)
+    write(cfg, kept)
+    clock.advance(60_000)
+    make(cfg, r, clock).tick()
+    for k in range(3):
+        mirror = r.hgetall(Keys(prefix="x:", shard=k).job_lines)
+        assert sorted(mirror) == names[:7]
+        assert mirror["job0"] == r.hget(keys_for("job0", 3, "x:").jobs, "job0")
+        assert mirror["job0"] != lines["job0"]
 
 
 def test_heartbeat_and_clean_unregister(cfg: Path, r: redis.Redis, clock: FixedClock) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,8 @@ from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Scripts
 from cronsvc.worker.worker import Worker
 from tests.support.cluster import LocalCluster
+from tests.support.fleet import Fleet
+from tests.support.jobs import read_ledger
 from tests.support.servers import server_binary
 from tests.support.wait import wait_for
 
@@ -259,3 +262,56 @@ def cluster_config(tmp_path: Path, jobs: dict[int, str], shards: int) -> Config:
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc))
     return load_config(path)
+
+
+def test_runtime_schedules_of_one_job_spread_over_the_shards_and_run(
+        cluster: LocalCluster, rc: redis.Redis, tmp_path: Path) -> None:
+    shards = 6
+    setting = {"shards": shards, "cluster": True}
+    fleet = Fleet(tmp_path, cluster.url, {}, redis=setting)
+    digest = fleet.call_job("0 0 1 1 *")
+    del digest["cron"]  # runs only through runtime schedules
+    fleet.write({"digest": digest}, redis=setting)
+    fleet.planner()
+    fleet.worker("worker-1", "--concurrency", "50")
+    try:
+        c = fleet.client()
+        # The planner copies the job's line to every shard; until then an upsert says so.
+        wait_for(lambda: all(rc.hexists(Keys(shard=k).job_lines, "digest")
+                             for k in range(shards)), message="the job on every shard")
+        soon = datetime.fromtimestamp(c.server_ms() / 1000 + 2, UTC)
+        ids = [f"digest:user-{n}" for n in range(300)]
+        outcomes = c.upsert_schedules([{"id": sid, "job": "digest", "every": "1h",
+                                        "anchor": soon, "payload": {"n": n}}
+                                       for n, sid in enumerate(ids)])
+        assert outcomes == ["created"] * 300
+
+        per_shard = {k: rc.hlen(Keys(shard=k).schedules) for k in range(shards)}
+        assert sum(per_shard.values()) == 300 and min(per_shard.values()) > 0, per_shard
+        per_master: dict[int, int] = {}
+        for k, n in per_shard.items():
+            port = cluster.master_of(Keys(shard=k).schedules).port
+            per_master[port] = per_master.get(port, 0) + n
+        assert len(per_master) == 3, per_master  # no master holds them all
+        assert c.count_schedules(job="digest") == 300
+
+        # Each fire is claimed on its schedule's shard, by the job's line copied there.
+        def started() -> dict[str, int]:
+            runs = [e for e in read_ledger(fleet.ledger) if e["event"] == "start"]
+            return {e["schedule"]: e["payload"]["n"] for e in runs}
+        wait_for(lambda: len(started()) == 300, timeout=60, message="every schedule to fire")
+        assert started() == {sid: n for n, sid in enumerate(ids)}
+        assert len(read_ledger(fleet.ledger)) == 300  # none twice
+        assert {h["fire"] for h in c.history("digest", 400)} >= {
+            f for f in (e["fire"] for e in read_ledger(fleet.ledger))}
+
+        # A paused job is paused on every shard: its schedules' fires are skipped there.
+        c.pause("digest", "holiday")
+        later = datetime.fromtimestamp(c.server_ms() / 1000 + 2, UTC)
+        c.upsert_schedules([{"id": f"p:{n}", "job": "digest", "every": "1h", "anchor": later}
+                            for n in range(60)])
+        wait_for(lambda: sum(h["reason"] == "paused" for h in c.history("digest", 400)) == 60,
+                 timeout=60, message="the paused job's fires to be skipped on every shard")
+        assert len(read_ledger(fleet.ledger)) == 300
+    finally:
+        fleet.stop_all()

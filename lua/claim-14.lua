@@ -16,6 +16,9 @@
 -- KEYS[12] held      hash job -> definition digest, of the job file this worker runs
 -- KEYS[13] schedules hash schedule id -> stored runtime schedule (cronsvc/schedule/runtime.py):
 --                    its fires run with its payload and its overrides of the job's policy
+-- KEYS[14] job_lines hash job -> policy line of every job, for fires of jobs this shard does
+--                    not publish (a runtime schedule lives on the shard of its id); on one
+--                    Redis it is KEYS[5] itself
 -- ARGV[1]  now_ms, or '' for the server clock
 -- ARGV[2]  worker id
 -- ARGV[3]  batch: fires claimed at most (stale reclaims included)
@@ -89,6 +92,18 @@ local function load_policies(jobs)
   end
   if #want == 0 then return end
   local lines = redis.call('HMGET', KEYS[5], unpack(want))
+  if KEYS[14] ~= KEYS[5] then
+    local other = {}
+    for i, job in ipairs(want) do
+      if not lines[i] then other[#other + 1] = i end
+    end
+    if #other > 0 then
+      local names = {}
+      for j, i in ipairs(other) do names[j] = want[i] end
+      local mirrored = redis.call('HMGET', KEYS[14], unpack(names))
+      for j, i in ipairs(other) do lines[i] = mirrored[j] end
+    end
+  end
   local held = any_definition and {} or redis.call('HMGET', KEYS[12], unpack(want))
   local pauses = {}
   if redis.call('HLEN', KEYS[6]) > 0 then pauses = redis.call('HMGET', KEYS[6], unpack(want)) end

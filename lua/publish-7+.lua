@@ -6,21 +6,28 @@
 -- KEYS[4] watermarks  hash job -> ms planned up to
 -- KEYS[5] events      list of JSON decisions, newest first, capped at 10000
 -- KEYS[6] published   string: the generation whose definitions this shard holds
--- KEYS[6 + i]         list: the history of the i-th job whose fires are unqueued
+-- KEYS[7] job_lines   hash job -> policy line of every job of the file, for the claims of
+--                     runtime schedule fires whose job lives on another shard (on one
+--                     Redis it is KEYS[2] itself, and the mirror sections below are empty)
+-- KEYS[7 + i]         list: the history of the i-th job whose fires are unqueued
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] generation of the file being published
 -- ARGV[3] history cap
 -- ARGV[4] n_set
 -- ARGV[5..] per job set: job, expected old digest ('-' = absent), policy line, spec JSON;
 --         then n_removed, then per job removed: job, expected old digest;
---         then n_groups, then per job whose fires go (history key KEYS[6 + i]): job, why
---         ('removed' or 'replaced'), n, then the n fire ids to unqueue (never in working)
+--         then n_groups, then per job whose fires go (history key KEYS[7 + i]): job, why
+--         ('removed' or 'replaced'), n, then the n fire ids to unqueue (never in working);
+--         then n_mirror, then per job of the whole file whose line changed: job, policy line;
+--         then n_unmirror, then the jobs no longer in the file
 -- A newer generation already published here wins: error 'SUPERSEDED <generation>', nothing
 -- written. A job whose current digest is not the expected one is a conflict: left as is, and
 -- its fires stay queued (another planner of the same generation published it meanwhile).
 -- A new digest moves the watermark to now: the new definition plans fires after now only.
 -- A history line {job, status = why, reason, fires, first, last, at, generation} records the
 -- unqueued fires of each job (none leaves the queue without one).
+-- The mirror is written as given: it copies what the shards of the jobs hold, with no
+-- compare-and-set of its own (the generation check above keeps an older file out).
 -- Returns {n_changed (jobs written), n_removed, n_fires_unqueued, conflicts: {job...}}
 -- @include now.lua
 -- @include events.lua
@@ -96,10 +103,22 @@ for g = 1, n_groups do
       .. ',"reason":' .. cjson.encode(REASONS[why] or why) .. ',"fires":' .. count
       .. ',"first":' .. string.format('%d', first) .. ',"last":' .. string.format('%d', last)
       .. ',"at":' .. string.format('%d', now) .. ',"generation":' .. gen .. '}'
-    redis.call('LPUSH', KEYS[6 + g], line)
-    redis.call('LTRIM', KEYS[6 + g], 0, cap - 1)
+    redis.call('LPUSH', KEYS[7 + g], line)
+    redis.call('LTRIM', KEYS[7 + g], 0, cap - 1)
     add_event(KEYS[5], line)
   end
 end
 if unqueued > 0 then trim_events(KEYS[5]) end
+local n_mirror = tonumber(ARGV[i] or '0')
+i = i + 1
+for _ = 1, n_mirror do
+  redis.call('HSET', KEYS[7], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+local n_unmirror = tonumber(ARGV[i] or '0')
+i = i + 1
+for _ = 1, n_unmirror do
+  redis.call('HDEL', KEYS[7], ARGV[i])
+  i = i + 1
+end
 return {changed, removed, unqueued, conflicts}
