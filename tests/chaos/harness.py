@@ -28,6 +28,7 @@ from cronsvc.config.models import Config, load_config
 from cronsvc.fires import parse_fire
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
+from tests.chaos.churn import Churn
 from tests.chaos.files import STARTING_DEADLINE, VERSIONS, chaos_jobs
 from tests.chaos.ledger import Epoch, Fault, Totals, judge
 from tests.support.fleet import Fleet
@@ -101,6 +102,7 @@ class Scenario:
     faults: tuple[str, ...]
     planners: int = 2
     workers: int = 3
+    churn: bool = False  # runtime schedules created, changed and deleted throughout
 
 
 class ChaosRun:
@@ -131,6 +133,7 @@ class ChaosRun:
         self.running: dict[str, str] = {}  # process -> the version of its file
         self._names = 0
         self.tail = LedgerTail(Path(self.fleet.ledger))
+        self.churn = Churn(server.url, seed) if scenario.churn else None
 
     # -- processes ---------------------------------------------------------
     def _name(self, role: str) -> str:
@@ -340,6 +343,8 @@ class ChaosRun:
                  message="the planners to publish the jobs")
         start = self.server_ms()  # every fire after this is planned: published before
         self.let_run(1, 1)
+        if self.churn is not None:
+            self.churn.start()
         actions: dict[str, Callable[[], None]] = {
             "kill": self.kill_worker, "planner": self.restart_planner,
             "redis": self.restart_redis, "stop": self.stop_workers, "oom": self.redis_oom,
@@ -351,6 +356,8 @@ class ChaosRun:
         while time.monotonic() < end_at or todo:
             self.let_run(3, 15)
             actions[todo.pop() if todo else self.rnd.choice(s.faults)]()
+        if self.churn is not None:
+            self.churn.stop()  # its schedules are deleted: their fires end here
         end = self.server_ms()
         self.settle(end)
         self.fleet.stop_all()
@@ -377,7 +384,8 @@ class ChaosRun:
                    for x in self.r.lrange(K.history(job), 0, -1)]
         events = [json.loads(x) for x in self.r.lrange(K.events, 0, -1)]
         totals = judge({v: c.jobs for v, c in self.files.items()}, self.epochs, start, end,
-                       read_ledger(self.fleet.ledger), history, events, self.faults)
+                       read_ledger(self.fleet.ledger), history, events, self.faults,
+                       self.churn.changes if self.churn is not None else None)
         totals.orphans += self.orphans
         return totals
 
@@ -391,6 +399,9 @@ class ChaosRun:
         ])
 
     def close(self) -> None:
+        if self.churn is not None:
+            self.churn.stopping.set()
+            self.churn.close()
         for name in self.workers:  # a frozen worker cannot stop
             try:
                 self.fleet.signal(name, signal.SIGCONT)

@@ -23,12 +23,13 @@ from cronsvc.fires import parse_fire
 
 
 def append(path: str, event: str, fire: str, attempt: int, worker: str, version: str,
-           kind: str) -> None:
+           kind: str, payload: Any = None) -> None:
     """One ledger line (an O_APPEND write of one line is atomic)."""
     line = json.dumps({
         "event": event, "fire": fire, "job": parse_fire(fire)[0], "attempt": attempt,
         "worker": worker, "pid": os.getpid(), "at_ms": time.time_ns() // 1_000_000,
         "scheduled_ms": parse_fire(fire)[1], "version": version, "kind": kind,
+        **({"payload": payload} if payload is not None else {}),
     })
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -43,7 +44,7 @@ def _duration(fire: str, longest_ms: int) -> float:
 
 def work(path: str, longest_ms: int = 300, version: str = "v1", ctx: Any = None) -> None:
     """Append a start line, work for up to ``longest_ms``, append a finish line."""
-    note = (ctx.fire_id, ctx.attempt, ctx.worker, version, "call")
+    note = (ctx.fire_id, ctx.attempt, ctx.worker, version, "call", ctx.payload)
     append(path, "start", *note)
     time.sleep(_duration(ctx.fire_id, longest_ms))
     append(path, "end", *note)

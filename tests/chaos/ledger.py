@@ -17,6 +17,11 @@ says ran and what the history says was decided. Pure: no Redis, no processes.
   expected fires follow the file in force (an *epoch*: from one publish to the next),
   and a fire left out by a publish (its job removed, or its schedule changed) has a
   history line saying so. Near a publish, either file's fires may run.
+- Runtime schedules changed while the fleet runs (``Change``): every fire a definition
+  has while it is in force runs (or is decided by policy, or, just before the call that
+  ended the definition, unqueued by it); while a call is under way either definition's
+  fires may run; and no first attempt of a definition's fire starts after the call that
+  changed or deleted it returned (give or take the time from a claim to its start).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cronsvc.config.models import Job
-from cronsvc.fires import fire_id
+from cronsvc.fires import fire_id, schedule_of
 from cronsvc.schedule.expand import occurrences_ms
 
 POLICY = ("missed", "skipped")
@@ -43,6 +48,88 @@ EPOCH_SLACK_MS = 1500
 COMMAND_START_MS = 1000
 # Faults during which Redis refuses writes or is away: a lease may lapse under a run.
 REDIS_FAULTS = ("redis", "oom", "readonly")
+# From a claim to the run's start line: a claim taken just before a schedule changed may
+# start just after (a worker never starts a claim older than its lease).
+CLAIM_START_MS = 1000
+# A fire due this long before a call that changed its schedule may not have been claimed
+# yet, and then the call unqueued it (longer during a fault).
+UNQUEUE_GRACE_MS = 2000
+
+
+@dataclass(frozen=True)
+class Definition:
+    """What a runtime schedule of the churn is: ``job`` every ``every_ms`` from
+    ``anchor_ms``, with payload ``{"v": version}`` (a version is never used twice)."""
+
+    job: str
+    every_ms: int
+    anchor_ms: int
+    version: int
+
+    def dues(self, lo: int, hi: int) -> list[int]:
+        """Its fire times in (lo, hi], counted here rather than by cronsvc."""
+        k = -((self.anchor_ms - lo) // self.every_ms)  # the first k with a due > lo
+        first = self.anchor_ms + k * self.every_ms
+        if first <= lo:
+            first += self.every_ms
+        return list(range(first, hi + 1, self.every_ms)) if first <= hi else []
+
+
+@dataclass(frozen=True)
+class Change:
+    """One call on schedule ``sid``, sent at ``t0`` and returned at ``t1`` (or, when it
+    failed, its effect read back by then): in between either definition may be in force;
+    from ``t1`` on, ``after`` (None: the schedule is deleted)."""
+
+    sid: str
+    t0: int
+    t1: int
+    after: Definition | None
+
+
+@dataclass
+class ScheduleFires:
+    """What the churn's calls say of the fires of runtime schedules."""
+
+    want: dict[str, int] = field(default_factory=dict)  # fire -> due: must run
+    optional: dict[str, int] = field(default_factory=dict)  # may run: a call was under way
+    defs: dict[tuple[str, int], Definition] = field(default_factory=dict)  # (sid, version)
+    ended: dict[tuple[str, int], Change] = field(default_factory=dict)  # the call that ended it
+    ended_by: dict[str, Change] = field(default_factory=dict)  # fire -> that call
+
+
+def schedule_fires(changes: Iterable[Change], start_ms: int, end_ms: int) -> ScheduleFires:
+    """The fires of the churn's schedules in (start_ms, end_ms]."""
+    out = ScheduleFires()
+    by_sid: dict[str, list[Change]] = collections.defaultdict(list)
+    for c in changes:
+        by_sid[c.sid].append(c)
+
+    def add(sid: str, d: Definition, lo: int, hi: int, into: dict[str, int],
+            ended: Change | None = None) -> None:
+        for due in d.dues(max(lo, start_ms), min(hi, end_ms)):
+            fid = fire_id(d.job, due, schedule=sid)
+            into[fid] = due
+            if ended is not None:
+                out.ended_by[fid] = ended
+
+    for sid, calls in by_sid.items():
+        current: Definition | None = None
+        since = 0
+        for c in sorted(calls, key=lambda c: c.t0):
+            if current is not None:
+                add(sid, current, since, c.t0, out.want, c)
+                add(sid, current, c.t0, c.t1, out.optional)
+                out.ended[sid, current.version] = c
+            if c.after is not None:
+                add(sid, c.after, c.t0, c.t1, out.optional)
+                out.defs[sid, c.after.version] = c.after
+            current, since = c.after, c.t1
+        if current is not None:
+            add(sid, current, since, end_ms, out.want)
+    for fid in out.want:
+        out.optional.pop(fid, None)
+    return out
 
 
 @dataclass(frozen=True)
@@ -84,6 +171,10 @@ class Totals:
     overlapping: list[str] = field(default_factory=list)
     wrong_definition: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    schedule_calls: int = 0
+    schedule_fires: int = 0  # of the expected: fires of runtime schedules
+    schedule_runs: int = 0  # of the fires run: fires of runtime schedules
+    stale: list[str] = field(default_factory=list)
 
     @property
     def duplicates(self) -> int:
@@ -91,7 +182,7 @@ class Totals:
 
     def ok(self) -> bool:
         return not (self.lost or self.unexplained or self.early or self.strangers
-                    or self.overlapping or self.wrong_definition or self.orphans)
+                    or self.overlapping or self.wrong_definition or self.orphans or self.stale)
 
     def lines(self) -> list[str]:
         policy = ", ".join(f"{n} {why}" for why, n in sorted(self.by_policy.items())) or "none"
@@ -111,6 +202,10 @@ class Totals:
             f"commands still running when the next attempt started: {len(self.overlapping)}",
             f"runs with the definition of another file: {len(self.wrong_definition)}",
             f"command processes that outlived their worker: {len(self.orphans)}",
+            f"runtime schedule calls: {self.schedule_calls}, their fires expected: "
+            f"{self.schedule_fires}, run: {self.schedule_runs}",
+            f"runs of a schedule definition after the call that ended it returned: "
+            f"{len(self.stale)}",
         ]
 
 
@@ -178,12 +273,25 @@ def _explain(prev: dict[str, Any], cur: dict[str, Any], prev_end: int | None,
     return None
 
 
+def _unqueued_by(change: Change, due: int, faults: Iterable[Fault]) -> bool:
+    """Whether a fire due at ``due`` may still have been queued, not yet claimed, when
+    ``change`` unqueued it: shortly before, or while a fault held the fleet back."""
+    return change.t0 - due <= UNQUEUE_GRACE_MS or any(
+        f.start_ms <= change.t0 and f.end_ms + UNQUEUE_GRACE_MS >= due for f in faults)
+
+
 def judge(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms: int,
           end_ms: int, ledger: list[dict[str, Any]], history: list[dict[str, Any]],
-          events: list[dict[str, Any]], faults: list[Fault]) -> Totals:
+          events: list[dict[str, Any]], faults: list[Fault],
+          changes: list[Change] | None = None) -> Totals:
     """Check a run's ledger against the fires due in (start_ms, end_ms]."""
     want, optional = expected_fires(files, epochs, start_ms, end_ms)
-    t = Totals(expected=len(want), optional=len(optional))
+    sched = schedule_fires(changes or [], start_ms, end_ms)
+    want.update(sched.want)
+    want.update(sched.optional)
+    optional |= set(sched.optional)
+    t = Totals(expected=len(want), optional=len(optional), schedule_calls=len(changes or []),
+               schedule_fires=len(sched.want) + len(sched.optional))
     starts: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     ends: dict[tuple[str, int], int] = {}
     for e in ledger:
@@ -204,6 +312,16 @@ def judge(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms:
     for fid, ran in starts.items():
         if fid not in want and start_ms < ran[0]["scheduled_ms"] <= end_ms:
             t.strangers.append(fid)
+        sid = schedule_of(fid)
+        for e in ran if sid else []:
+            version = int((e.get("payload") or {}).get("v", 0))
+            done = sched.ended.get((sid, version))
+            if e["attempt"] == 1 and done is not None and e["at_ms"] > done.t1 + CLAIM_START_MS:
+                t.stale.append(f"{fid} (version {version}) started at {e['at_ms']}, after the "
+                               f"call that ended its definition returned at {done.t1}")
+            d = sched.defs.get((sid, version))
+            if e["attempt"] == 1 and (d is None or (e["scheduled_ms"] - d.anchor_ms) % d.every_ms):
+                t.strangers.append(f"{fid}: not a fire of version {version} of {sid}")
         for e in ran:
             version, near = in_force(epochs, e["at_ms"])
             if e["job"] in differs and e["version"] != version and not near:
@@ -224,6 +342,8 @@ def judge(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms:
                 t.dead += 1
             elif gone is not None:
                 t.by_policy[gone] += 1
+            elif fid in sched.ended_by and _unqueued_by(sched.ended_by[fid], due, faults):
+                t.by_policy["unqueued by a schedule change"] += 1
             elif drop is not None and any(
                     f.kind in ("kill", *REDIS_FAULTS) and
                     drop["at"] <= f.start_ms <= drop["at"] + DROP_RECORD_WINDOW_MS
@@ -233,6 +353,7 @@ def judge(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms:
                 t.lost.append(fid)
             continue
         t.run += 1
+        t.schedule_runs += "!" in fid
         t.runs += len(ran)
         t.dead += decided.get(fid, {}).get("status") == "dead"
         t.early += [f"{fid} started at {e['at_ms']}" for e in ran if e["at_ms"] < due]

@@ -27,7 +27,7 @@ SCENARIOS = [
     Scenario("redis-refuses-writes", 8, ("oom", "readonly")),
     Scenario("workers-frozen", 8, ("freeze",)),
     Scenario("rolling-deploy", 4, ("deploy",)),
-    Scenario("mixed", LONG or 12, FAULTS),
+    Scenario("mixed", LONG or 12, FAULTS, churn=True),
 ]
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -48,7 +48,7 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
     print("\n" + report)
     assert totals.expected > 0 and totals.run > 0, report
     problems = (totals.lost, totals.unexplained, totals.early, totals.strangers,
-                totals.overlapping, totals.wrong_definition, totals.orphans)
+                totals.overlapping, totals.wrong_definition, totals.orphans, totals.stale)
     assert totals.ok(), "\n".join([report, *(p for found in problems for p in found[:20]),
                                    run.fleet.logs()])
     # Each scenario's faults happened, and did what they are for.
@@ -56,3 +56,5 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
     assert kinds == set(scenario.faults), report
     if "stop" in kinds:
         assert totals.by_policy["missed"] > 0, report
+    if scenario.churn:  # schedules came and went, and their fires ran
+        assert totals.schedule_calls > 20 and totals.schedule_runs > 0, report

@@ -1,0 +1,70 @@
+"""The chaos judge's verdicts on runtime schedules, from hand-made ledgers: it must see a
+run of a definition after the call that ended it, and a fire of a live schedule that
+never ran."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cronsvc.fires import fire_id
+from tests.chaos.ledger import Change, Definition, Epoch, Fault, judge
+
+T0 = 1_800_000_000_000
+V1 = Definition("latest-0", 1000, T0 + 500, 1)
+V2 = Definition("latest-0", 2000, T0 + 100, 2)
+# created at T0, changed to V2 at T0 + 5 s, deleted at T0 + 9 s (each call takes 20 ms)
+CHANGES = [Change("s", T0, T0 + 20, V1), Change("s", T0 + 5000, T0 + 5020, V2),
+           Change("s", T0 + 9000, T0 + 9020, None)]
+
+
+def start(d: Definition, due: int, at: int | None = None, attempt: int = 1) -> dict[str, Any]:
+    return {"event": "start", "fire": fire_id(d.job, due, schedule="s"), "job": d.job,
+            "attempt": attempt, "worker": "w", "at_ms": due + 5 if at is None else at,
+            "scheduled_ms": due, "version": "v1", "kind": "call", "payload": {"v": d.version}}
+
+
+def every_fire_ran() -> list[dict[str, Any]]:
+    return [start(V1, T0 + 500 + k * 1000) for k in range(5)] + \
+        [start(V2, T0 + 6100 + k * 2000) for k in range(2)]
+
+
+def verdict(ledger: list[dict[str, Any]], faults: list[Fault] | None = None) -> Any:
+    return judge({"v1": {}}, [Epoch(T0 - 60_000, "v1")], T0 - 1, T0 + 12_000, ledger, [], [],
+                 faults or [], CHANGES)
+
+
+def test_every_fire_of_each_definition_in_force_ran() -> None:
+    t = verdict(every_fire_ran())
+    assert t.ok(), t.lines()
+    assert (t.schedule_fires, t.schedule_runs, t.schedule_calls) == (7, 7, 3)
+
+
+def test_a_run_of_a_changed_definition_after_the_change_returned_is_caught() -> None:
+    # V1's fire due at T0 + 4500, still queued at the change, was unqueued by it.
+    late = start(V1, T0 + 4500, at=T0 + 7000)
+    t = verdict([e for e in every_fire_ran() if e["scheduled_ms"] != T0 + 4500] + [late])
+    assert len(t.stale) == 1 and not t.ok()
+    # Claimed just before the change, it may start just after.
+    just = start(V1, T0 + 4500, at=T0 + 5100)
+    assert verdict([e for e in every_fire_ran() if e["scheduled_ms"] != T0 + 4500] + [just]).ok()
+    # V1's fire due at T0 + 5500 is not V1's any more.
+    t = verdict([*every_fire_ran(), start(V1, T0 + 5500)])
+    assert t.strangers and not t.ok()
+
+
+def test_a_run_after_a_delete_is_caught() -> None:
+    t = verdict([*every_fire_ran(), start(V2, T0 + 10_100)])
+    assert t.strangers and not t.ok()
+
+
+def test_a_fire_of_a_live_schedule_that_never_ran_is_lost() -> None:
+    ledger = every_fire_ran()
+    del ledger[2]  # V1 at T0 + 2500, long before the change
+    t = verdict(ledger)
+    assert t.lost == [fire_id("latest-0", T0 + 2500, schedule="s")]
+    # Due just before the change, it may have been unqueued by it before a claim.
+    del ledger[3]  # V1 at T0 + 4500
+    assert len(verdict(ledger).lost) == 1
+    # During a fault, longer before.
+    stop = Fault("stop", "workers", T0 + 2000, T0 + 3000)
+    assert verdict(ledger, [stop]).ok()
