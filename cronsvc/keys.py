@@ -163,6 +163,11 @@ class Keys:
         return self._k("cron:generations")
 
     @property
+    def audit(self) -> str:
+        """list: JSON of every operator action (who, what, when, note), newest first, capped."""
+        return self._k("cron:audit")
+
+    @property
     def wakeup(self) -> str:
         """pub/sub channel: a message wakes sleeping workers (new job, trigger now)."""
         return self._k("cron:wakeup")

@@ -13,6 +13,7 @@ Results are the plain dataclasses of :mod:`cronsvc.client.views`.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from datetime import datetime, timedelta
@@ -20,6 +21,7 @@ from typing import Any
 
 import redis
 
+from cronsvc.client.audit import AuditLog, default_actor
 from cronsvc.client.fleet import FleetReader
 from cronsvc.client.schedules import ScheduleOps
 from cronsvc.client.views import Pause, Policy, Resumed, in_flight, spec_of
@@ -49,12 +51,14 @@ _CATCH_UP_WINDOW_MS = 3_600_000
 _CATCH_UP_WINDOW_MAX_MS = 32 * 86_400_000
 
 
-class Client(ScheduleOps, FleetReader):
+class Client(AuditLog, ScheduleOps, FleetReader):
     """Operations on the fleet that uses one Redis (or one set of shards).
 
     The reading half (jobs, next_fires, history, queue, dead, status, ...) is
     :class:`cronsvc.client.fleet.FleetReader`, runtime schedules
-    :class:`cronsvc.client.schedules.ScheduleOps`; this class adds what changes state.
+    :class:`cronsvc.client.schedules.ScheduleOps`, the audit log
+    :class:`cronsvc.client.audit.AuditLog`; this class adds what changes state. Every
+    change is written to the audit log as done by ``actor`` (by default the OS user).
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class Client(ScheduleOps, FleetReader):
         *,
         config: str | Config | None = None,
         client: redis.Redis | None = None,
+        actor: str | None = None,
     ) -> None:
         if isinstance(config, str):
             config = load_config(config)
@@ -76,6 +81,13 @@ class Client(ScheduleOps, FleetReader):
         super().__init__(client, config.redis.shards if config else 1,
                          config.redis.prefix if config else "")
         self.scripts = Scripts(client, prefix=self.prefix)
+        self.actor = actor or default_actor()
+
+    def acting_as(self, actor: str) -> Client:
+        """This client, on the same connection, writing ``actor`` to the audit log."""
+        other = copy.copy(self)
+        other.actor = actor
+        return other
 
     def publish_config(self) -> int:
         """Publish the client's job file now as the newest generation, even if planners
@@ -90,7 +102,7 @@ class Client(ScheduleOps, FleetReader):
 
     # -- one-off runs ----------------------------------------------------------
     def enqueue(self, job: str, when: int | datetime | timedelta, payload: Any = None, *,
-                kind: str = "at") -> str:
+                kind: str = "at", note: str | None = None) -> str:
         """Run ``job`` once at ``when`` with ``payload``; the new fire's id.
 
         ``when``: ms since the epoch (server clock), an aware datetime, or a
@@ -115,19 +127,23 @@ class Client(ScheduleOps, FleetReader):
         self.scripts.enqueue(keys, fid, due_ms, payload)
         if due_ms <= now + 1000:
             self.redis.publish(keys.wakeup, "enqueue")
+        self.audited(kind, job, note, fire=fid)
         return fid
 
-    def trigger(self, job: str, payload: Any = None) -> str:
+    def trigger(self, job: str, payload: Any = None, *, note: str | None = None) -> str:
         """Run ``job`` once now, beside its schedule (paused or not); the new fire's id."""
-        return self.enqueue(job, self.server_ms(), payload, kind="trigger")
+        return self.enqueue(job, self.server_ms(), payload, kind="trigger", note=note)
 
-    def cancel(self, fid: str) -> bool:
+    def cancel(self, fid: str, *, note: str | None = None) -> bool:
         """Unqueue a fire not started yet; False if it is not queued (running or done).
 
         BadArgument if ``fid`` is not a fire id.
         """
         parse_fire(fid)
-        return self.scripts.cancel(self.keys_of_fire(fid), fid)
+        done = self.scripts.cancel(self.keys_of_fire(fid), fid)
+        if done:
+            self.audited("cancel", fid, note)
+        return done
 
     # -- pause -----------------------------------------------------------------
     def pause(self, job: str, note: str | None = None, *, wait: float | None = None) -> Pause:
@@ -148,6 +164,7 @@ class Client(ScheduleOps, FleetReader):
             except UnknownJob:  # that shard has no line of it yet: no fire of it runs there
                 pass
         result = Pause(job, since, note or "", [in_flight(*h) for h in held])
+        self.audited("pause", job, note)
         if wait is None or not result.in_flight:
             return result
         left = self._wait_done([f.fire for f in result.in_flight], wait)
@@ -173,7 +190,7 @@ class Client(ScheduleOps, FleetReader):
                 return fires
             time.sleep(0.05)  # an operator command waiting on other processes' runs
 
-    def resume(self, job: str, *, catch_up: bool = False) -> Resumed:
+    def resume(self, job: str, *, catch_up: bool = False, note: str | None = None) -> Resumed:
         """Let ``job`` fire again from now; true if it was paused at run time.
 
         Fires due while it was paused were dropped when due. ``catch_up`` queues
@@ -198,6 +215,8 @@ class Client(ScheduleOps, FleetReader):
             raise CronsvcError(f"the pause of {job} keeps changing: try again")
         for other in self._other_shards(keys):
             self.scripts.resume(other, job)
+        self.audited("resume", job, note, catch_up=catch_up or None,
+                     queued_again=len(queued_again) or None)
         if queued_again:
             self.redis.publish(keys.wakeup, "resume")
         return Resumed(job, status == 1, queued_again, policy.catch_up if catch_up else "",
@@ -223,7 +242,7 @@ class Client(ScheduleOps, FleetReader):
         return [fire_id(job, d) for d in dues[-want:]], truncated
 
     # -- dead fires --------------------------------------------------------------
-    def dead_retry(self, fid: str) -> None:
+    def dead_retry(self, fid: str, *, note: str | None = None) -> None:
         """Queue a dead fire again now, with the job's full set of attempts.
 
         UnknownFire if it is not dead; UnknownJob if its job is no longer published;
@@ -240,8 +259,25 @@ class Client(ScheduleOps, FleetReader):
         if not self.scripts.retry_dead(keys, fid):
             raise UnknownFire(f"fire {fid} is not dead (it is {self.fire_state(fid)})")
         self.redis.publish(keys.wakeup, "retry")
+        self.audited("retry", fid, note)
 
-    def dead_purge(self, job: str | None = None) -> int:
-        """Forget dead fires (of ``job`` only, if given) with their attempts and payloads."""
-        return sum(self.scripts.purge_dead(keys, job) for keys in self._shards_of(job))
+    def dead_purge(self, job: str | None = None, *, fires: list[str] | None = None,
+                   note: str | None = None) -> int:
+        """Forget dead fires (of ``job`` only, or only ``fires``, if given) with their
+        attempts and payloads; how many went."""
+        if fires:
+            for fid in fires:
+                parse_fire(fid)  # BadArgument for what is not a fire id
+            by_shard: dict[Keys, list[str]] = {}
+            for fid in fires:
+                by_shard.setdefault(self.keys_of_fire(fid), []).append(fid)
+            gone = sum(self.scripts.purge_dead(keys, job, group)
+                       for keys, group in by_shard.items())
+            target = fires[0] if len(fires) == 1 else f"{len(fires)} fires"
+        else:
+            gone = sum(self.scripts.purge_dead(keys, job) for keys in self._shards_of(job))
+            target = job or "*"
+        if gone:
+            self.audited("purge", target, note, fires=gone)
+        return gone
 

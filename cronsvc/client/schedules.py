@@ -61,6 +61,7 @@ class ScheduleOps:
     scripts: Scripts
     shards: int
     prefix: str
+    actor: str  # who changes schedules when a call names nobody
 
     if TYPE_CHECKING:  # provided by FleetReader, beside this class in Client
         def server_ms(self) -> int: ...
@@ -68,6 +69,9 @@ class ScheduleOps:
         def published_jobs(self) -> list[str]: ...
 
         def _shards(self) -> list[Keys]: ...
+
+        def audited(self, action: str, target: str, note: str | None = None,
+                    **detail: Any) -> None: ...
 
     # -- changes ---------------------------------------------------------------------
     def upsert_schedule(self, id: str, *, job: str, **fields: Any) -> Outcome:
@@ -98,6 +102,11 @@ class ScheduleOps:
             done = self._set_all(keys, group, now)
             assert done is not None  # only an expected rev can fail to hold
             outcomes.update(done)
+        changed = {o: sum(1 for v in outcomes.values() if v == o) for o in ("created", "changed")}
+        if any(changed.values()):
+            target = built[0].id if len(built) == 1 else f"{len(built)} schedules"
+            self.audited("schedule-set", target, None, job=built[0].job if len(built) == 1
+                         else None, **{k: v for k, v in changed.items() if v})
         return [outcomes[s.id] for s in built]
 
     def delete_schedule(self, id: str) -> bool:
@@ -110,6 +119,8 @@ class ScheduleOps:
                 return False
             result = self.scripts.schedule_delete(keys, id, old.rev, mark,
                                                   _old_fires(old, mark, lowest))
+            if result == "deleted":
+                self.audited("schedule-delete", id, None, job=old.job)
             if result != "retry":
                 return result == "deleted"
         raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
@@ -170,6 +181,7 @@ class ScheduleOps:
             hint = did_you_mean(job, jobs) if isinstance(job, str) else ""
             raise BadSchedule(f"schedule {sid!r}: job: unknown job {job!r}{hint} (a runtime "
                               "schedule runs a job the planners published from the job file)")
+        item.setdefault("actor", self.actor)
         try:
             return build(sid, job=job, now_ms=now, **item)  # type: ignore[arg-type]
         except TypeError as exc:
@@ -182,9 +194,11 @@ class ScheduleOps:
             old, _, _ = self._read(keys, [id])[0]
             if old is None:
                 raise UnknownSchedule(f"no schedule {id!r}")
-            done = self._set_all(keys, [with_paused(old, paused, actor, now)], now,
+            done = self._set_all(keys, [with_paused(old, paused, actor or self.actor, now)], now,
                                  expect_rev=old.rev)
             if done is not None:
+                if done[id] != "unchanged":
+                    self.audited("schedule-pause" if paused else "schedule-resume", id)
                 return done[id]
         raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
 

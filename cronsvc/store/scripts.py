@@ -396,9 +396,11 @@ class Scripts:
                         [_now(now_ms), fire_id]) == 1
 
     def purge_dead(
-        self, keys: Keys | None, job: str | None = None, *, now_ms: int | None = None,
+        self, keys: Keys | None, job: str | None = None, fires: Sequence[str] = (), *,
+        now_ms: int | None = None,
     ) -> int:
-        """Forget the shard's dead fires (only ``job``'s if given); how many went."""
+        """Forget the shard's dead fires (only ``job``'s if given, only ``fires`` if given);
+        how many went."""
         k = self._k(keys)
         return int(self.run("purge", [k.dead, k.attempts, k.payloads, k.events],
-                            [_now(now_ms), job or ""]))
+                            [_now(now_ms), job or "", *fires]))
