@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pytest  # noqa: E402
 
-from bench import fill, idle, lag, recovery, schedules, throughput, trigger  # noqa: E402
+from bench import fill, idle, lag, recovery, schedules, throughput, trigger, web  # noqa: E402
 from bench.common import Figure, Section  # noqa: E402
 from bench.report import machine, render  # noqa: E402
 
@@ -66,6 +66,8 @@ def main() -> None:
             ((2.0, 1),) if opts.quick else recovery.TRIALS)),
         guarded("runtime schedules", lambda: schedules.measure(
             *((20_000, 0.5, 5_000) if opts.quick else (1_000_000, 5.0, 100_000)))),
+        guarded("dashboard and API", lambda: web.measure(
+            *((1_000, 10_000, 20) if opts.quick else (10_000, 1_000_000, 200)))),
     ]
     command = "make bench" if not (opts.quick or opts.seconds != 60) else " ".join(
         ["python bench/run.py", *sys.argv[1:]])

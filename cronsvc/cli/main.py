@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cronsvc import __version__
-from cronsvc.cli import ops, schedules
+from cronsvc.cli import audit, ops, schedules, web  # noqa: F401 - audit joins ops.COMMANDS
 from cronsvc.cli.options import (
     DURATION,
     config_option,
@@ -148,12 +148,16 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
               help="Worker processes to start.")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
               help="Jobs run at once per worker (default: worker.concurrency in the file).")
+@click.option("--web-port", type=click.IntRange(1, 65535), default=8080, show_default=True,
+              help="Port of the dashboard and HTTP API (on 127.0.0.1).")
+@click.option("--no-web", is_flag=True, help="Do not start the dashboard.")
 @log_format_option
 @metrics_port_option
 @friendly
 def up(config: str | None, redis_url: str | None, workers: int, concurrency: int | None,
-       log_format: str, metrics_port: int | None) -> None:
-    """Planner plus workers in one command, with an embedded Redis if none is given.
+       web_port: int, no_web: bool, log_format: str, metrics_port: int | None) -> None:
+    """Planner, workers and the dashboard in one command, with an embedded Redis if none
+    is given.
 
     With --metrics-port P the planner serves metrics on P and worker i on P+i.
     """
@@ -175,7 +179,8 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
         raise click.BadParameter(f"{metrics_port} + {workers} workers is past port 65535",
                                  param_hint="--metrics-port")
     sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format,
-                     metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30)
+                     metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30,
+                     web_port=None if no_web else web_port)
     on_stop_signals(sup.handle_signal)
     sys.exit(sup.run())
 
@@ -227,3 +232,4 @@ def next_fires(job_or_expr: str, config: str | None, tz: str | None, count: int,
 for _command in ops.COMMANDS:
     main.add_command(_command)
 main.add_command(schedules.schedule)
+main.add_command(web.web)

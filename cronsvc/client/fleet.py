@@ -7,7 +7,7 @@ reads Redis (and the server clock), so it is safe to call from anywhere.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,13 +31,13 @@ from cronsvc.client.views import (
     score_ms,
     spec_of,
 )
-from cronsvc.clock import redis_ms
+from cronsvc.clock import ms_to_dt, redis_ms
 from cronsvc.errors import UnknownJob, did_you_mean
 from cronsvc.fires import kind_of, parse_fire, placed_by
 from cronsvc.keys import Keys, all_shards, keys_for
 from cronsvc.policy import Policy
 from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
-from cronsvc.schedule.expand import next_fires
+from cronsvc.schedule.expand import Fire, next_fires, upcoming
 from cronsvc.store.replies import integer, opt_text, text, texts
 from cronsvc.store.scripts import UNHELD_MS
 
@@ -128,6 +128,27 @@ class FleetReader:
                 for name, records in zip(names, self._read_histories(names, LAST_RUN_SCAN),
                                          strict=True)]
 
+    def jobs_named(self, names: Sequence[str]) -> list[JobInfo]:
+        """The published jobs among ``names``, in that order: what a page of a long list
+        reads (a few round trips per shard, whatever the number of jobs)."""
+        now = self.server_ms()
+        by_shard: dict[Keys, list[str]] = {}
+        for name in names:
+            by_shard.setdefault(self.keys(name), []).append(name)
+        found: dict[str, tuple[str, str | None, str | None]] = {}
+        for keys, group in by_shard.items():
+            pipe = self.redis.pipeline(transaction=False)
+            for key in (keys.jobs, keys.specs, keys.paused):
+                pipe.hmget(key, group)
+            lines, specs, pauses = pipe.execute()
+            for name, line, spec, pause in zip(group, lines, specs, pauses, strict=True):
+                if line is not None:
+                    found[name] = (text(line), opt_text(spec), opt_text(pause))
+        listed = [n for n in names if n in found]
+        return [job_info(name, *found[name], records, now)
+                for name, records in zip(listed, self._read_histories(listed, LAST_RUN_SCAN),
+                                         strict=True)]
+
     def job(self, job: str) -> JobInfo:
         """One published job (UnknownJob with close names if there is none)."""
         keys = self.require_job(job)
@@ -145,6 +166,15 @@ class FleetReader:
         keys = self.require_job(job)
         spec = spec_of(job, text(self.redis.hget(keys.specs, job)))
         return next_fires(spec, self.server_ms() if after_ms is None else after_ms, count)
+
+    def upcoming(self, job: str, count: int = 10) -> list[Fire]:
+        """The next ``count`` slots of the published schedule of ``job``, with DST notes
+        (as ``cronsvc next`` shows them)."""
+        keys = self.require_job(job)
+        spec = spec_of(job, text(self.redis.hget(keys.specs, job)))
+        if spec.cron is None and spec.every_ms is None:
+            return []
+        return upcoming(spec, ms_to_dt(self.server_ms()), count)
 
     def history(self, job: str, count: int = 20) -> list[dict[str, Any]]:
         """The newest ``count`` history records of ``job``, newest first.

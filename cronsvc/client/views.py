@@ -47,6 +47,8 @@ class JobInfo:
     # A fire not started this long after its time is missed (0: never); catch_up none
     # without a starting_deadline gets policy.NONE_DEADLINE_S.
     starting_deadline_ms: int = 0
+    # Statuses of its newest history records (at most LAST_RUN_SCAN), newest first.
+    recent: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,7 @@ def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None
         paused_since_ms=integer(pause.get("since")) if pause else None,
         paused_in_file=policy.paused_in_file, next_fire_ms=upcoming[0] if upcoming else None,
         last_run=last_run(records), starting_deadline_ms=policy.deadline_ms,
+        recent=[str(_record(r).get("status") or "") for r in records[:LAST_RUN_SCAN]],
     )
 
 

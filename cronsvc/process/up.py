@@ -66,6 +66,8 @@ class Child:
     argv: list[str]
     proc: subprocess.Popen[bytes] | None = None
     starts: list[float] = field(default_factory=list)
+    optional: bool = False  # the dashboard: the fleet runs on without it
+    given_up: bool = False
 
     def start(self) -> None:
         self.starts = [t for t in self.starts if monotonic() - t < RESTART_WINDOW]
@@ -87,7 +89,8 @@ class Supervisor:
     def __init__(self, config: str, redis_url: str | None, workers: int, *,
                  concurrency: int | None = None, log_format: str = "human",
                  metrics_port: int | None = None, stop_timeout: float = 60.0,
-                 state_dir: Path = STATE_DIR) -> None:
+                 state_dir: Path = STATE_DIR, web_port: int | None = None,
+                 web_host: str = "127.0.0.1") -> None:
         self.config = config
         self.redis_url = redis_url
         self.workers = workers
@@ -96,6 +99,8 @@ class Supervisor:
         self.metrics_port = metrics_port
         self.stop_timeout = stop_timeout  # longer than the workers' grace period
         self.state_dir = state_dir
+        self.web_port = web_port  # None: no dashboard
+        self.web_host = web_host
         self.server: RedisServer | None = None
         self.children: list[Child] = []
         self._stop = threading.Event()
@@ -103,8 +108,10 @@ class Supervisor:
 
     def _argv(self, role: str, name: str, index: int = 0) -> list[str]:
         argv = [sys.executable, "-m", "cronsvc", role, "--config", self.config,
-                "--redis-url", self.redis_url or "", "--log-format", self.log_format,
-                "--name", name]
+                "--redis-url", self.redis_url or "", "--log-format", self.log_format]
+        if role == "web":
+            return [*argv, "--host", self.web_host, "--port", str(self.web_port)]
+        argv += ["--name", name]
         if role == "worker" and self.concurrency:
             argv += ["--concurrency", str(self.concurrency)]
         if self.metrics_port is not None:  # planner on the port, worker i on port + i
@@ -135,10 +142,13 @@ class Supervisor:
         self.children = [Child("planner", self._argv("planner", f"planner@{here}"))]
         self.children += [Child(f"worker-{i}", self._argv("worker", f"worker-{i}@{here}", i))
                           for i in range(1, self.workers + 1)]
+        if self.web_port is not None:
+            self.children.append(Child("web", self._argv("web", "web"), optional=True))
         for child in self.children:
             child.start()
         log.info("cronsvc up: 1 planner, %d worker(s) on %s; Ctrl-C to stop",
                  self.workers, self.config)
+        # The dashboard says its address itself, once it listens.
         code = 0
         try:
             code = self._watch()
@@ -149,9 +159,14 @@ class Supervisor:
     def _watch(self) -> int:
         while not self._stop.wait(0.5):
             for child in self.children:
-                if child.alive() or child.proc is None:
+                if child.alive() or child.proc is None or child.given_up:
                     continue
                 rc = child.proc.returncode
+                if len(child.starts) >= RESTART_LIMIT and child.optional:
+                    log.error("%s keeps exiting (last code %s): the rest runs on without it",
+                              child.name, rc)
+                    child.given_up = True
+                    continue
                 if len(child.starts) >= RESTART_LIMIT:
                     log.error("%s keeps exiting (last code %s): stopping", child.name, rc)
                     return 1

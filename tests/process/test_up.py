@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import pytest
 import redis
 import yaml
 
+from cronsvc.process.redis_server import free_port
 from tests.support.jobs import read_ledger
 from tests.support.paths import ROOT
 from tests.support.wait import wait_for
@@ -20,13 +23,26 @@ pytestmark = pytest.mark.slow
 
 
 def start_up(tmp_path: Path, jobs: dict[str, object], *args: str) -> subprocess.Popen[bytes]:
-    """`cronsvc up` in ``tmp_path`` on ``jobs``, with no Redis URL: an embedded server."""
+    """`cronsvc up` in ``tmp_path`` on ``jobs``, with no Redis URL: an embedded server (and
+    the dashboard on a free port, unless ``args`` say otherwise)."""
+    if "--no-web" not in args and "--web-port" not in args:
+        args = (*args, "--web-port", str(free_port()))
     (tmp_path / "schedules.yaml").write_text(yaml.safe_dump({"jobs": jobs}))
     env = {k: v for k, v in os.environ.items() if k not in ("CRONSVC_REDIS_URL", "CRONSVC_CONFIG")}
     env["PYTHONPATH"] = str(ROOT)
     with open(tmp_path / "up.log", "wb") as out:
         return subprocess.Popen([sys.executable, "-m", "cronsvc", "up", *args],
                                 cwd=tmp_path, env=env, stdout=out, stderr=out)
+
+
+def _get_json(url: str) -> object:
+    import httpx
+
+    try:
+        reply = httpx.get(url, timeout=5)
+    except httpx.TransportError:
+        return None
+    return reply.json() if reply.status_code == 200 else None
 
 
 def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path) -> None:
@@ -39,6 +55,11 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
                  message="two runs of the every-second job")
         url = (tmp_path / ".cronsvc" / "redis.url").read_text().strip()
         wait_for(lambda: " ok tick@" in log.read_text(), message="a run line on the console")
+        # The dashboard's address, said once, serves the job.
+        (dashboard,) = wait_for(lambda: re.findall(r"dashboard on (http://\S+)", log.read_text()),
+                                message="the dashboard's address in the log")
+        jobs = wait_for(lambda: _get_json(f"{dashboard}api/v1/jobs"), message="the dashboard")
+        assert "tick" in json.dumps(jobs)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, log.read_text()
     finally:

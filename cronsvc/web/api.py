@@ -1,0 +1,323 @@
+"""``/api/v1``: everything the Client does, as JSON resources.
+
+Reads need a read token, changes an operator token (on an open loopback server, anyone);
+every change is in the audit log under the caller's token name. Lists are pages with a
+``cursor`` to pass back. Errors are ``{"error": ..., "status": ...}`` (see
+:mod:`cronsvc.web.app`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request, Response
+
+from cronsvc.client.client import Client
+from cronsvc.client.views import JobInfo
+from cronsvc.clock import iso_utc
+from cronsvc.config.models import Config, Job
+from cronsvc.errors import BadArgument, CronsvcError
+from cronsvc.web.deps import job_file, operator, reader
+from cronsvc.web.models import (
+    AtBody,
+    FiresBody,
+    Note,
+    Page,
+    PurgeBody,
+    ResumeBody,
+    ScheduleBody,
+    TriggerBody,
+    plain,
+)
+
+router = APIRouter(prefix="/api/v1")
+STATUSES = ("ok", "failed", "paused", "never")
+MAX_LIMIT = 500
+
+
+# -- jobs ------------------------------------------------------------------------------
+def job_status(info: JobInfo) -> str:
+    """ok, failed, paused or never: what the jobs list filters on."""
+    if info.paused:
+        return "paused"
+    if info.last_run is None:
+        return "never"
+    return "ok" if info.last_run.get("status") == "ok" else "failed"
+
+
+def offset(cursor: str | None) -> int:
+    """The position a page's cursor stands for."""
+    if not cursor:  # none, or empty: the first page
+        return 0
+    if not cursor.isdigit():
+        raise BadArgument(f"cursor: {cursor!r} is not one a page gave")
+    return int(cursor)
+
+
+def job_page(client: Client, config: Config | None, *, q: str = "", tag: str = "",
+             status: str = "", offset: int = 0, limit: int = 50
+             ) -> tuple[list[JobInfo], int | None, int]:
+    """A page of jobs by name: (jobs, offset of the next page or None, how many match the
+    name and tag). Only the page's jobs are read in full, never every job: with a status
+    filter, names are read in slices until the page is full."""
+    names = [n for n in client.published_jobs()
+             if q.lower() in n.lower() and (not tag or tag in _tags(config, n))]
+    if not status:
+        page = client.jobs_named(names[offset:offset + limit])
+        following = offset + limit
+        return page, following if following < len(names) else None, len(names)
+    found: list[JobInfo] = []
+    i = offset
+    while i < len(names) and len(found) < limit:
+        chunk = names[i:i + max(limit, 50)]
+        for info in client.jobs_named(chunk):
+            i += 1
+            if job_status(info) == status:
+                found.append(info)
+                if len(found) == limit:
+                    break
+    return found, i if i < len(names) else None, len(names)
+
+
+def _tags(config: Config | None, name: str) -> tuple[str, ...]:
+    job = config.jobs.get(name) if config else None
+    return job.tags if job else ()
+
+
+def job_json(info: JobInfo, config: Config | None) -> dict[str, Any]:
+    out = plain(info)
+    out["status"] = job_status(info)
+    job = config.jobs.get(info.name) if config else None
+    out["tags"] = list(job.tags) if job else []
+    out["summary"] = job.description if job else ""
+    return out  # type: ignore[no-any-return]
+
+
+def definition(job: Job | None) -> dict[str, Any] | None:
+    """What the worker runs, from the web's job file; environment values stay out (they
+    may be secrets): only their names."""
+    if job is None:
+        return None
+    out: dict[str, Any] = {"kind": "command" if job.command else "call"}
+    if job.command:
+        out["command"] = job.command
+        out["shell"] = bool(getattr(job, "shell", False))
+    else:
+        out["call"] = job.call
+        out["args"] = list(getattr(job, "args", ()) or [])
+        out["kwargs"] = dict(getattr(job, "kwargs", {}) or {})
+    out["env"] = sorted(getattr(job, "env", {}) or {})
+    for field in ("cwd", "timeout", "retries", "overlap", "catch_up", "starting_deadline",
+                  "jitter", "description"):
+        out[field] = getattr(job, field, None)
+    out["tags"] = list(job.tags)
+    return out
+
+
+@router.get("/jobs", summary="Jobs, a page at a time")
+def list_jobs(q: str = "", tag: str = "",
+              status: str = Query("", pattern="^(|ok|failed|paused|never)$"),
+              cursor: str | None = None, limit: int = Query(50, ge=1, le=MAX_LIMIT),
+              client: Client = Depends(reader),
+              config: Config | None = Depends(job_file)) -> Page:
+    page, following, total = job_page(client, config, q=q, tag=tag, status=status,
+                                      offset=offset(cursor), limit=limit)
+    return Page(items=[job_json(j, config) for j in page],
+                cursor=None if following is None else str(following), total=total)
+
+
+@router.get("/jobs/{name}", summary="One job: schedule, next fires, last run, definition")
+def get_job(name: str, client: Client = Depends(reader),
+            config: Config | None = Depends(job_file)) -> dict[str, Any]:
+    out = job_json(client.job(name), config)
+    out["definition"] = definition(config.jobs.get(name) if config else None)
+    out["next"] = [{"at_ms": ms, "at": iso_utc(ms)} for ms in client.next_fires(name, 5)]
+    return out
+
+
+@router.get("/jobs/{name}/next", summary="The next fire times, with DST notes")
+def next_fires(name: str, count: int = Query(10, ge=1, le=1000),
+               client: Client = Depends(reader)) -> list[dict[str, Any]]:
+    return [{"at_ms": int(f.utc.timestamp() * 1000), "at": iso_utc(int(f.utc.timestamp() * 1000)),
+             "local": f.local.isoformat(), "runs": f.runs, "note": f.note}
+            for f in client.upcoming(name, count)]
+
+
+@router.get("/jobs/{name}/history", summary="The job's newest history records")
+def history(name: str, limit: int = Query(50, ge=1, le=MAX_LIMIT),
+            client: Client = Depends(reader)) -> list[dict[str, Any]]:
+    return [plain(_times(h)) for h in client.history(name, limit)]
+
+
+def _times(record: dict[str, Any]) -> dict[str, Any]:
+    out = dict(record)
+    for field in ("scheduled", "started"):
+        if isinstance(out.get(field), int):
+            out[f"{field}_at"] = iso_utc(out[field])
+    return out
+
+
+@router.post("/jobs/{name}/pause", summary="Pause: no new fire of the job starts")
+def pause(name: str, body: Note | None = Body(default=None),
+          client: Client = Depends(operator)) -> dict[str, Any]:
+    done = client.pause(name, (body or Note()).note)
+    return plain(done)  # type: ignore[no-any-return]
+
+
+@router.post("/jobs/{name}/resume", summary="Resume a paused job")
+def resume(name: str, body: ResumeBody | None = Body(default=None),
+           client: Client = Depends(operator)) -> dict[str, Any]:
+    b = body or ResumeBody()
+    done = client.resume(name, catch_up=b.catch_up, note=b.note)
+    return {**plain(done), "resumed": bool(done)}
+
+
+@router.post("/jobs/{name}/trigger", summary="Run the job once now")
+def trigger(name: str, body: TriggerBody | None = Body(default=None),
+            client: Client = Depends(operator)) -> dict[str, Any]:
+    b = body or TriggerBody()
+    fid = client.trigger(name, b.payload, note=b.note)
+    return {"fire": fid, "job": name}
+
+
+@router.post("/jobs/{name}/at", summary="Run the job once at a time")
+def at(name: str, body: AtBody, client: Client = Depends(operator)) -> dict[str, Any]:
+    when: int | datetime
+    if isinstance(body.when, int):
+        when = body.when
+    else:
+        try:
+            when = datetime.fromisoformat(body.when)
+        except ValueError:
+            raise BadArgument(f"when: {body.when!r} is not an ISO 8601 time") from None
+        if when.tzinfo is None:
+            raise BadArgument(f"when: {body.when!r} has no zone (add Z or +01:00)")
+    fid = client.enqueue(name, when, body.payload, note=body.note)
+    return {"fire": fid, "job": name}
+
+
+# -- fires, the queue, dead letters ------------------------------------------------------
+@router.get("/queue", summary="Due fires, fires planned ahead, fires in flight")
+def queue(limit: int = Query(50, ge=1, le=MAX_LIMIT),
+          client: Client = Depends(reader)) -> dict[str, Any]:
+    view = client.queue(limit=limit)
+    return {**plain(view), "lateness_ms": view.lateness_ms}
+
+
+@router.get("/fires/{fire_id:path}", summary="One fire: where it is, and its attempts")
+def get_fire(fire_id: str, client: Client = Depends(reader)) -> dict[str, Any]:
+    from cronsvc.fires import parse_fire
+
+    job, due, _ = parse_fire(fire_id)
+    attempts = [_times(h) for h in client.history(job, 1000) if h.get("fire") == fire_id]
+    return {"fire": fire_id, "job": job, "due_ms": due, "due_at": iso_utc(due),
+            "state": client.fire_state(fire_id),
+            "attempts": sorted(attempts, key=lambda h: h.get("attempt") or 0)}
+
+
+@router.post("/fires/{fire_id:path}/cancel", summary="Unqueue a fire that has not started")
+def cancel(fire_id: str, body: Note | None = Body(default=None),
+           client: Client = Depends(operator)) -> dict[str, Any]:
+    if not client.cancel(fire_id, note=(body or Note()).note):
+        raise HTTPException(409, f"fire {fire_id} is not queued (it is "
+                                 f"{client.fire_state(fire_id)}): only a queued fire can be "
+                                 "cancelled")
+    return {"fire": fire_id, "cancelled": True}
+
+
+@router.get("/dead", summary="Dead letters, most recently dead first")
+def dead(job: str | None = None, cursor: str | None = None,
+         limit: int = Query(50, ge=1, le=MAX_LIMIT), client: Client = Depends(reader)) -> Page:
+    found = client.dead(job)
+    start = offset(cursor)
+    following = start + limit
+    return Page(items=[plain(d) for d in found[start:following]],
+                cursor=str(following) if following < len(found) else None, total=len(found))
+
+
+@router.post("/dead/retry", summary="Queue dead fires again, each with fresh attempts")
+def retry_many(body: FiresBody, client: Client = Depends(operator)) -> dict[str, Any]:
+    results = []
+    for fid in body.fires:
+        try:
+            client.dead_retry(fid, note=body.note)
+            results.append({"fire": fid, "retried": True})
+        except CronsvcError as exc:
+            results.append({"fire": fid, "retried": False, "error": str(exc)})
+    return {"results": results, "retried": sum(r["retried"] for r in results)}
+
+
+@router.post("/dead/purge", summary="Forget dead fires: all, a job's, or the ones named")
+def purge(body: PurgeBody | None = Body(default=None),
+          client: Client = Depends(operator)) -> dict[str, Any]:
+    b = body or PurgeBody()
+    return {"purged": client.dead_purge(b.job, fires=b.fires, note=b.note)}
+
+
+@router.post("/dead/{fire_id:path}/retry", summary="Queue one dead fire again")
+def retry(fire_id: str, body: Note | None = Body(default=None),
+          client: Client = Depends(operator)) -> dict[str, Any]:
+    client.dead_retry(fire_id, note=(body or Note()).note)
+    return {"fire": fire_id, "retried": True}
+
+
+@router.get("/status", summary="Planners, workers, Redis health and warnings")
+def status(client: Client = Depends(reader)) -> dict[str, Any]:
+    return plain(client.status())  # type: ignore[no-any-return]
+
+
+@router.get("/audit", summary="Every change: who, what, when, note (newest first)")
+def audit(cursor: str | None = None, limit: int = Query(50, ge=1, le=MAX_LIMIT),
+          client: Client = Depends(reader)) -> Page:
+    page = client.audit(limit=limit, cursor=offset(cursor))
+    return Page(items=[plain(a.as_dict()) for a in page.actions],
+                cursor=None if page.cursor is None else str(page.cursor))
+
+
+# -- runtime schedules -------------------------------------------------------------------
+@router.get("/schedules", summary="Runtime schedules, a page at a time")
+def list_schedules(job: str | None = None, prefix: str | None = None,
+                   cursor: str | None = None, limit: int = Query(100, ge=1, le=MAX_LIMIT),
+                   client: Client = Depends(reader)) -> Page:
+    page = client.schedules(job=job, prefix=prefix, cursor=cursor or None, limit=limit)
+    total = None if prefix else client.count_schedules(job=job)  # a count is kept per job
+    return Page(items=[plain(s.as_dict()) for s in page.schedules], cursor=page.cursor,
+                total=total)
+
+
+@router.get("/schedules/{sid:path}", summary="One runtime schedule")
+def get_schedule(sid: str, client: Client = Depends(reader)) -> dict[str, Any]:
+    return plain(client.get_schedule(sid).as_dict())  # type: ignore[no-any-return]
+
+
+@router.put("/schedules/{sid:path}", summary="Create or change a runtime schedule")
+def put_schedule(sid: str, body: ScheduleBody, response: Response,
+                 client: Client = Depends(operator)) -> dict[str, Any]:
+    outcome = client.upsert_schedule(sid, job=body.job, **body.fields())
+    if outcome == "created":
+        response.status_code = 201
+    return {"id": sid, "outcome": outcome,
+            "schedule": plain(client.get_schedule(sid).as_dict())}
+
+
+@router.delete("/schedules/{sid:path}", summary="Delete a runtime schedule")
+def delete_schedule(sid: str, client: Client = Depends(operator)) -> dict[str, Any]:
+    if not client.delete_schedule(sid):
+        raise HTTPException(404, f"no schedule {sid!r}")
+    return {"id": sid, "deleted": True}
+
+
+@router.post("/schedules/{sid:path}/pause", summary="Pause a runtime schedule")
+def pause_schedule(sid: str, client: Client = Depends(operator)) -> dict[str, Any]:
+    return {"id": sid, "outcome": client.pause_schedule(sid)}
+
+
+@router.post("/schedules/{sid:path}/resume", summary="Resume a runtime schedule")
+def resume_schedule(sid: str, client: Client = Depends(operator)) -> dict[str, Any]:
+    return {"id": sid, "outcome": client.resume_schedule(sid)}
+
+
+@router.get("/", include_in_schema=False)
+def root(request: Request) -> dict[str, str]:
+    return {"docs": "/api/docs", "openapi": "/api/openapi.json"}

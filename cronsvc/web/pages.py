@@ -1,0 +1,320 @@
+"""The dashboard's pages, rendered on the server with Jinja2 from what the Client reads.
+
+Every page is one template; a page refreshes the part marked ``#live`` every few
+seconds by fetching itself again (plain JavaScript, ``static/app.js``), so a run shows up
+without a reload. Actions are form posts (CSRF token in a hidden field) that answer
+with a redirect back and a one-line message. Nothing here edits a job's definition: the
+job file stays the only source of what runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from cronsvc.client.client import Client
+from cronsvc.client.views import JobInfo
+from cronsvc.clock import iso_utc
+from cronsvc.config.models import Config
+from cronsvc.fires import parse_fire
+from cronsvc.web.api import STATUSES, job_page, job_status, offset
+from cronsvc.web.deps import job_file, operator, reader
+from cronsvc.web.security import CSRF_FIELD, SESSION_COOKIE
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+PAGE_SIZE = 50
+#: The overview's timeline reads the newest runs of this many jobs at most.
+TIMELINE_JOBS = 300
+HOUR_MS = 3_600_000
+STRIP = 20  # outcomes in a job's strip
+
+
+def _time(ms: int | None) -> dict[str, Any] | None:
+    """A time for templates: ms, and ISO UTC text (the page shows it in the viewer's zone)."""
+    return None if ms is None else {"ms": int(ms), "utc": iso_utc(int(ms))}
+
+
+def _duration(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms // 60_000} min {ms % 60_000 // 1000} s"
+
+
+templates.env.globals.update(t=_time, duration=_duration, quote=quote)
+
+
+def render(request: Request, name: str, **context: Any) -> HTMLResponse:
+    """A page, with what every page needs (who is asking, the CSRF token, the message)."""
+    who = request.state.identity
+    return templates.TemplateResponse(request, name, {
+        "who": who, "csrf": request.state.csrf, "csrf_field": CSRF_FIELD,
+        "message": request.query_params.get("msg"), "path": request.url.path, **context})
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    return templates.TemplateResponse(request, "error.html", {
+        "who": getattr(request.state, "identity", None), "csrf": "", "csrf_field": CSRF_FIELD,
+        "message": None, "path": request.url.path, "status": status, "error": message},
+        status_code=status)
+
+
+def back(to: str, message: str) -> RedirectResponse:
+    """After an action: the page it came from, saying what happened."""
+    sep = "&" if "?" in to else "?"
+    return RedirectResponse(f"{to}{sep}{urlencode({'msg': message})}", status_code=303)
+
+
+def _safe_next(to: str | None, default: str = "/") -> str:
+    """Only a path of this site (no open redirect)."""
+    return to if to and to.startswith("/") and not to.startswith("//") else default
+
+
+# -- signing in ------------------------------------------------------------------------
+@router.get("/login")
+def login_form(request: Request, next: str = "/") -> Response:
+    return render(request, "login.html", next=_safe_next(next), failed=False)
+
+
+@router.post("/login")
+def login(request: Request, token: str = Form(""), next: str = Form("/")) -> Response:
+    found = request.app.state.guard.find(token.strip())
+    if found is None:
+        return render(request, "login.html", next=_safe_next(next), failed=True)
+    response = RedirectResponse(_safe_next(next), status_code=303)
+    response.set_cookie(SESSION_COOKIE, token.strip(), httponly=True, samesite="strict")
+    return response
+
+
+@router.post("/logout")
+def logout() -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE)
+    return response
+
+
+# -- overview --------------------------------------------------------------------------
+@dataclass
+class Health:
+    planners: int
+    workers: int
+    busy: int
+    slots: int
+    due: int
+    ahead: int
+    lateness_ms: int
+    dead: int
+    failed_hour: int
+    runs_hour: int
+
+
+@router.get("/")
+def overview(request: Request, client: Client = Depends(reader)) -> Response:
+    status = client.status()
+    queue = client.queue(limit=10)
+    dead = client.dead()
+    now = status.now_ms
+    names = client.published_jobs()
+    runs = _recent_runs(client, names[:TIMELINE_JOBS], now - HOUR_MS)
+    live_workers = [w for w in status.workers if w.alive]
+    health = Health(
+        planners=sum(p.alive for p in status.planners), workers=len(live_workers),
+        busy=sum(int(w.info.get("busy") or 0) for w in live_workers),
+        slots=sum(int(w.info.get("slots") or 0) for w in live_workers),
+        due=queue.due_count, ahead=queue.ahead_count, lateness_ms=queue.lateness_ms,
+        dead=len(dead), runs_hour=len(runs),
+        failed_hour=sum(r["status"] not in ("ok", "skipped", "missed") for r in runs))
+    return render(request, "overview.html", status=status, health=health, queue=queue,
+                  timeline=_timeline(runs, now), jobs=len(names),
+                  partial_jobs=len(names) > TIMELINE_JOBS, timeline_jobs=TIMELINE_JOBS)
+
+
+def _recent_runs(client: Client, names: list[str], since_ms: int) -> list[dict[str, Any]]:
+    """History records of ``names`` that started (or were decided) since ``since_ms``."""
+    found = []
+    for records in client._read_histories(names, 100):
+        for raw in records:
+            r = json.loads(raw)
+            at = r.get("started") or r.get("scheduled") or 0
+            if at >= since_ms and r.get("fire"):
+                found.append(r)
+    return found
+
+
+def _timeline(runs: list[dict[str, Any]], now: int, buckets: int = 60) -> dict[str, Any]:
+    """Runs per minute of the last hour, ok / failed / late (started a minute or more after
+    their time), as bars for an SVG chart."""
+    counts = [Counter[str]() for _ in range(buckets)]
+    for r in runs:
+        at = r.get("started") or r.get("scheduled") or 0
+        i = buckets - 1 - (now - at) * buckets // HOUR_MS
+        if 0 <= i < buckets:
+            late = r.get("started") and r.get("scheduled") and \
+                r["started"] - r["scheduled"] >= 60_000
+            kind = "ok" if r["status"] == "ok" else (
+                "skipped" if r["status"] in ("skipped", "missed") else "failed")
+            counts[i]["late" if kind == "ok" and late else kind] += 1
+    top = max([sum(c.values()) for c in counts] + [1])
+    bars = [{"minute": i, "ok": c["ok"], "late": c["late"], "failed": c["failed"],
+             "skipped": c["skipped"], "total": sum(c.values())} for i, c in enumerate(counts)]
+    return {"bars": bars, "top": top, "start": _time(now - HOUR_MS), "end": _time(now)}
+
+
+# -- jobs ------------------------------------------------------------------------------
+@router.get("/jobs")
+def jobs(request: Request, q: str = "", tag: str = "", status: str = "",
+         cursor: str | None = None, client: Client = Depends(reader),
+         config: Config | None = Depends(job_file)) -> Response:
+    page, following, total = job_page(client, config, q=q, tag=tag,
+                                      status=status if status in STATUSES else "",
+                                      offset=offset(cursor), limit=PAGE_SIZE)
+    rows = [_row(info, config) for info in page]
+    all_tags = sorted({t for j in (config.jobs.values() if config else []) for t in j.tags})
+    return render(request, "jobs.html", rows=rows, q=q, tag=tag, status=status,
+                  first=not cursor, following=following, total=total, tags=all_tags)
+
+
+def _row(info: JobInfo, config: Config | None) -> dict[str, Any]:
+    job = config.jobs.get(info.name) if config else None
+    return {"info": info, "status": job_status(info), "tags": job.tags if job else (),
+            "summary": (job.description if job else "") or "",
+            "last": info.last_run, "next": _time(info.next_fire_ms)}
+
+
+@router.get("/jobs/{name}")
+def one_job(request: Request, name: str, cursor: str | None = None,
+            client: Client = Depends(reader), config: Config | None = Depends(job_file)
+             ) -> Response:
+    info = client.job(name)
+    history = client.history(name, 100)
+    page = client.schedules(job=name, cursor=cursor, limit=20)
+    job = config.jobs.get(name) if config else None
+    durations = [h for h in reversed(history) if h.get("duration_ms") is not None][-50:]
+    return render(request, "job.html", info=info, status=job_status(info),
+                  definition=_definition(job), upcoming=client.upcoming(name, 10),
+                  history=history, recent=history[:STRIP], chart=_durations(durations),
+                  schedules=page.schedules, cursor=page.cursor,
+                  schedule_count=client.count_schedules(job=name))
+
+
+def _definition(job: Any) -> list[tuple[str, str]]:
+    """The job as the worker runs it, from the web's job file: the values of its
+    environment stay out (they may be secrets)."""
+    if job is None:
+        return []
+    rows = []
+    what = job.command if job.command else job.call
+    rows.append(("command" if job.command else "call",
+                 " ".join(what) if isinstance(what, list | tuple) else str(what)))
+    if getattr(job, "shell", False):
+        rows.append(("shell", "true"))
+    for field in ("args", "kwargs"):
+        value = getattr(job, field, None)
+        if value:
+            rows.append((field, json.dumps(value)))
+    if getattr(job, "env", None):
+        rows.append(("env", ", ".join(sorted(job.env))))
+    for field in ("cwd", "timeout", "retries", "jitter", "description"):
+        value = getattr(job, field, None)
+        if value not in (None, "", 0, ()):
+            rows.append((field, str(value)))
+    if job.tags:
+        rows.append(("tags", ", ".join(job.tags)))
+    return rows
+
+
+def _durations(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Bars of run durations, oldest first."""
+    top = max([r["duration_ms"] for r in records] + [1])
+    return {"top": top, "bars": [{"ms": r["duration_ms"], "ok": r.get("status") == "ok",
+                                  "fire": r.get("fire")} for r in records]}
+
+
+@router.post("/jobs/{name}/pause")
+def pause(request: Request, name: str, note: str = Form(""), to: str = Form("/jobs"),
+          client: Client = Depends(operator)) -> Response:
+    client.pause(name, note or None)
+    return back(_safe_next(to), f"{name} paused")
+
+
+@router.post("/jobs/{name}/resume")
+def resume(request: Request, name: str, to: str = Form("/jobs"),
+           client: Client = Depends(operator)) -> Response:
+    client.resume(name)
+    return back(_safe_next(to), f"{name} resumed")
+
+
+@router.post("/jobs/{name}/trigger")
+def trigger(request: Request, name: str, to: str = Form("/jobs"),
+            client: Client = Depends(operator)) -> Response:
+    fid = client.trigger(name, note="run now from the dashboard")
+    return back(_safe_next(to), f"{name} runs now ({fid})")
+
+
+# -- dead letters ----------------------------------------------------------------------
+@router.get("/dead")
+def dead(request: Request, job: str = "", page: int = 1,
+         client: Client = Depends(reader)) -> Response:
+    fires = client.dead(job or None)
+    page = max(page, 1)
+    start = (page - 1) * PAGE_SIZE
+    return render(request, "dead.html", fires=fires[start:start + PAGE_SIZE], job=job,
+                  page=page, more=start + PAGE_SIZE < len(fires), total=len(fires))
+
+
+@router.post("/dead/retry")
+def dead_retry(request: Request, fire: list[str] = Form(default_factory=list),
+               client: Client = Depends(operator)) -> Response:
+    done, problems = 0, []
+    for fid in fire:
+        try:
+            client.dead_retry(fid)
+            done += 1
+        except Exception as exc:  # noqa: BLE001 - each fire says its own problem
+            problems.append(f"{fid}: {exc}")
+    text = f"{done} fire(s) queued again" + (f"; {'; '.join(problems[:3])}" if problems else "")
+    return back("/dead", text)
+
+
+@router.post("/dead/purge")
+def dead_purge(request: Request, job: str = Form(""), fire: list[str] = Form(default_factory=list),
+               client: Client = Depends(operator)) -> Response:
+    if not fire and not job:
+        return back("/dead", "nothing chosen: tick dead fires, or purge a job's")
+    gone = client.dead_purge(job or None, fires=fire or None)
+    return back("/dead", f"{gone} dead fire(s) purged")
+
+
+# -- fleet and audit -------------------------------------------------------------------
+@router.get("/fleet")
+def fleet(request: Request, client: Client = Depends(reader)) -> Response:
+    return render(request, "fleet.html", status=client.status(), queue=client.queue(limit=20))
+
+
+@router.get("/audit")
+def audit(request: Request, cursor: int | None = None,
+          client: Client = Depends(reader)) -> Response:
+    page = client.audit(limit=PAGE_SIZE, cursor=cursor)
+    return render(request, "audit.html", actions=page.actions, cursor=page.cursor)
+
+
+@router.get("/fires/{fire_id:path}")
+def fire_page(request: Request, fire_id: str, client: Client = Depends(reader)) -> Response:
+    job, due, _ = parse_fire(fire_id)
+    attempts = [h for h in client.history(job, 500) if h.get("fire") == fire_id]
+    return render(request, "fire.html", fire=fire_id, job=job, due=_time(due),
+                  state=client.fire_state(fire_id), attempts=sorted(
+                      attempts, key=lambda h: h.get("attempt") or 0))

@@ -1,0 +1,41 @@
+"""Headless Chromium for the page tests: Debian's `chromium`, driven by Playwright.
+
+Without chromium the tests skip with one line saying what to install, except under
+``CI=true``, where a missing browser fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+#: Flags that keep Chromium off the network it would call home on.
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def chromium_path() -> str | None:
+    return os.environ.get("CRONSVC_CHROMIUM") or shutil.which("chromium") or \
+        shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    path = chromium_path()
+    if path is None:
+        message = "chromium not found: install Debian's chromium (apt-get install chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, headless=True, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
