@@ -200,12 +200,15 @@ def fail(message: str) -> None:
 
 
 @operator("ls")
+@click.option("--wide", is_flag=True, help="Every column, nothing cut to fit 120 columns.")
 @json_option
-def ls(config: str | None, redis_url: str | None, as_json: bool) -> None:
-    """Every published job: schedule in words, zone, next fire, last run, pause."""
+def ls(config: str | None, redis_url: str | None, wide: bool, as_json: bool) -> None:
+    """Every published job: schedule in words, zone, next fire, last run, pause, and the
+    job's description from the job file."""
     client = connect_client(config, redis_url)
     jobs = client.jobs()
-    emit(jobs, as_json, lambda r: r.jobs(jobs, client.server_ms()))
+    about = {n: j.description for n, j in client.config.jobs.items()} if client.config else {}
+    emit(jobs, as_json, lambda r: r.jobs(jobs, client.server_ms(), about=about, wide=wide))
 
 
 @operator()
@@ -306,12 +309,30 @@ def history(config: str | None, redis_url: str | None, job: str, count: int,
 @operator()
 @click.option("-n", "limit", type=click.IntRange(min=0), default=20, show_default=True,
               help="Fires listed at most in each part.")
+@click.option("--by-job", is_flag=True, help="One line a job: due, ahead, in flight, dead.")
 @json_option
-def queue(config: str | None, redis_url: str | None, limit: int, as_json: bool) -> None:
+def queue(config: str | None, redis_url: str | None, limit: int, by_job: bool,
+          as_json: bool) -> None:
     """Fires due now, planned ahead and in flight (lease deadlines, workers)."""
     client = connect_client(config, redis_url)
+    if by_job:
+        rows, cut = client.queue_by_job()
+        emit(rows, as_json, lambda r: r.queue_by_job(rows, cut, client.server_ms()))
+        return
     view = client.queue(limit)
     emit(view, as_json, lambda r: r.queue(view, client.zones()))
+
+
+@operator()
+@click.argument("fire", type=FIRE, metavar="FIRE_ID")
+@json_option
+def show(config: str | None, redis_url: str | None, fire: str, as_json: bool) -> None:
+    """One fire: where it is now, and every attempt with its worker, exit code, duration,
+    reason and output."""
+    client = connect_client(config, redis_url)
+    view = client.fire(fire)
+    emit(view, as_json,
+         lambda r: r.fire(view, client.server_ms(), client.zones().get(view.job, "UTC")))
 
 
 @click.group(invoke_without_command=True, epilog=EPILOG)

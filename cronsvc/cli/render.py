@@ -14,8 +14,10 @@ from typing import Any
 
 from cronsvc.client.views import (
     DeadFire,
+    FireView,
     InFlight,
     JobInfo,
+    JobQueue,
     Member,
     Pause,
     QueuedFire,
@@ -109,8 +111,11 @@ def _short(text: Any, most: int = 60) -> str:
 LS_WIDTH = 120
 
 
-def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH) -> str:
-    """``cronsvc ls``: one row a job, cut to ``width`` columns where the words allow.
+def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH, *,
+         about: Mapping[str, str] | None = None, wide: bool = False) -> str:
+    """``cronsvc ls``: one row a job, cut to ``width`` columns where the words allow
+    (``wide``: every column, nothing cut). ``about``: each job's description from the
+    job file.
 
     The next fire is relative: its wall time follows from the schedule in words and
     the zone beside it (``--json`` and ``cronsvc next`` give the instants); how long
@@ -118,12 +123,20 @@ def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH) -> str:
     """
     if not found:
         return "no job is published (is a planner running?)"
-    headers = ("JOB", "SCHEDULE", "DESCRIPTION", "ZONE", "NEXT FIRE", "CATCH UP", "LAST RUN",
-               "PAUSED")
-    rows = [[j.name, j.cron or NONE, j.description or NONE, j.timezone, _next(j, now_ms),
-             catch_up(j), last_run(j.last_run, now_ms, took=False), paused(j, now_ms)]
-            for j in found]
-    return table(headers, _fit(headers, rows, width, {2: 20, 7: 12}))
+    about = about or {}
+    if wide:
+        headers = ("JOB", "CRON", "SCHEDULE", "ZONE", "NEXT FIRE", "CATCH UP", "OVERLAP",
+                   "ATTEMPTS", "LAST RUN", "PAUSED", "DESCRIPTION")
+        return table(headers, [
+            [j.name, j.cron or NONE, j.description or NONE, j.timezone, _next(j, now_ms),
+             catch_up(j), j.overlap, j.max_attempts, last_run(j.last_run, now_ms),
+             paused(j, now_ms), about.get(j.name) or NONE] for j in found])
+    narrow = ("JOB", "SCHEDULE", "ZONE", "NEXT FIRE", "CATCH UP", "LAST RUN", "PAUSED",
+              "DESCRIPTION")
+    rows = [[j.name, j.description or j.cron or NONE, j.timezone, _next(j, now_ms),
+             catch_up(j), last_run(j.last_run, now_ms, took=False), paused(j, now_ms),
+             about.get(j.name) or NONE] for j in found]
+    return table(narrow, _fit(narrow, rows, width, {1: 16, 5: 12, 6: 8, 7: 11}))
 
 
 def _fit(headers: Sequence[str], rows: list[list[str]], width: int,
@@ -187,21 +200,72 @@ def paused(job: JobInfo, now_ms: int) -> str:
 
 
 def history(records: Sequence[Mapping[str, Any]], now_ms: int, tz: str = "UTC") -> str:
-    """``cronsvc history``: newest first."""
+    """``cronsvc history``: newest scheduled time first, the attempts of a fire together
+    (first attempt first, the fire named once)."""
     if not records:
         return "no history yet"
     rows = []
-    for r in records:
-        started, scheduled = r.get("started"), r.get("scheduled")
-        lag = f"{'+' if started >= scheduled else '-'}{span(started - scheduled)}" if (
-            started is not None and scheduled is not None) else None
-        note = r.get("reason") or (f"exit {r['exit_code']}" if r.get("exit_code") else None)
-        took = r.get("duration_ms")
-        rows.append((r.get("fire"), r.get("status"), when(scheduled, now_ms, tz), lag,
-                     span(took) if took is not None else None, r.get("attempt"),
-                     r.get("worker"), _short(note) if note else None))
+    for attempts in by_fire(records):
+        for n, r in enumerate(attempts):
+            started, scheduled = r.get("started"), r.get("scheduled")
+            lag = f"{'+' if started >= scheduled else '-'}{span(started - scheduled)}" if (
+                started is not None and scheduled is not None) else None
+            note = r.get("reason") or (f"exit {r['exit_code']}" if r.get("exit_code")
+                                       else None)
+            took = r.get("duration_ms")
+            rows.append((r.get("fire") if n == 0 else "  ↳", r.get("status"),
+                         when(scheduled, now_ms, tz) if n == 0 else "", lag,
+                         span(took) if took is not None else None, r.get("attempt"),
+                         r.get("worker"), _short(note) if note else None))
     return table(("FIRE", "STATUS", "SCHEDULED", "START LAG", "TOOK", "ATTEMPT", "WORKER",
                   "NOTE"), rows)
+
+
+def by_fire(records: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """History records grouped by fire: newest scheduled time first, each fire's attempts
+    in the order they were made."""
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(r.get("fire") or id(r), []).append(r)
+    ordered = sorted(groups.values(),
+                     key=lambda g: max(r.get("scheduled") or r.get("at") or 0 for r in g),
+                     reverse=True)
+    return [sorted(g, key=lambda r: (r.get("attempt") or 0, r.get("started") or 0))
+            for g in ordered]
+
+
+def fire(view: FireView, now_ms: int, tz: str = "UTC") -> str:
+    """``cronsvc show``: the fire, where it is, then each attempt with its output."""
+    head = [f"{view.fire}: {view.kind} fire of {view.job}, due {when(view.due_ms, now_ms, tz)}",
+            f"now: {view.state}" + (f" on {view.worker}, lease until "
+                                    f"{when(view.lease_until_ms, now_ms, tz)}"
+                                    if view.state == "running" and view.lease_until_ms else "")]
+    if not view.attempts:
+        return "\n".join([*head, "no attempt recorded (yet)"])
+    out = head
+    for r in view.attempts:
+        took = r.get("duration_ms")
+        parts = [f"attempt {r.get('attempt') or '?'}: {r.get('status')}",
+                 f"on {r['worker']}" if r.get("worker") else "",
+                 f"started {when(r['started'], now_ms, tz)}" if r.get("started") else "",
+                 f"took {span(took)}" if took is not None else "",
+                 f"exit {r['exit_code']}" if r.get("exit_code") is not None else "",
+                 f"({r['reason']})" if r.get("reason") else ""]
+        out.append("  " + " ".join(p for p in parts if p))
+        if r.get("output"):
+            out += ["    " + line for line in str(r["output"]).splitlines()]
+    return "\n".join(out)
+
+
+def queue_by_job(rows: Sequence[JobQueue], cut: bool, now_ms: int) -> str:
+    """``cronsvc queue --by-job``: one line a job."""
+    if not rows:
+        return "the queue is empty"
+    out = table(("JOB", "DUE NOW", "AHEAD", "IN FLIGHT", "DEAD", "OLDEST DUE WAITING"),
+                [(q.job, q.due, q.ahead, q.in_flight, q.dead,
+                  span(now_ms - q.oldest_due_ms) if q.oldest_due_ms is not None else None)
+                 for q in rows])
+    return out + ("\n(counted from the first fires of each shard's queue only)" if cut else "")
 
 
 def queue(view: QueueView, zones: Zones) -> str:

@@ -16,8 +16,10 @@ import redis
 from cronsvc.client.views import (
     LAST_RUN_SCAN,
     DeadFire,
+    FireView,
     InFlight,
     JobInfo,
+    JobQueue,
     Member,
     QueuedFire,
     QueueView,
@@ -33,7 +35,7 @@ from cronsvc.client.views import (
 )
 from cronsvc.clock import ms_to_dt, redis_ms
 from cronsvc.errors import UnknownJob, did_you_mean
-from cronsvc.fires import kind_of, parse_fire, placed_by
+from cronsvc.fires import job_of, kind_of, parse_fire, placed_by
 from cronsvc.keys import Keys, all_shards, keys_for
 from cronsvc.policy import Policy
 from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
@@ -42,6 +44,11 @@ from cronsvc.store.replies import integer, opt_text, text, texts
 from cronsvc.store.scripts import UNHELD_MS
 
 __all__ = ["FleetReader"]
+
+#: History records read per list to find the attempts of one fire.
+FIRE_SCAN = 1000
+#: Queued fires read per shard to sum the queue up per job.
+QUEUE_SCAN = 100_000
 
 
 class FleetReader:
@@ -221,6 +228,60 @@ class FleetReader:
                for r in records):
             return "done"
         return "unknown"
+
+    def fire(self, fid: str) -> FireView:
+        """Where a fire is, and each attempt of it the job's history holds (BadArgument if
+        ``fid`` is not a fire id)."""
+        job, due, _ = parse_fire(fid)
+        keys = self.keys_of_fire(fid)
+        pipe = self.redis.pipeline(transaction=False)
+        for key in (keys.queue, keys.working, keys.dead):
+            pipe.zscore(key, fid)
+        pipe.hget(keys.claims, fid)
+        queued, lease, dead, claim = pipe.execute()
+        attempts = sorted((r for r in (json.loads(x) for x in
+                                       self._read_histories([job], FIRE_SCAN)[0])
+                           if r.get("fire") == fid),
+                          key=lambda r: (r.get("attempt") or 0, r.get("started") or 0))
+        if lease is not None:
+            state = "running"
+        elif queued is not None:
+            state = "queued"
+        elif dead is not None:
+            state = "dead"
+        else:
+            state = "done" if attempts else "unknown"
+        holder = json.loads(text(claim)).get("worker") if claim and lease is not None else None
+        return FireView(fid, job, kind_of(fid), due, state, attempts, holder,
+                        score_ms(lease) if lease is not None else None)
+
+    def queue_by_job(self, scan: int = QUEUE_SCAN) -> tuple[list[JobQueue], bool]:
+        """The queue summed up per job: due now, planned ahead, in flight, dead, and the
+        oldest due; and whether a shard's queue held more than ``scan`` fires (then only
+        its first ``scan``, by due time, are counted)."""
+        now = self.server_ms()
+        counts: dict[str, list[int]] = {}
+        oldest: dict[str, int] = {}
+        cut = False
+        for keys in self._shards():
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zrange(keys.queue, 0, scan - 1, withscores=True)
+            pipe.zcard(keys.queue)
+            pipe.zrange(keys.working, 0, -1)
+            pipe.zrange(keys.dead, 0, -1)
+            queued, size, working, dead = pipe.execute()
+            cut = cut or size > scan
+            for fid, score in queued:
+                job, at = job_of(text(fid)), score_ms(score)
+                row = counts.setdefault(job, [0, 0, 0, 0])
+                row[0 if at <= now else 1] += 1
+                if at <= now:
+                    oldest[job] = min(oldest.get(job, at), at)
+            for i, fires in ((2, working), (3, dead)):
+                for fid in fires:
+                    counts.setdefault(job_of(text(fid)), [0, 0, 0, 0])[i] += 1
+        return [JobQueue(job, due, ahead, held, died, oldest.get(job))
+                for job, (due, ahead, held, died) in sorted(counts.items())], cut
 
     # -- the queue ---------------------------------------------------------------
     def queue(self, limit: int = 20) -> QueueView:

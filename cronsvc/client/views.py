@@ -121,6 +121,32 @@ class QueueView:
 
 
 @dataclass(frozen=True)
+class FireView:
+    """One fire: where it is now, and every attempt its job's history still holds."""
+
+    fire: str
+    job: str
+    kind: str
+    due_ms: int
+    state: str  # queued, running, dead, done or unknown
+    attempts: list[dict[str, Any]]  # history records of the fire, first attempt first
+    worker: str | None = None  # while running: who holds it
+    lease_until_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class JobQueue:
+    """The queue of one job (``cronsvc queue --by-job``)."""
+
+    job: str
+    due: int
+    ahead: int
+    in_flight: int
+    dead: int
+    oldest_due_ms: int | None
+
+
+@dataclass(frozen=True)
 class DeadFire:
     """A fire out of attempts; ``last`` is its newest history record, if still kept."""
 

@@ -207,13 +207,8 @@ def queue(limit: int = Query(50, ge=1, le=MAX_LIMIT),
 
 @router.get("/fires/{fire_id:path}", summary="One fire: where it is, and its attempts")
 def get_fire(fire_id: str, client: Client = Depends(reader)) -> dict[str, Any]:
-    from cronsvc.fires import parse_fire
-
-    job, due, _ = parse_fire(fire_id)
-    attempts = [_times(h) for h in client.history(job, 1000) if h.get("fire") == fire_id]
-    return {"fire": fire_id, "job": job, "due_ms": due, "due_at": iso_utc(due),
-            "state": client.fire_state(fire_id),
-            "attempts": sorted(attempts, key=lambda h: h.get("attempt") or 0)}
+    view = client.fire(fire_id)
+    return {**plain(view), "attempts": [_times(a) for a in view.attempts]}
 
 
 @router.post("/fires/{fire_id:path}/cancel", summary="Unqueue a fire that has not started")

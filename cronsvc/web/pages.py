@@ -24,7 +24,6 @@ from cronsvc.client.client import Client
 from cronsvc.client.views import JobInfo
 from cronsvc.clock import iso_utc
 from cronsvc.config.models import Config
-from cronsvc.fires import parse_fire
 from cronsvc.web.api import STATUSES, job_page, job_status, offset
 from cronsvc.web.deps import job_file, operator, reader
 from cronsvc.web.security import CSRF_FIELD, SESSION_COOKIE
@@ -200,14 +199,16 @@ def one_job(request: Request, name: str, cursor: str | None = None,
              ) -> Response:
     info = client.job(name)
     history = client.history(name, 100)
-    page = client.schedules(job=name, cursor=cursor, limit=20)
+    count = client.count_schedules(job=name)
+    # Listing walks the schedules of every job: only when this one has some.
+    page = client.schedules(job=name, cursor=cursor, limit=20) if count else None
     job = config.jobs.get(name) if config else None
     durations = [h for h in reversed(history) if h.get("duration_ms") is not None][-50:]
     return render(request, "job.html", info=info, status=job_status(info),
                   definition=_definition(job), upcoming=client.upcoming(name, 10),
                   history=history, recent=history[:STRIP], chart=_durations(durations),
-                  schedules=page.schedules, cursor=page.cursor,
-                  schedule_count=client.count_schedules(job=name))
+                  schedules=page.schedules if page else [], cursor=page.cursor if page else None,
+                  schedule_count=count)
 
 
 def _definition(job: Any) -> list[tuple[str, str]]:
@@ -313,8 +314,6 @@ def audit(request: Request, cursor: int | None = None,
 
 @router.get("/fires/{fire_id:path}")
 def fire_page(request: Request, fire_id: str, client: Client = Depends(reader)) -> Response:
-    job, due, _ = parse_fire(fire_id)
-    attempts = [h for h in client.history(job, 500) if h.get("fire") == fire_id]
-    return render(request, "fire.html", fire=fire_id, job=job, due=_time(due),
-                  state=client.fire_state(fire_id), attempts=sorted(
-                      attempts, key=lambda h: h.get("attempt") or 0))
+    view = client.fire(fire_id)
+    return render(request, "fire.html", fire=view.fire, job=view.job, due=_time(view.due_ms),
+                  state=view.state, attempts=view.attempts)

@@ -57,8 +57,8 @@ def cli(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Invo
 
 def test_ls_shows_each_published_job_in_a_row_and_as_json(cli: Invoke) -> None:
     rows = ok(cli("ls")).splitlines()
-    assert rows[0].split() == ["JOB", "SCHEDULE", "DESCRIPTION", "ZONE", "NEXT", "FIRE",
-                               "CATCH", "UP", "LAST", "RUN", "PAUSED"]
+    assert rows[0].split() == ["JOB", "SCHEDULE", "ZONE", "NEXT", "FIRE", "CATCH", "UP",
+                               "LAST", "RUN", "PAUSED", "DESCRIPTION"]
     backup = next(r for r in rows if r.startswith("backup"))
     assert "at 02:30 every day" in backup and "Europe/Berlin" in backup
     assert " in " in backup and " latest " in backup
