@@ -1,4 +1,5 @@
-"""The built wheel carries the Lua scripts, and the installed package finds them."""
+"""The built wheel carries the Lua scripts and the dashboard's templates and assets, and
+the installed package finds them."""
 
 from __future__ import annotations
 
@@ -46,3 +47,9 @@ def test_installed_wheel_finds_its_scripts(tmp_path: Path) -> None:
     assert Path(lua) == target / "cronsvc" / "lua"
     assert sorted(names.split()) == sorted(f"{s.name}-{s.numkeys}"
                                            for s in load_sources().values())
+    # The pages need nothing from the network: every template and asset is in the wheel.
+    web = target / "cronsvc" / "web"
+    for part in ("templates/base.html", "templates/jobs.html", "static/app.js",
+                 "static/app.css", "static/vendor/swagger-ui/swagger-ui-bundle.js",
+                 "static/vendor/swagger-ui/swagger-ui.css"):
+        assert (web / part).is_file(), part
