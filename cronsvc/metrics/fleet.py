@@ -213,39 +213,50 @@ class FleetCollector:
         return times
 
     def _read_successes(self, config: Config, names: list[str]) -> None:
-        """Refresh the last success of the jobs whose turn it is: LINDEX 0 each, and the
-        whole (capped) history only of those whose head changed and is not ok."""
-        from cronsvc.keys import keys_for
+        """Refresh the last success of the jobs whose turn it is: LINDEX 0 of each history
+        list (one per shard in a sharded fleet, where a runtime schedule's runs are kept on
+        the schedule's shard), and the whole (capped) lists only of those whose heads
+        changed and are not ok."""
+        from cronsvc.keys import all_shards, keys_for
 
         if not names:
             return
         count = min(len(names), HISTORY_JOBS_PER_SCRAPE)
         turn = [names[(self._turn + i) % len(names)] for i in range(count)]
         self._turn = (self._turn + count) % len(names)
-        keys = {n: keys_for(n, config.redis.shards, config.redis.prefix).history(n) for n in turn}
+        shards, prefix = config.redis.shards, config.redis.prefix
+        keys = {n: [keys_for(n, shards, prefix).history(n)] if shards <= 1 else
+                [k.history(n) for k in all_shards(shards, prefix)] for n in turn}
         pipe = self.client.pipeline(transaction=False)
         for name in turn:
-            pipe.lindex(keys[name], 0)
+            for key in keys[name]:
+                pipe.lindex(key, 0)
+        replies = iter(pipe.execute())
         deeper: list[str] = []
-        for name, raw in zip(turn, pipe.execute(), strict=True):
-            head = text(raw) if raw is not None else ""
+        for name in turn:
+            heads = [text(raw) if raw is not None else "" for raw in
+                     (next(replies) for _ in keys[name])]
+            head = "\n".join(heads)
             if head == self._heads.get(name):
                 continue
             self._heads[name] = head
-            found = _success_ms(head)
-            if found is not None:
-                self._success[name] = found
-            elif head:
+            found = [ms for ms in map(_success_ms, heads) if ms is not None]
+            if found:
+                self._success[name] = max([*found, self._success.get(name, 0)])
+            if len(found) < sum(1 for h in heads if h):
                 deeper.append(name)
         if not deeper:
             return
         for name in deeper:
-            pipe.lrange(keys[name], 0, -1)
-        for name, records in zip(deeper, pipe.execute(), strict=True):
-            found = next((ms for ms in map(_success_ms, map(text, records)) if ms is not None),
-                         None)
-            if found is not None:
-                self._success[name] = max(found, self._success.get(name, found))
+            for key in keys[name]:
+                pipe.lrange(key, 0, -1)
+        replies = iter(pipe.execute())
+        for name in deeper:
+            for _ in keys[name]:
+                newest = next((ms for ms in map(_success_ms, map(text, next(replies)))
+                               if ms is not None), None)
+                if newest is not None:
+                    self._success[name] = max(newest, self._success.get(name, newest))
 
 
 def _success_ms(raw: str) -> int | None:

@@ -12,7 +12,7 @@ import redis
 
 from cronsvc.client.client import Client
 from cronsvc.clock import dt_to_ms
-from cronsvc.keys import Keys
+from cronsvc.keys import Keys, keys_for
 from cronsvc.metrics.counters import Metrics
 from cronsvc.metrics.fleet import fire_times
 from cronsvc.planner.planner import Planner
@@ -96,6 +96,26 @@ def test_planner_exports_the_fleet_state(
     assert not [key for key in after if ("job", "monthly") in key[1]
                 and key[0].startswith("cronsvc_job_") and key[0] != "cronsvc_job_paused"]
     assert value(after, "cronsvc_job_next_fire_timestamp_seconds", job="yearly") == jan1[2]
+
+
+def test_the_last_success_counts_runs_kept_on_other_shards(
+    tmp_path: Path, redis_url: str, r: redis.Redis, metrics: Metrics
+) -> None:
+    cfg = tmp_path / "schedules.yaml"
+    cfg.write_text("redis: {shards: 3}\n" + FLEET_JOBS)
+    Planner(cfg, connect(redis_url), metrics=metrics).tick()
+    now = server_ms(r)
+    home = keys_for("yearly", 3)
+    other = next(Keys(shard=k) for k in range(3) if k != home.shard)
+    # The job's own fires failed lately; a runtime schedule's run on another shard is ok.
+    Scripts(r).record(home, "yearly", {"fire": "yearly@1", "job": "yearly",
+                                       "status": "failed", "started": now - 1000})
+    Scripts(r).record(other, "yearly", {"fire": "yearly@2!y1", "job": "yearly",
+                                        "status": "ok", "started": now - 5000,
+                                        "duration_ms": 200})
+    s = scrape(metrics.port)
+    assert value(s, "cronsvc_job_last_success_timestamp_seconds", job="yearly") == (
+        now - 4800) / 1000
 
 
 def test_a_scrape_without_redis_says_so(tmp_path: Path, fresh_server, metrics: Metrics) -> None:  # type: ignore[no-untyped-def]
