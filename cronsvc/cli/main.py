@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cronsvc import __version__
-from cronsvc.cli import audit, ops, schedules, web  # noqa: F401 - audit joins ops.COMMANDS
+from cronsvc.cli import audit, notify, ops, schedules, web  # noqa: F401 - audit joins ops.COMMANDS
 from cronsvc.cli.options import (
     DURATION,
     config_option,
@@ -233,3 +233,4 @@ for _command in ops.COMMANDS:
     main.add_command(_command)
 main.add_command(schedules.schedule)
 main.add_command(web.web)
+main.add_command(notify.notify)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import shlex
+from collections.abc import Callable
 from datetime import datetime, tzinfo
 from functools import cached_property, partial
 from pathlib import Path
@@ -292,6 +293,52 @@ class WorkerSettings(_Frozen):
     history: int = Field(default=100, ge=1)
 
 
+class EmailChannel(_Frozen):
+    """Mail through SMTP: ``smtp`` is ``smtp://user:password@host:587`` (STARTTLS when the
+    server offers it) or ``smtps://...`` (TLS from the start); credentials may be ``${VAR}``."""
+
+    to: tuple[str, ...] = Field(min_length=1)
+    smtp: str
+    sender: str | None = Field(default=None, alias="from")
+
+    @field_validator("to", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return (value,) if isinstance(value, str) else value
+
+
+CHANNEL_KINDS = ("webhook", "slack", "teams", "email", "command")
+
+
+class Channel(_Frozen):
+    """One way to tell people: exactly one of ``webhook``, ``slack``, ``teams`` (their
+    incoming-webhook URLs), ``email`` or ``command`` (an argv, no shell, given the event as
+    JSON on stdin). Any text may be ``${VAR}``: read from the environment when sending,
+    never written to Redis or to a log."""
+
+    webhook: str | None = None
+    slack: str | None = None
+    teams: str | None = None
+    email: EmailChannel | None = None
+    command: tuple[Text, ...] | None = None
+    secret: str | None = None  # webhook: signs each body (HMAC-SHA256)
+    timeout: Seconds = 10.0
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Channel:
+        kinds = [k for k in CHANNEL_KINDS if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(f"set exactly one of {', '.join(CHANNEL_KINDS)}"
+                             + (f" (got {' and '.join(kinds)})" if kinds else ""))
+        if self.secret is not None and kinds[0] != "webhook":
+            raise ValueError("secret: only a webhook is signed")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in CHANNEL_KINDS if getattr(self, k) is not None)
+
+
 class Config(_Frozen):
     """A whole, valid job file."""
 
@@ -299,6 +346,7 @@ class Config(_Frozen):
     redis: RedisSettings = RedisSettings()
     planner: PlannerSettings = PlannerSettings()
     worker: WorkerSettings = WorkerSettings()
+    notify: dict[str, Channel] = {}
     jobs: dict[str, Job] = {}
 
     @cached_property
@@ -313,7 +361,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "planner": PlannerSettings,
     "worker": WorkerSettings,
 }
-TOP_KEYS = ("redis", "defaults", "planner", "worker", "jobs")
+TOP_KEYS = ("redis", "defaults", "planner", "worker", "notify", "jobs")
 JOB_KEYS = tuple(name for name in Job.model_fields if name != "name")
 # What a job is cannot have a default; how it runs can.
 PER_JOB_ONLY = frozenset({"cron", "every", "anchor", "start", "end", "max_runs", "command",
@@ -389,11 +437,11 @@ def parse_located(text: str, source: str) -> tuple[Config, Located]:
     data = located.data
     if data is None:
         report.add((), "empty file: expected a mapping with 'jobs' (and optionally "
-                   "redis, defaults, planner, worker)")
+                   "redis, defaults, planner, worker, notify)")
         report.raise_if_any()
     if not isinstance(data, dict):
-        report.add((), "expected a mapping with keys redis, defaults, planner, worker, jobs",
-                   line=1)
+        report.add((), "expected a mapping with keys redis, defaults, planner, worker, notify, "
+                       "jobs", line=1)
         report.raise_if_any()
     for path, line, first in located.duplicates:
         what = "duplicate job name" if len(path) == 2 and path[0] == "jobs" else "duplicate key"
@@ -402,8 +450,29 @@ def parse_located(text: str, source: str) -> tuple[Config, Located]:
     sections = {name: _section(report, data, name, model) for name, model in SECTIONS.items()}
     defaults = _defaults(report, data.get("defaults"))
     jobs = _jobs(report, data, defaults)
+    notify = _channels(report, data.get("notify"))
     report.raise_if_any()
-    return Config(source=source, jobs=jobs, **sections), located
+    return Config(source=source, jobs=jobs, notify=notify, **sections), located
+
+
+def _channels(report: Report, value: object) -> dict[str, Channel]:
+    raw = _mapping(report, ("notify",), value) or {}
+    channels: dict[str, Channel] = {}
+    for name, spec in raw.items():
+        where = ("notify", str(name))
+        if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+            report.add(where, f"invalid channel name: {_NAME_RULE}")
+            continue
+        try:
+            channels[name] = Channel.model_validate(spec)
+        except ValidationError as exc:
+            report.validation(exc, _under(where), Channel.model_fields)
+    return channels
+
+
+def _under(where: tuple[str, ...]) -> Callable[[tuple[Any, ...]], KeyPath]:
+    """The key path of a validation error's location inside ``where``."""
+    return lambda loc: (*where, *loc)
 
 
 def _mapping(report: Report, path: tuple[str, ...], value: object) -> dict[Any, Any] | None:

@@ -1,0 +1,174 @@
+"""Sending one event through one channel.
+
+Secrets (``${VAR}`` anywhere in a channel's text) are read from the environment when
+sending, and an error names the channel and the variable, never a secret's value: URLs
+are shown by scheme and host only (a Slack or Teams webhook URL is itself a secret).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import smtplib
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from email.message import EmailMessage
+from urllib.parse import unquote, urlsplit
+
+from cronsvc.config.models import Channel
+from cronsvc.errors import CronsvcError
+from cronsvc.notify.events import Event
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+USER_AGENT = "cronsvc-notify/1"
+SIGNATURE_HEADER = "X-Cronsvc-Signature"
+
+
+class DeliveryError(CronsvcError):
+    """A channel did not take the event (unreachable, refused, timed out)."""
+
+
+def expand(text: str, where: str, environ: Mapping[str, str] | None = None) -> str:
+    """``text`` with each ``${VAR}`` replaced from the environment."""
+    env = os.environ if environ is None else environ
+
+    def value(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in env:
+            raise DeliveryError(f"{where}: environment variable {name} is not set")
+        return env[name]
+
+    return _VAR.sub(value, text)
+
+
+def shown(url: str) -> str:
+    """A URL as a message may show it: scheme and host, nothing that may be secret."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or '?'}" + (f":{parts.port}" if parts.port
+                                                            else "")
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The signature header's value: ``sha256=`` and the hex HMAC-SHA256 of the body."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def send(name: str, channel: Channel, event: Event,
+         environ: Mapping[str, str] | None = None) -> str:
+    """Deliver ``event`` through the channel ``name``; a line saying where it went.
+    DeliveryError otherwise (after one try: retries are the caller's)."""
+    where = f"notify.{name}"
+    if channel.webhook is not None:
+        url = expand(channel.webhook, f"{where}.webhook", environ)
+        body = event.body()
+        headers = {"Content-Type": "application/json", "X-Cronsvc-Event": event.event,
+                   "X-Cronsvc-Delivery": event.id}
+        if channel.secret is not None:
+            headers[SIGNATURE_HEADER] = sign(expand(channel.secret, f"{where}.secret",
+                                                    environ), body)
+        return _post(where, url, body, headers, channel.timeout)
+    if channel.slack is not None:
+        url = expand(channel.slack, f"{where}.slack", environ)
+        return _post(where, url, json.dumps(slack_message(event)).encode(),
+                     {"Content-Type": "application/json"}, channel.timeout)
+    if channel.teams is not None:
+        url = expand(channel.teams, f"{where}.teams", environ)
+        return _post(where, url, json.dumps(teams_message(event)).encode(),
+                     {"Content-Type": "application/json"}, channel.timeout)
+    if channel.email is not None:
+        return _mail(where, channel, event, environ)
+    assert channel.command is not None
+    return _command(where, channel, event, environ)
+
+
+def slack_message(event: Event) -> dict[str, object]:
+    """A Slack incoming-webhook message: the title, and the details as a code block."""
+    return {"text": event.title(),
+            "blocks": [{"type": "section", "text": {"type": "mrkdwn",
+                                                    "text": f"*{event.title()}*"}},
+                       {"type": "section", "text": {"type": "mrkdwn",
+                                                    "text": f"```{event.text()}```"}}]}
+
+
+def teams_message(event: Event) -> dict[str, object]:
+    """A Teams incoming-webhook message card."""
+    good = event.event in ("recovered", "test")
+    return {"@type": "MessageCard", "@context": "https://schema.org/extensions",
+            "summary": event.title(), "themeColor": "2E9E5B" if good else "D64545",
+            "title": event.title(), "text": event.text().replace("\n", "  \n")}
+
+
+def _post(where: str, url: str, body: bytes, headers: dict[str, str], timeout: float) -> str:
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise DeliveryError(f"{where}: {shown(url)} is not an http(s) URL")
+    request = urllib.request.Request(url, data=body, method="POST",
+                                     headers={"User-Agent": USER_AGENT, **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:  # noqa: S310 - http(s)
+            return f"{where}: {shown(url)} answered {reply.status}"
+    except urllib.error.HTTPError as exc:
+        raise DeliveryError(f"{where}: {shown(url)} answered {exc.code}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DeliveryError(f"{where}: cannot reach {shown(url)}: {reason}") from None
+
+
+def _mail(where: str, channel: Channel, event: Event,
+          environ: Mapping[str, str] | None) -> str:
+    assert channel.email is not None
+    url = expand(channel.email.smtp, f"{where}.email.smtp", environ)
+    parts = urlsplit(url)
+    if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
+        raise DeliveryError(f"{where}: email.smtp: expected smtp://host:port or "
+                            "smtps://host:port")
+    message = EmailMessage()
+    message["Subject"] = f"[cronsvc] {event.title()}"
+    message["From"] = channel.email.sender or f"cronsvc@{socket.gethostname()}"
+    message["To"] = ", ".join(channel.email.to)
+    message["Message-ID"] = f"<{event.id}@cronsvc>"
+    message.set_content(event.text())
+    kind = smtplib.SMTP_SSL if parts.scheme == "smtps" else smtplib.SMTP
+    port = parts.port or (465 if parts.scheme == "smtps" else 25)
+    try:
+        with kind(parts.hostname, port, timeout=channel.timeout) as smtp:
+            if parts.scheme == "smtp":
+                smtp.ehlo()
+                if smtp.has_extn("starttls"):
+                    smtp.starttls()
+                    smtp.ehlo()
+            if parts.username:
+                smtp.login(unquote(parts.username), unquote(parts.password or ""))
+            smtp.send_message(message)
+    except (smtplib.SMTPException, OSError) as exc:
+        raise DeliveryError(f"{where}: {shown(url)}: {type(exc).__name__}: "
+                            f"{_first_line(exc)}") from None
+    return f"{where}: mailed {len(channel.email.to)} recipient(s) through {shown(url)}"
+
+
+def _command(where: str, channel: Channel, event: Event,
+             environ: Mapping[str, str] | None) -> str:
+    assert channel.command is not None
+    argv = [expand(a, f"{where}.command", environ) for a in channel.command]
+    try:
+        done = subprocess.run(argv, input=event.body(), capture_output=True,
+                              timeout=channel.timeout, check=False)
+    except FileNotFoundError:
+        raise DeliveryError(f"{where}: command not found: {argv[0]}") from None
+    except subprocess.TimeoutExpired:
+        raise DeliveryError(f"{where}: {argv[0]} did not end within "
+                            f"{channel.timeout:g}s") from None
+    if done.returncode != 0:
+        raise DeliveryError(f"{where}: {argv[0]} exited {done.returncode}: "
+                            f"{_first_line(done.stderr.decode(errors='replace'))}")
+    return f"{where}: {argv[0]} took it"
+
+
+def _first_line(value: object) -> str:
+    text = str(value).strip()
+    return text.splitlines()[0][:200] if text else ""

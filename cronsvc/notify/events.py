@@ -1,0 +1,91 @@
+"""The event a channel delivers, and its JSON: the webhook schema, version 1.
+
+A webhook receives one JSON object per event::
+
+    {"version": 1, "id": "...", "event": "dead", "job": "nightly-backup",
+     "fire": "nightly-backup@1795500000000", "attempt": 3, "status": "failed",
+     "error": "exit 3", "output": "last lines of the output", "count": 1,
+     "scheduled_at": "2026-11-24T02:30:00Z", "at": "2026-11-24T02:31:05.120Z",
+     "links": {"job": "http://127.0.0.1:8080/jobs/nightly-backup", ...}}
+
+``id`` is the same each time one event is sent again: the receiver's idempotency key.
+``count`` says how many events of the kind it stands for (1 but for a folded repeat).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cronsvc.clock import iso_utc
+
+VERSION = 1
+#: Events of a job's fires, and of the fleet.
+JOB_EVENTS = ("failed", "dead", "missed", "skipped", "recovered", "lease_lost", "paused")
+FLEET_EVENTS = ("no_worker", "no_planner", "queue_late")
+#: The output tail a message carries at most.
+OUTPUT_TAIL = 2000
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    event: str
+    job: str | None
+    at_ms: int
+    fire: str | None = None
+    attempt: int | None = None
+    status: str | None = None
+    error: str | None = None
+    output: str | None = None
+    scheduled_ms: int | None = None
+    count: int = 1
+    links: dict[str, str] = field(default_factory=dict)
+
+    def payload(self) -> dict[str, Any]:
+        """The webhook body (see the module's doc)."""
+        d = asdict(self)
+        at, scheduled = d.pop("at_ms"), d.pop("scheduled_ms")
+        if d["output"]:
+            d["output"] = d["output"][-OUTPUT_TAIL:]
+        return {"version": VERSION, **d, "at": iso_utc(at),
+                "scheduled_at": iso_utc(scheduled) if scheduled is not None else None}
+
+    def body(self) -> bytes:
+        return json.dumps(self.payload(), separators=(",", ":")).encode()
+
+    def title(self) -> str:
+        """One line for chat and mail subjects."""
+        who = self.job or "cronsvc"
+        what = {"failed": "failed", "dead": "failed for good (no attempts left)",
+                "missed": "missed its start", "skipped": "was skipped",
+                "recovered": "recovered", "lease_lost": "lost its worker mid-run",
+                "paused": "was paused", "no_worker": "no live worker",
+                "no_planner": "no live planner", "queue_late": "the queue is late",
+                "test": "test message"}.get(self.event, self.event)
+        again = f" ({self.count} times)" if self.count > 1 else ""
+        return f"{who}: {what}{again}"
+
+    def text(self) -> str:
+        """The lines below the title: what, when, why, where to look."""
+        lines = [f"event: {self.event}", f"at: {iso_utc(self.at_ms)}"]
+        if self.fire:
+            lines.append(f"fire: {self.fire}" + (f" (attempt {self.attempt})"
+                                                 if self.attempt else ""))
+        if self.scheduled_ms is not None:
+            lines.append(f"scheduled: {iso_utc(self.scheduled_ms)}")
+        if self.error:
+            lines.append(f"error: {self.error}")
+        if self.output:
+            lines += ["output:", self.output[-OUTPUT_TAIL:]]
+        lines += [f"{name}: {url}" for name, url in self.links.items()]
+        return "\n".join(lines)
+
+
+def sample(now_ms: int) -> Event:
+    """What ``cronsvc notify test`` sends."""
+    return Event(id=f"test-{now_ms}", event="test", job="cronsvc-test", at_ms=now_ms,
+                 fire=f"cronsvc-test@{now_ms}", attempt=1, status="failed",
+                 error="a sample failure: this channel works",
+                 output="the last lines of the run's output go here", scheduled_ms=now_ms)

@@ -1,0 +1,130 @@
+"""Notification channels against real receivers: a local HTTP server for webhooks, Slack
+and Teams (the signature checked), a local SMTP server for mail, and a real command; the
+channel section of the job file; and `cronsvc notify test`."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from cronsvc.cli.main import main
+from cronsvc.config.models import Channel, load_config
+from cronsvc.errors import ConfigError
+from cronsvc.notify.channels import SIGNATURE_HEADER, DeliveryError, send
+from cronsvc.notify.events import Event
+from tests.support.cli import error_line, ok
+from tests.support.receivers import http_receiver, smtp_receiver
+
+SECRET = "hook-secret-value-0123"
+EVENT = Event(id="ev-1", event="dead", job="nightly-backup", at_ms=1_795_500_065_120,
+              fire="nightly-backup@1795500000000", attempt=3, status="failed",
+              error="exit 3", output="disk full", scheduled_ms=1_795_500_000_000,
+              links={"job": "http://127.0.0.1:8080/jobs/nightly-backup"})
+
+
+def channel(**spec: object) -> Channel:
+    return Channel.model_validate(spec)
+
+
+def test_a_webhook_gets_the_event_signed() -> None:
+    env = {"HOOK_SECRET": SECRET}
+    with http_receiver() as hook:
+        said = send("ops", channel(webhook=f"{hook.url}/cron", secret="${HOOK_SECRET}"), EVENT,
+                    env)
+    assert said == f"notify.ops: {hook.url} answered 200"
+    (got,) = hook.received
+    assert got.path == "/cron"
+    assert got.headers[SIGNATURE_HEADER] == "sha256=" + hmac.new(
+        SECRET.encode(), got.body, hashlib.sha256).hexdigest()
+    assert (got.headers["X-Cronsvc-Event"], got.headers["X-Cronsvc-Delivery"]) == ("dead",
+                                                                                 "ev-1")
+    body = json.loads(got.body)
+    assert body == {"version": 1, "id": "ev-1", "event": "dead", "job": "nightly-backup",
+                    "fire": "nightly-backup@1795500000000", "attempt": 3, "status": "failed",
+                    "error": "exit 3", "output": "disk full", "count": 1,
+                    "links": {"job": "http://127.0.0.1:8080/jobs/nightly-backup"},
+                    "at": "2026-11-24T06:01:05.120Z", "scheduled_at": "2026-11-24T06:00:00Z"}
+    assert SECRET.encode() not in got.body
+
+
+def test_slack_and_teams_get_their_own_formats() -> None:
+    with http_receiver() as hook:
+        send("chat", channel(slack="${SLACK_URL}"), EVENT, {"SLACK_URL": f"{hook.url}/s"})
+        send("teams", channel(teams=f"{hook.url}/t"), EVENT)
+    slack, teams = (json.loads(r.body) for r in hook.received)
+    assert slack["text"] == "nightly-backup: failed for good (no attempts left)"
+    assert "exit 3" in slack["blocks"][1]["text"]["text"]
+    assert (teams["@type"], teams["title"]) == ("MessageCard", slack["text"])
+
+
+def test_a_refusing_endpoint_or_a_missing_secret_is_one_line_without_the_secret() -> None:
+    with http_receiver() as hook:
+        hook.statuses = [500]
+        secret_url = f"{hook.url}/services/T000/B000/XXXXSECRETXXXX"
+        with pytest.raises(DeliveryError) as refused:
+            send("chat", channel(slack=secret_url), EVENT)
+    assert str(refused.value) == f"notify.chat: {hook.url} answered 500"
+    with pytest.raises(DeliveryError, match=r"notify.ops.secret: environment variable "
+                                            r"HOOK_SECRET is not set"):
+        send("ops", channel(webhook="http://127.0.0.1:1/", secret="${HOOK_SECRET}"), EVENT, {})
+    with pytest.raises(DeliveryError, match="cannot reach http://127.0.0.1:1"):
+        send("ops", channel(webhook="http://127.0.0.1:1/"), EVENT)
+
+
+def test_mail_goes_through_smtp() -> None:
+    with smtp_receiver() as smtp:
+        send("oncall", channel(email={"to": ["oncall@example.com", "lead@example.com"],
+                                      "smtp": f"smtp://127.0.0.1:{smtp.port}",
+                                      "from": "cron@example.com"}), EVENT)
+    (mail,) = smtp.messages
+    assert smtp.envelopes == [("cron@example.com", ["oncall@example.com", "lead@example.com"])]
+    assert mail["Subject"] == "[cronsvc] nightly-backup: failed for good (no attempts left)"
+    text = mail.get_payload()
+    assert "fire: nightly-backup@1795500000000 (attempt 3)" in text and "disk full" in text
+
+
+def test_a_command_gets_the_event_on_stdin(tmp_path: Path) -> None:
+    out = tmp_path / "event.json"
+    script = f"import sys; open({str(out)!r}, 'wb').write(sys.stdin.buffer.read())"
+    said = send("local", channel(command=[sys.executable, "-c", script]), EVENT)
+    assert said.endswith("took it") and json.loads(out.read_bytes())["id"] == "ev-1"
+    with pytest.raises(DeliveryError, match="exited 3"):
+        send("local", channel(command=[sys.executable, "-c", "raise SystemExit(3)"]), EVENT)
+
+
+def test_the_job_file_names_a_wrong_channel_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text("notify:\n  ops:\n    webhook: http://a\n    slack: http://b\n"
+                    "  mail:\n    email: {smtp: 'smtp://h:25'}\n"
+                    "jobs:\n  a: {cron: '* * * * *', command: ['true']}\n")
+    with pytest.raises(ConfigError) as bad:
+        load_config(path)
+    assert bad.value.problems == [
+        f"{path}:2: notify.ops: set exactly one of webhook, slack, teams, email, command "
+        "(got webhook and slack)",
+        f"{path}:6: notify.mail.email.to: missing (required)"]
+
+
+def test_cronsvc_notify_test_sends_a_sample(tmp_path: Path) -> None:
+    path = tmp_path / "schedules.yaml"
+    with http_receiver() as hook:
+        path.write_text(yaml.safe_dump({
+            "notify": {"ops": {"webhook": hook.url, "secret": "${HOOK_SECRET}"}},
+            "jobs": {"a": {"cron": "* * * * *", "command": ["true"]}}}))
+        runner = CliRunner()
+        env = {"HOOK_SECRET": SECRET}
+        said = ok(runner.invoke(main, ["notify", "test", "ops", "--config", str(path)], env=env))
+        assert said.strip() == f"notify.ops: {hook.url} answered 200"
+        assert json.loads(hook.received[0].body)["event"] == "test"
+        assert "did you mean 'ops'" in error_line(runner.invoke(
+            main, ["notify", "test", "opz", "--config", str(path)], env=env), 1)
+        hook.statuses = [503]
+        assert error_line(runner.invoke(main, ["notify", "test", "ops", "--config", str(path)],
+                                        env=env), 1) == f"notify.ops: {hook.url} answered 503"

@@ -1,0 +1,87 @@
+"""Real receivers for notification tests: an HTTP server that records what it is sent
+(and answers as told), and an SMTP server (aiosmtpd) that keeps the mail it takes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from email import message_from_bytes
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from cronsvc.process.redis_server import free_port
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class HttpReceiver:
+    url: str
+    received: list[Received] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)  # answers to give, then 200
+    hang: threading.Event | None = None  # set: the receiver holds each request until clear
+
+
+@contextmanager
+def http_receiver() -> Iterator[HttpReceiver]:
+    port = free_port()
+    box = HttpReceiver(f"http://127.0.0.1:{port}")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if box.hang is not None:
+                box.hang.wait(30)
+            box.received.append(Received(self.path, dict(self.headers.items()), body))
+            status = box.statuses.pop(0) if box.statuses else 200
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield box
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class SmtpReceiver:
+    port: int
+    messages: list[Message] = field(default_factory=list)
+    envelopes: list[tuple[str, list[str]]] = field(default_factory=list)
+
+
+@contextmanager
+def smtp_receiver() -> Iterator[SmtpReceiver]:
+    from aiosmtpd.controller import Controller
+
+    box = SmtpReceiver(free_port())
+
+    class Handler:
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+            box.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
+            box.messages.append(message_from_bytes(envelope.content))
+            return "250 OK"
+
+    controller = Controller(Handler(), hostname="127.0.0.1", port=box.port)
+    controller.start()
+    try:
+        yield box
+    finally:
+        controller.stop()
