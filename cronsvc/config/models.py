@@ -75,6 +75,25 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class Ping(_Frozen):
+    """Dead-man pings for an outside monitor (Healthchecks.io, Cronitor): ``start`` when a
+    run begins, ``success`` or ``fail`` when it ends (``fail`` with the error and the
+    output tail as the body). A plain URL is Healthchecks' form: ``URL/start``, ``URL``,
+    ``URL/fail``. URLs may be ``${VAR}``, read from the environment when pinging."""
+
+    start: str | None = None
+    success: str | None = None
+    fail: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_url(cls, value: object) -> object:
+        if isinstance(value, str):
+            base = value.rstrip("/")
+            return {"start": f"{base}/start", "success": base, "fail": f"{base}/fail"}
+        return value
+
+
 class Job(_Frozen):
     """One job of the file: its schedule, what it runs and its run policy."""
 
@@ -104,6 +123,7 @@ class Job(_Frozen):
     paused: bool = False
     description: str = ""
     tags: tuple[str, ...] = ()
+    ping: Ping | None = None  # not part of the definition: a monitor's URL is not what runs
 
     @field_validator("name")
     @classmethod
@@ -365,7 +385,7 @@ TOP_KEYS = ("redis", "defaults", "planner", "worker", "notify", "jobs")
 JOB_KEYS = tuple(name for name in Job.model_fields if name != "name")
 # What a job is cannot have a default; how it runs can.
 PER_JOB_ONLY = frozenset({"cron", "every", "anchor", "start", "end", "max_runs", "command",
-                          "call", "args", "kwargs", "description"})
+                          "call", "args", "kwargs", "description", "ping"})
 
 
 def check_timezone(key: str) -> tzinfo:

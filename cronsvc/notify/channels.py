@@ -72,14 +72,14 @@ def send(name: str, channel: Channel, event: Event,
         if channel.secret is not None:
             headers[SIGNATURE_HEADER] = sign(expand(channel.secret, f"{where}.secret",
                                                     environ), body)
-        return _post(where, url, body, headers, channel.timeout)
+        return post(where, url, body, headers, channel.timeout)
     if channel.slack is not None:
         url = expand(channel.slack, f"{where}.slack", environ)
-        return _post(where, url, json.dumps(slack_message(event)).encode(),
+        return post(where, url, json.dumps(slack_message(event)).encode(),
                      {"Content-Type": "application/json"}, channel.timeout)
     if channel.teams is not None:
         url = expand(channel.teams, f"{where}.teams", environ)
-        return _post(where, url, json.dumps(teams_message(event)).encode(),
+        return post(where, url, json.dumps(teams_message(event)).encode(),
                      {"Content-Type": "application/json"}, channel.timeout)
     if channel.email is not None:
         return _mail(where, channel, event, environ)
@@ -104,7 +104,8 @@ def teams_message(event: Event) -> dict[str, object]:
             "title": event.title(), "text": event.text().replace("\n", "  \n")}
 
 
-def _post(where: str, url: str, body: bytes, headers: dict[str, str], timeout: float) -> str:
+def post(where: str, url: str, body: bytes, headers: dict[str, str], timeout: float) -> str:
+    """POST ``body`` to ``url``; a line saying it was taken, else DeliveryError."""
     if urlsplit(url).scheme not in ("http", "https"):
         raise DeliveryError(f"{where}: {shown(url)} is not an http(s) URL")
     request = urllib.request.Request(url, data=body, method="POST",

@@ -39,6 +39,7 @@ from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import Keys, all_shards
 from cronsvc.metrics.counters import NO_METRICS, Metrics
+from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id
 from cronsvc.run.context import FireContext
 from cronsvc.run.executor import execute
@@ -112,6 +113,7 @@ class Worker:
         self.hard_stopped = threading.Event()  # stop runs now, stop waiting on Redis
         self._pool = Slots(self.concurrency, "cronsvc-run")
         self.results = Results(self)
+        self.pinger = Pinger()  # dead-man pings of the jobs that ask for them
         self.offset_ms = 0  # server clock minus local clock, from the last claim
         self._held_at = -HELD_RENEW_EVERY  # monotonic time the held definitions were written
         self._held_shards: list[Keys] = []  # the shards where it wrote them
@@ -309,8 +311,12 @@ class Worker:
             run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
         try:
             if self.leases.still_held(run):
+                self.pinger.started(run.job)
                 outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock,
                                   guard=run.leash)
+                if outcome.status != "cancelled":  # a run stopped by us says nothing of it
+                    self.pinger.ended(run.job, outcome.status == "ok", outcome.error,
+                                      outcome.output)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
         with self._lock:
@@ -428,6 +434,7 @@ class Worker:
         self._pool.close()
         self._release_stuck([run for run in left if not run.ended])
         self.results.close()
+        self.pinger.close()
         self.hard_stopped.set()
         self._watchdog.close()  # kills what a run left that could not be stopped
         try:
