@@ -27,12 +27,8 @@ def fleet(tmp_path: Path, redis_url: str) -> Iterator[Fleet]:
     out = tmp_path / "env.txt"
     line = f'echo "$CRONSVC_SCHEDULE $CRONSVC_PAYLOAD" >> {out}'
     f.write({"digest": digest, "mail": {"command": ["sh", "-c", line], "retries": 0}})
-    f.planner()
-    f.worker("worker-1")
-    try:
+    with f.running("worker-1"):
         yield f
-    finally:
-        f.stop_all()
 
 
 def starts(f: Fleet, schedule: str) -> list[dict[str, Any]]:

@@ -40,13 +40,11 @@ from cronsvc.keys import Keys, all_shards, keys_for
 from cronsvc.policy import Policy
 from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
 from cronsvc.schedule.expand import Fire, next_fires, upcoming
-from cronsvc.store.replies import integer, opt_text, text, texts
+from cronsvc.store.replies import integer, opt_text, text
 from cronsvc.store.scripts import UNHELD_MS
 
 __all__ = ["FleetReader"]
 
-#: History records read per list to find the attempts of one fire.
-FIRE_SCAN = 1000
 #: Queued fires read per shard to sum the queue up per job.
 QUEUE_SCAN = 100_000
 
@@ -78,7 +76,7 @@ class FleetReader:
             return [self.keys(job).history(job)]
         return [k.history(job) for k in self._shards()]
 
-    def _read_histories(self, jobs: list[str], count: int) -> list[list[str]]:
+    def histories(self, jobs: list[str], count: int) -> list[list[str]]:
         """Per job, its newest ``count`` history lines (raw JSON), newest first."""
         pipe = self.redis.pipeline(transaction=False)
         for job in jobs:
@@ -118,22 +116,7 @@ class FleetReader:
 
     def jobs(self) -> list[JobInfo]:
         """Every published job with its schedule, next fire, last run and pause, by name."""
-        now = self.server_ms()
-        lines: dict[str, str] = {}
-        specs: dict[str, str] = {}
-        pauses: dict[str, str] = {}
-        for keys in self._shards():
-            pipe = self.redis.pipeline(transaction=False)
-            for key in (keys.jobs, keys.specs, keys.paused):
-                pipe.hgetall(key)
-            shard_lines, shard_specs, shard_pauses = pipe.execute()
-            lines.update(texts(shard_lines))
-            specs.update(texts(shard_specs))
-            pauses.update(texts(shard_pauses))  # in a sharded fleet, on every shard
-        names = sorted(lines)
-        return [job_info(name, lines[name], specs.get(name), pauses.get(name), records, now)
-                for name, records in zip(names, self._read_histories(names, LAST_RUN_SCAN),
-                                         strict=True)]
+        return self.jobs_named(self.published_jobs())
 
     def jobs_named(self, names: Sequence[str]) -> list[JobInfo]:
         """The published jobs among ``names``, in that order: what a page of a long list
@@ -153,20 +136,13 @@ class FleetReader:
                     found[name] = (text(line), opt_text(spec), opt_text(pause))
         listed = [n for n in names if n in found]
         return [job_info(name, *found[name], records, now)
-                for name, records in zip(listed, self._read_histories(listed, LAST_RUN_SCAN),
+                for name, records in zip(listed, self.histories(listed, LAST_RUN_SCAN),
                                          strict=True)]
 
     def job(self, job: str) -> JobInfo:
         """One published job (UnknownJob with close names if there is none)."""
-        keys = self.require_job(job)
-        now = self.server_ms()
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hget(keys.jobs, job)
-        pipe.hget(keys.specs, job)
-        pipe.hget(keys.paused, job)
-        line, spec, pause = pipe.execute()
-        return job_info(job, text(line), opt_text(spec), opt_text(pause),
-                        self._read_histories([job], LAST_RUN_SCAN)[0], now)
+        self.require_job(job)
+        return self.jobs_named([job])[0]
 
     def next_fires(self, job: str, count: int = 5, *, after_ms: int | None = None) -> list[int]:
         """The next ``count`` fire times (ms) of the published schedule of ``job``."""
@@ -189,7 +165,7 @@ class FleetReader:
         A job removed from the file keeps its history until it expires by cap;
         UnknownJob only when there is neither a published job nor a history.
         """
-        raw = self._read_histories([job], count)[0]
+        raw = self.histories([job], count)[0]
         if not raw and not self.redis.hexists(self.keys(job).jobs, job):
             raise self._unknown_job(job)
         return [json.loads(r) for r in raw]
@@ -213,21 +189,7 @@ class FleetReader:
     def fire_state(self, fid: str) -> str:
         """Where a fire is: ``queued``, ``running``, ``dead``, ``done`` (in the job's
         history) or ``unknown``."""
-        job, _, _ = parse_fire(fid)
-        keys = self.keys_of_fire(fid)
-        pipe = self.redis.pipeline(transaction=False)
-        for key in (keys.queue, keys.working, keys.dead):
-            pipe.zscore(key, fid)
-        for state, score in zip(("queued", "running", "dead"), pipe.execute(), strict=True):
-            if score is not None:
-                return state
-        pipe = self.redis.pipeline(transaction=False)
-        for key in self._history_keys(job):
-            pipe.lrange(key, 0, -1)
-        if any(json.loads(text(r)).get("fire") == fid for records in pipe.execute()
-               for r in records):
-            return "done"
-        return "unknown"
+        return self.fire(fid).state
 
     def fire(self, fid: str) -> FireView:
         """Where a fire is, and each attempt of it the job's history holds (BadArgument if
@@ -238,19 +200,15 @@ class FleetReader:
         for key in (keys.queue, keys.working, keys.dead):
             pipe.zscore(key, fid)
         pipe.hget(keys.claims, fid)
-        queued, lease, dead, claim = pipe.execute()
-        attempts = sorted((r for r in (json.loads(x) for x in
-                                       self._read_histories([job], FIRE_SCAN)[0])
+        for key in self._history_keys(job):
+            pipe.lrange(key, 0, -1)
+        queued, lease, dead, claim, *histories = pipe.execute()
+        attempts = sorted((r for records in histories for r in map(json.loads, map(text, records))
                            if r.get("fire") == fid),
                           key=lambda r: (r.get("attempt") or 0, r.get("started") or 0))
-        if lease is not None:
-            state = "running"
-        elif queued is not None:
-            state = "queued"
-        elif dead is not None:
-            state = "dead"
-        else:
-            state = "done" if attempts else "unknown"
+        held = {"queued": queued, "running": lease, "dead": dead}
+        state = next((name for name, score in held.items() if score is not None),
+                     "done" if attempts else "unknown")
         holder = json.loads(text(claim)).get("worker") if claim and lease is not None else None
         return FireView(fid, job, kind_of(fid), due, state, attempts, holder,
                         score_ms(lease) if lease is not None else None)

@@ -21,9 +21,6 @@ from typing import Any
 from cronsvc.clock import iso_utc
 
 VERSION = 1
-#: Events of a job's fires, and of the fleet.
-JOB_EVENTS = ("failed", "dead", "missed", "skipped", "recovered", "lease_lost", "paused")
-FLEET_EVENTS = ("no_worker", "no_planner", "queue_late")
 #: The output tail a message carries at most.
 OUTPUT_TAIL = 2000
 

@@ -80,17 +80,21 @@ def job_page(client: Client, config: Config | None, *, q: str = "", tag: str = "
     return found, i if i < len(names) else None, len(names)
 
 
+def file_job(config: Config | None, name: str) -> Job | None:
+    """The job as the web's own job file defines it, if it does."""
+    return config.jobs.get(name) if config else None
+
+
 def _tags(config: Config | None, name: str) -> tuple[str, ...]:
-    job = config.jobs.get(name) if config else None
+    job = file_job(config, name)
     return job.tags if job else ()
 
 
 def job_json(info: JobInfo, config: Config | None) -> dict[str, Any]:
     out = plain(info)
-    out["status"] = job_status(info)
-    job = config.jobs.get(info.name) if config else None
-    out["tags"] = list(job.tags) if job else []
-    out["summary"] = job.description if job else ""
+    job = file_job(config, info.name)
+    out.update(status=job_status(info), tags=list(job.tags) if job else [],
+               summary=job.description if job else "")
     return out  # type: ignore[no-any-return]
 
 
@@ -131,7 +135,7 @@ def list_jobs(q: str = "", tag: str = "",
 def get_job(name: str, client: Client = Depends(reader),
             config: Config | None = Depends(job_file)) -> dict[str, Any]:
     out = job_json(client.job(name), config)
-    out["definition"] = definition(config.jobs.get(name) if config else None)
+    out["definition"] = definition(file_job(config, name))
     out["next"] = [{"at_ms": ms, "at": iso_utc(ms)} for ms in client.next_fires(name, 5)]
     return out
 

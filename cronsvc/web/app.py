@@ -167,10 +167,3 @@ def error_reply(request: Request, status: int, message: str) -> Response:
     from cronsvc.web.pages import error_page
 
     return error_page(request, status, message)
-
-
-def client_error(exc: BaseException) -> tuple[int, str]:
-    """(status, message) of an error, for replies built by hand."""
-    if isinstance(exc, redis.RedisError):
-        return 503, f"Redis is unreachable: {exc}"
-    return status_of(exc) if isinstance(exc, Exception) else 500, str(exc)

@@ -23,8 +23,8 @@ from fastapi.templating import Jinja2Templates
 from cronsvc.client.client import Client
 from cronsvc.client.views import JobInfo
 from cronsvc.clock import iso_utc
-from cronsvc.config.models import Config
-from cronsvc.web.api import STATUSES, job_page, job_status, offset
+from cronsvc.config.models import Config, Job
+from cronsvc.web.api import STATUSES, definition, file_job, job_page, job_status, offset
 from cronsvc.web.deps import job_file, operator, reader
 from cronsvc.web.security import CSRF_FIELD, SESSION_COOKIE
 
@@ -144,7 +144,7 @@ def overview(request: Request, client: Client = Depends(reader)) -> Response:
 def _recent_runs(client: Client, names: list[str], since_ms: int) -> list[dict[str, Any]]:
     """History records of ``names`` that started (or were decided) since ``since_ms``."""
     found = []
-    for records in client._read_histories(names, 100):
+    for records in client.histories(names, 100):
         for raw in records:
             r = json.loads(raw)
             at = r.get("started") or r.get("scheduled") or 0
@@ -187,7 +187,7 @@ def jobs(request: Request, q: str = "", tag: str = "", status: str = "",
 
 
 def _row(info: JobInfo, config: Config | None) -> dict[str, Any]:
-    job = config.jobs.get(info.name) if config else None
+    job = file_job(config, info.name)
     return {"info": info, "status": job_status(info), "tags": job.tags if job else (),
             "summary": (job.description if job else "") or "",
             "last": info.last_run, "next": _time(info.next_fire_ms)}
@@ -202,38 +202,34 @@ def one_job(request: Request, name: str, cursor: str | None = None,
     count = client.count_schedules(job=name)
     # Listing walks the schedules of every job: only when this one has some.
     page = client.schedules(job=name, cursor=cursor, limit=20) if count else None
-    job = config.jobs.get(name) if config else None
     durations = [h for h in reversed(history) if h.get("duration_ms") is not None][-50:]
     return render(request, "job.html", info=info, status=job_status(info),
-                  definition=_definition(job), upcoming=client.upcoming(name, 10),
+                  definition=_definition(file_job(config, name)),
+                  upcoming=client.upcoming(name, 10),
                   history=history, recent=history[:STRIP], chart=_durations(durations),
                   schedules=page.schedules if page else [], cursor=page.cursor if page else None,
                   schedule_count=count)
 
 
-def _definition(job: Any) -> list[tuple[str, str]]:
-    """The job as the worker runs it, from the web's job file: the values of its
-    environment stay out (they may be secrets)."""
-    if job is None:
-        return []
+#: Shown from the published policy above the definition's rows, not again in them.
+_POLICY_SHOWN = {"kind", "overlap", "catch_up", "starting_deadline"}
+
+
+def _definition(job: Job | None) -> list[tuple[str, str]]:
+    """The rows of :func:`cronsvc.web.api.definition` the page shows: the ones set."""
     rows = []
-    what = job.command if job.command else job.call
-    rows.append(("command" if job.command else "call",
-                 " ".join(what) if isinstance(what, list | tuple) else str(what)))
-    if getattr(job, "shell", False):
-        rows.append(("shell", "true"))
-    for field in ("args", "kwargs"):
-        value = getattr(job, field, None)
-        if value:
-            rows.append((field, json.dumps(value)))
-    if getattr(job, "env", None):
-        rows.append(("env", ", ".join(sorted(job.env))))
-    for field in ("cwd", "timeout", "retries", "jitter", "description"):
-        value = getattr(job, field, None)
-        if value not in (None, "", 0, ()):
-            rows.append((field, str(value)))
-    if job.tags:
-        rows.append(("tags", ", ".join(job.tags)))
+    for field, value in (definition(job) or {}).items():
+        if field in _POLICY_SHOWN or value in (None, "", 0, False, [], {}, ()):
+            continue
+        if field == "command":
+            text = " ".join(value)
+        elif field in ("env", "tags"):
+            text = ", ".join(value)
+        elif field == "shell":
+            text = "true"
+        else:
+            text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        rows.append((field, text))
     return rows
 
 

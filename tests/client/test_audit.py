@@ -16,6 +16,7 @@ from cronsvc.client.audit import AUDIT_CAP, default_actor
 from cronsvc.client.client import Client
 from cronsvc.keys import Keys
 from tests.support.cli import ok
+from tests.support.fleet import published
 
 
 @pytest.fixture
@@ -29,9 +30,7 @@ def config(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def client(config: Path, redis_url: str) -> Client:
-    c = Client(redis_url, config=str(config))
-    c.publish_config()
-    return c
+    return published(redis_url, config)
 
 
 def test_each_change_is_written_with_its_actor_and_note(client: Client) -> None:

@@ -33,11 +33,8 @@ def fleet(tmp_path: Path, redis_url: str, monitor: HttpReceiver) -> Iterator[Fle
                    "ping": {"start": f"{monitor.url}/b/start", "fail": f"{monitor.url}/b/fail"}},
         "quiet": {"command": ["true"]},
     })
-    f.worker("worker-1")
-    try:
+    with f.running("worker-1", planner=False):
         yield f
-    finally:
-        f.stop_all()
 
 
 def paths(monitor: HttpReceiver) -> list[str]:

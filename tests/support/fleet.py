@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,18 @@ class Fleet:
     def logs(self) -> str:
         return "\n".join(f"--- {n}\n{self.log(n)[-3000:]}" for n in self.procs)
 
+    @contextmanager
+    def running(self, *workers: str, planner: bool = True) -> Iterator[Fleet]:
+        """A planner (unless told not) and the ``workers`` named, stopped on exit."""
+        if planner:
+            self.planner()
+        for name in workers:
+            self.worker(name)
+        try:
+            yield self
+        finally:
+            self.stop_all()
+
     def stop_all(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
@@ -91,6 +105,15 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def published(redis_url: str, config: str | Path) -> Any:
+    """A Client on ``config`` whose jobs are published (no planner needed)."""
+    from cronsvc.client.client import Client
+
+    client = Client(redis_url, config=str(config))
+    client.publish_config()
+    return client
 
 
 def history(client: redis.Redis, job: str, key: str | None = None) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.store.scripts import Scripts
+from tests.support.fleet import published
 from tests.support.paths import ROOT
 from tests.support.wait import server_ms
 from tests.support.web import WebServer
@@ -55,9 +56,7 @@ def web(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer,
 
 @pytest.fixture
 def client(redis_url: str, config: Path) -> Client:
-    c = Client(redis_url, config=str(config))
-    c.publish_config()
-    return c
+    return published(redis_url, config)
 
 
 @pytest.fixture

@@ -33,12 +33,8 @@ def fleet(tmp_path: Path, redis_url: str) -> Iterator[Fleet]:
         "flaky": {"cron": "*/2 * * * * *", "command": ["sh", "-c", "echo boom >&2; exit 3"],
                   "retries": 0, "description": "fails every time"},
     })
-    f.planner()
-    f.worker("worker-1")
-    try:
+    with f.running("worker-1"):
         yield f
-    finally:
-        f.stop_all()
 
 
 @pytest.fixture
