@@ -46,6 +46,10 @@ class Superseded(ScriptError):
     """A newer generation of the job file was published to this shard meanwhile."""
 
 
+class NotLeader(ScriptError):
+    """Another notifier holds the lease: this one must not send."""
+
+
 class UnknownFire(ScriptError):
     """The fire id is not queued, in flight or dead."""
 

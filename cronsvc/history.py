@@ -11,7 +11,7 @@ Fields, in this order (JSON null where there is no value)::
   claim script did not run, or ran out of attempts).
 - ``scheduled`` and ``started``: ms since the epoch, UTC, on the Redis clock.
 
-:func:`record` is the only builder in Python; ``lua/fail-9.lua`` writes the same
+:func:`record` is the only builder in Python; ``lua/fail-12.lua`` writes the same
 fields for a dead fire. The reasons a fire is dropped or a run is stopped are
 :class:`Drop` and :class:`Cancel`.
 """

@@ -122,6 +122,18 @@ class Keys:
         """hash: job -> how many runtime schedules of this shard run it."""
         return self._k("cron:schedule-counts")
 
+    @property
+    def outbox(self) -> str:
+        """list: events to tell people about (JSON, cronsvc/notify/events.py), newest first;
+        pushed by the script that records the outcome, drained by the notifier."""
+        return self._k("cron:outbox")
+
+    @property
+    def failing(self) -> str:
+        """hash: job -> fires failed in a row (0: only an attempt failed), for jobs that
+        notify or pause after failures; the next success removes it."""
+        return self._k("cron:failing")
+
     def held(self, digest: str) -> str:
         """hash: job -> definition digest, of the jobs of this shard in the job file whose
         held-definitions digest is ``digest`` (written by its workers, expiring unless renewed)."""
@@ -166,6 +178,35 @@ class Keys:
     def audit(self) -> str:
         """list: JSON of every operator action (who, what, when, note), newest first, capped."""
         return self._k("cron:audit")
+
+    @property
+    def notify_lease(self) -> str:
+        """string: the notifier that sends now (one at a time), expiring unless renewed."""
+        return self._k("cron:notify:lease")
+
+    @property
+    def notify_deliveries(self) -> str:
+        """hash: delivery id (event id and channel) -> JSON of a message not yet delivered."""
+        return self._k("cron:notify:deliveries")
+
+    def notify_due(self, channel: str) -> str:
+        """zset: delivery id -> when to try it (ms), of one channel."""
+        return self._k("cron:notify:due") + ":" + channel
+
+    @property
+    def notify_sent(self) -> str:
+        """zset: delivery id -> when it was delivered (ms), kept a day: never sent twice."""
+        return self._k("cron:notify:sent")
+
+    @property
+    def notify_dead(self) -> str:
+        """hash: delivery id -> JSON of a message given up on (its last error)."""
+        return self._k("cron:notify:dead")
+
+    @property
+    def notify_episodes(self) -> str:
+        """hash: job and event -> JSON of its episode (first sent, repeats folded since)."""
+        return self._k("cron:notify:episodes")
 
     @property
     def wakeup(self) -> str:

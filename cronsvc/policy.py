@@ -3,7 +3,7 @@
 The claim script cannot read the job file, so the planner publishes, per job,
 one line the script parses with a single pattern match::
 
-    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition
+    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition|notify|pause_after
 
 - ``digest``: 12 hex chars of the schedule (cron, zone, jitter); a new digest
   means new fire times, so the old fires are unqueued and planning restarts.
@@ -15,6 +15,9 @@ one line the script parses with a single pattern match::
 - ``paused``: ``1`` when the job file pauses the job, else ``0``.
 - ``definition``: 12 hex chars of what runs (command or call, env, timeout,
   retries...). A worker takes a fire only if it holds this very definition.
+- ``notify``: the events the job's channels want, as ``,dead,missed,recovered,`` (empty
+  when the job notifies no channel): what the scripts push into the outbox.
+- ``pause_after``: the job is paused after this many fires failed in a row (empty: never).
 
 :class:`Policy` is the only writer and reader of the line in Python;
 ``lua/claim-*.lua`` and ``lua/plan-*.lua`` read the same fields.
@@ -22,13 +25,14 @@ one line the script parses with a single pattern match::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 #: ``catch_up: none`` drops a fire this late when the file sets no starting_deadline.
 NONE_DEADLINE_S = 60.0
 FIELDS = ("digest", "catch_up", "deadline_ms", "overlap", "max_attempts", "paused",
-          "definition")
+          "definition", "notify", "pause_after")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class Policy:
     max_attempts: int
     paused_in_file: bool
     definition: str = ""
+    notify: str = ""
+    pause_after: int = 0
 
     @classmethod
     def of(cls, job: Any) -> Policy:
@@ -50,21 +56,29 @@ class Policy:
         if job.catch_up == "none" and not deadline:
             deadline = NONE_DEADLINE_S
         return cls(job.digest, job.catch_up, round(deadline * 1000) if deadline else 0,
-                   job.overlap, job.max_attempts, bool(job.paused), job.definition)
+                   job.overlap, job.max_attempts, bool(job.paused), job.definition,
+                   notify_mask(job.notify_on) if job.notify else "",
+                   job.pause_after_failures or 0)
 
     def format(self) -> str:
-        """The line as published."""
+        """The line as published (empty fields at its end left out)."""
         return "|".join((self.digest, self.catch_up, str(self.deadline_ms), self.overlap,
                          str(self.max_attempts), "1" if self.paused_in_file else "0",
-                         self.definition))
+                         self.definition, self.notify,
+                         str(self.pause_after) if self.pause_after else "")).rstrip("|")
 
     @classmethod
     def parse(cls, line: str) -> Policy:
         """A published line; missing or malformed fields read as their defaults."""
-        digest, catch_up, deadline, overlap, attempts, paused, definition = (
+        digest, catch_up, deadline, overlap, attempts, paused, definition, notify, pause = (
             line.split("|") + [""] * len(FIELDS))[:len(FIELDS)]
         return cls(digest, catch_up, _int(deadline) or 0, overlap, _int(attempts) or 1,
-                   paused == "1", definition)
+                   paused == "1", definition, notify, _int(pause) or 0)
+
+
+def notify_mask(events: Iterable[str]) -> str:
+    """The ``notify`` field of the events a job wants: ``,dead,missed,``."""
+    return "," + ",".join(sorted(set(events))) + ","
 
 
 def digest_of(line: str) -> str:

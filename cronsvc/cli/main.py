@@ -95,6 +95,48 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
             metrics=start_metrics(metrics_port)).run_forever()
 
 
+@main.command()
+@config_option
+@redis_url_option
+@log_format_option
+@name_option
+@friendly
+def notifier(config: str | None, redis_url: str | None, log_format: str,
+             name: str | None) -> None:
+    """Tell the job file's notify channels what happens (planners do this too: one at a
+    time sends). Run one beside the workers to hear that no planner is live."""
+    import threading
+
+    from cronsvc.config.watch import FileWatch, reread
+    from cronsvc.notify.notifier import Notifier, log
+    from cronsvc.process.signals import on_stop_signals
+
+    path, loaded, client = _role(config, redis_url, log_format, name or "notifier")
+    current = [loaded]
+    done = threading.Event()
+
+    def reload() -> None:
+        fresh = reread(path, current[0], log)
+        if fresh is not None:
+            current[0] = fresh
+            log.info("reloaded %s: %d jobs, %d channels", path, len(fresh.jobs),
+                     len(fresh.notify))
+
+    sender = Notifier(client, lambda: current[0], role=name or "notifier",
+                      watch_planners=True)
+    restore = on_stop_signals(done.set, reload)
+    watch = FileWatch(path, reload)
+    watch.start()
+    sender.start()
+    try:
+        while not done.wait(1.0):
+            pass
+    finally:
+        sender.stop()
+        watch.stop()
+        restore()
+
+
 def _role(config: str | None, redis_url: str | None, log_format: str,
           log_name: str) -> tuple[str, Config, Redis]:
     """What a planner or worker starts from: its job file, loaded; logging set up; and

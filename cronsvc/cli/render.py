@@ -352,6 +352,16 @@ def status(s: Status) -> str:
              _last_error(w, s.now_ms)) for w in s.workers])))
     if s.unrunnable:
         out.append(f"jobs no live worker can run: {', '.join(s.unrunnable)}")
+    n = s.notifications
+    if n and (n.get("outbox") or n.get("queued") or n.get("undelivered")):
+        out.append(f"notifications: {n.get('outbox', 0)} to route, {n.get('queued', 0)} "
+                   f"being sent, {len(n.get('undelivered') or [])} given up on")
+        if n.get("undelivered"):
+            out.append(_indent(table(("CHANNEL", "EVENT", "JOB", "ATTEMPTS", "LAST TRY",
+                                      "ERROR"), [
+                (u.get("channel"), u.get("event"), u.get("job") or "(fleet)", u.get("attempts"),
+                 relative(int(u.get("last_ms") or 0), s.now_ms), u.get("error"))
+                for u in n["undelivered"][:20]])))
     return "\n".join(out)
 
 

@@ -37,6 +37,7 @@ from cronsvc.clock import ms_to_dt, redis_ms
 from cronsvc.errors import UnknownJob, did_you_mean
 from cronsvc.fires import job_of, kind_of, parse_fire, placed_by
 from cronsvc.keys import Keys, all_shards, keys_for
+from cronsvc.notify.notifier import pending
 from cronsvc.policy import Policy
 from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
 from cronsvc.schedule.expand import Fire, next_fires, upcoming
@@ -347,9 +348,14 @@ class FleetReader:
         server = self._server_settings()
         newest = {text(k): text(v) for k, v in generation.items()} or None
         schedules = sum(int(self.redis.hlen(k.schedules)) for k in self._shards())
+        notifications = pending(self.redis, keys, self._shards())
+        warnings = _warnings(server, planners, workers, newest, gaps, unrunnable, now)
+        if notifications["undelivered"]:
+            warnings.append(f"{len(notifications['undelivered'])} notification(s) given up on: "
+                            "see notifications below")
         return Status(now, server.version, server.aof, server.policy, planners, workers,
-                      _warnings(server, planners, workers, newest, gaps, unrunnable, now),
-                      server.used_memory, server.maxmemory, newest, gaps, unrunnable, schedules)
+                      warnings, server.used_memory, server.maxmemory, newest, gaps, unrunnable,
+                      schedules, notifications)
 
     def _definitions(self, workers: list[Member]
                      ) -> tuple[dict[str, str], dict[str, dict[str, str]]]:

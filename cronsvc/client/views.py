@@ -188,6 +188,8 @@ class Status:
     worker_gaps: dict[str, list[str]] = field(default_factory=dict)
     unrunnable: list[str] = field(default_factory=list)  # published jobs no live worker holds
     schedules: int = 0  # runtime schedules
+    # what waits to be told: outbox entries, messages queued, and those given up on
+    notifications: dict[str, Any] = field(default_factory=dict)
 
 
 def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str, str]]

@@ -94,6 +94,13 @@ class Ping(_Frozen):
         return value
 
 
+#: What a job may ask to be told about (``notify_on``); ``paused`` (by ``pause_after_failures``)
+#: is told to every channel of the job.
+NOTIFY_EVENTS = ("failed", "dead", "missed", "skipped", "recovered", "lease_lost")
+NotifyEvent = Literal["failed", "dead", "missed", "skipped", "recovered", "lease_lost"]
+DEFAULT_NOTIFY_ON: tuple[NotifyEvent, ...] = ("dead", "missed", "recovered")
+
+
 class Job(_Frozen):
     """One job of the file: its schedule, what it runs and its run policy."""
 
@@ -124,6 +131,14 @@ class Job(_Frozen):
     description: str = ""
     tags: tuple[str, ...] = ()
     ping: Ping | None = None  # not part of the definition: a monitor's URL is not what runs
+    notify: tuple[str, ...] = ()  # channels of the file's notify section
+    notify_on: tuple[NotifyEvent, ...] = DEFAULT_NOTIFY_ON
+    pause_after_failures: int | None = Field(default=None, ge=1)
+
+    @field_validator("notify", "notify_on", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return (value,) if isinstance(value, str) else value
 
     @field_validator("name")
     @classmethod
@@ -304,6 +319,27 @@ class PlannerSettings(_Frozen):
     tick: Seconds = 60.0
 
 
+class NotifierSettings(_Frozen):
+    """How the notifier tells people: repeats folded per ``fold`` window, retries from
+    ``retry`` doubling up to ``retry_max``, a message given up on after ``give_up``; fleet
+    events (no live worker or planner for ``fleet_after``, the queue later than
+    ``queue_late``) go to the ``fleet`` channels; ``url`` is the dashboard links point at."""
+
+    fold: Seconds = 600.0
+    retry: Seconds = 5.0
+    retry_max: Seconds = 300.0
+    give_up: Seconds = 86400.0
+    fleet: tuple[str, ...] = ()
+    fleet_after: Seconds = 60.0
+    queue_late: OptionalSeconds = 300.0
+    url: str | None = None
+
+    @field_validator("fleet", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return (value,) if isinstance(value, str) else value
+
+
 class WorkerSettings(_Frozen):
     """Parallel runs per worker, lease length, shutdown grace, history kept per job."""
 
@@ -366,6 +402,7 @@ class Config(_Frozen):
     redis: RedisSettings = RedisSettings()
     planner: PlannerSettings = PlannerSettings()
     worker: WorkerSettings = WorkerSettings()
+    notifier: NotifierSettings = NotifierSettings()
     notify: dict[str, Channel] = {}
     jobs: dict[str, Job] = {}
 
@@ -380,8 +417,9 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "redis": RedisSettings,
     "planner": PlannerSettings,
     "worker": WorkerSettings,
+    "notifier": NotifierSettings,
 }
-TOP_KEYS = ("redis", "defaults", "planner", "worker", "notify", "jobs")
+TOP_KEYS = ("redis", "defaults", "planner", "worker", "notifier", "notify", "jobs")
 JOB_KEYS = tuple(name for name in Job.model_fields if name != "name")
 # What a job is cannot have a default; how it runs can.
 PER_JOB_ONLY = frozenset({"cron", "every", "anchor", "start", "end", "max_runs", "command",
@@ -471,6 +509,7 @@ def parse_located(text: str, source: str) -> tuple[Config, Located]:
     defaults = _defaults(report, data.get("defaults"))
     jobs = _jobs(report, data, defaults)
     notify = _channels(report, data.get("notify"))
+    _channels_named(report, jobs, sections.get("notifier"), notify, data.get("notify"))
     report.raise_if_any()
     return Config(source=source, jobs=jobs, notify=notify, **sections), located
 
@@ -488,6 +527,22 @@ def _channels(report: Report, value: object) -> dict[str, Channel]:
         except ValidationError as exc:
             report.validation(exc, _under(where), Channel.model_fields)
     return channels
+
+
+def _channels_named(report: Report, jobs: dict[str, Job], notifier: NotifierSettings | None,
+                    channels: dict[str, Channel], declared: object) -> None:
+    """Every channel a job or the notifier names is declared under ``notify:``."""
+    if isinstance(declared, dict) and len(declared) > len(channels):
+        return  # a broken channel is reported already; its users would be reported twice
+    known = ", ".join(sorted(channels)) or "none"
+    uses: list[tuple[KeyPath, tuple[str, ...]]] = [
+        (("jobs", name, "notify"), job.notify) for name, job in jobs.items()]
+    if notifier is not None:
+        uses.append((("notifier", "fleet"), notifier.fleet))
+    for where, names in uses:
+        for name in names:
+            if name not in channels:
+                report.add(where, f"unknown channel {name!r} (declared under notify: {known})")
 
 
 def _under(where: tuple[str, ...]) -> Callable[[tuple[Any, ...]], KeyPath]:

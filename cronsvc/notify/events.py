@@ -4,12 +4,18 @@ A webhook receives one JSON object per event::
 
     {"version": 1, "id": "...", "event": "dead", "job": "nightly-backup",
      "fire": "nightly-backup@1795500000000", "attempt": 3, "status": "failed",
-     "error": "exit 3", "output": "last lines of the output", "count": 1,
+     "error": "exit 3", "output": "last lines of the output", "count": 1, "period_s": null,
      "scheduled_at": "2026-11-24T02:30:00Z", "at": "2026-11-24T02:31:05.120Z",
      "links": {"job": "http://127.0.0.1:8080/jobs/nightly-backup", ...}}
 
 ``id`` is the same each time one event is sent again: the receiver's idempotency key.
-``count`` says how many events of the kind it stands for (1 but for a folded repeat).
+``count`` says how many events of the kind it stands for: 1, but for a folded repeat
+(``period_s`` then says over how long) and for ``recovered`` (the failures it ends).
+
+The outbox entries the Lua scripts push (``lua/includes/outbox.lua``) are read here too,
+by :func:`from_outbox`: one JSON object with ``event``, ``job``, ``fire``, ``attempt``,
+``at`` (ms), ``status``, ``reason``, ``exit_code``, ``output`` and ``count``, each left
+out when it has no value.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cronsvc.clock import iso_utc
+from cronsvc.fires import parse_fire
 
 VERSION = 1
 #: The output tail a message carries at most.
@@ -38,6 +45,7 @@ class Event:
     output: str | None = None
     scheduled_ms: int | None = None
     count: int = 1
+    period_s: int | None = None
     links: dict[str, str] = field(default_factory=dict)
 
     def payload(self) -> dict[str, Any]:
@@ -61,6 +69,15 @@ class Event:
                 "paused": "was paused", "no_worker": "no live worker",
                 "no_planner": "no live planner", "queue_late": "the queue is late",
                 "test": "test message"}.get(self.event, self.event)
+        if self.event == "recovered" and self.job is None:
+            what = "the fleet recovered"
+        if self.event == "recovered" and self.count > 1:
+            return f"{who}: recovered after {self.count} failures"
+        if self.period_s is not None:
+            again = {"failed": "failing", "dead": "failing", "missed": "missing its start",
+                     "skipped": "skipped", "lease_lost": "losing its worker"}.get(
+                         self.event, self.event)
+            return f"{who}: {again} again, {self.count} times in {span(self.period_s)}"
         again = f" ({self.count} times)" if self.count > 1 else ""
         return f"{who}: {what}{again}"
 
@@ -78,6 +95,57 @@ class Event:
             lines += ["output:", self.output[-OUTPUT_TAIL:]]
         lines += [f"{name}: {url}" for name, url in self.links.items()]
         return "\n".join(lines)
+
+
+def span(seconds: int) -> str:
+    """A window as people say it: ``10 min``, ``2 h``, ``45 s``."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60} min"
+    return f"{seconds} s"
+
+
+def event_id(entry: dict[str, Any]) -> str:
+    """The id of an outbox entry's event: the same however often it is read."""
+    if entry.get("id"):  # a fleet condition's, given by the notifier
+        return str(entry["id"])
+    kind, fire = entry.get("event", "?"), entry.get("fire") or entry.get("job") or "?"
+    if kind == "paused":
+        return f"paused:{fire}:{entry.get('count', 0)}"
+    return f"{kind}:{fire}:{entry.get('attempt', 0)}"
+
+
+def from_outbox(entry: dict[str, Any], now_ms: int, links: dict[str, str]) -> Event:
+    """The event of one outbox entry (``at`` defaults to ``now_ms``)."""
+    fire = entry.get("fire")
+    error = entry.get("reason")
+    if entry.get("exit_code") is not None and not error:
+        error = f"exit {entry['exit_code']}"
+    return Event(id=event_id(entry), event=str(entry.get("event", "?")), job=entry.get("job"),
+                 at_ms=int(entry.get("at") or now_ms), fire=fire,
+                 attempt=entry.get("attempt"), status=entry.get("status"), error=error,
+                 output=entry.get("output"),
+                 scheduled_ms=_due(fire),
+                 count=int(entry.get("count") or 1), links=links)
+
+
+def _due(fire: str | None) -> int | None:
+    try:
+        return parse_fire(fire)[1] if fire else None
+    except ValueError:
+        return None
+
+
+def as_json(event: Event) -> str:
+    """An event as stored with its message (every field, to rebuild it)."""
+    return json.dumps(asdict(event), separators=(",", ":"))
+
+
+def from_json(raw: str | dict[str, Any]) -> Event:
+    """An event stored by :func:`as_json`."""
+    d = json.loads(raw) if isinstance(raw, str) else raw
+    return Event(**{k: v for k, v in d.items() if k in Event.__dataclass_fields__})
 
 
 def sample(now_ms: int) -> Event:

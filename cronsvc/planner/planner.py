@@ -25,6 +25,7 @@ from cronsvc.config.watch import FileWatch, file_stat, reread
 from cronsvc.errors import Superseded
 from cronsvc.keys import Keys, all_shards, keys_for
 from cronsvc.metrics.counters import NO_METRICS, Metrics
+from cronsvc.notify.notifier import Notifier
 from cronsvc.planner.generations import Newest, Verdict, compare, decide
 from cronsvc.planner.publish import PlanBatch, Published, diff, policy_line
 from cronsvc.planner.schedules import plan_schedules
@@ -411,9 +412,12 @@ class Planner:
                  self.planner_id, len(self.config.jobs), self.config_path, self.horizon,
                  self.tick_interval)
         self._watch.start()
+        notifier = Notifier(self.client, lambda: self.config, role="planner")
+        notifier.start()
         try:
             self._ticker.run()
         finally:
+            notifier.stop()
             self._watch.stop()
             try:
                 self.unregister()

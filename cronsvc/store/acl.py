@@ -16,14 +16,16 @@ CONNECTION_COMMANDS = ("ping", "select")
 SCRIPT_COMMANDS = ("evalsha", "script|load")
 #: Called from inside lua/*.lua.
 LUA_COMMANDS = (
-    "get", "hdel", "hexists", "hget", "hincrby", "hlen", "hmget", "hset", "lpush", "ltrim",
-    "set", "time", "zadd", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zscore",
+    "del", "get", "hdel", "hexists", "hget", "hincrby", "hlen", "hmget", "hset", "hsetnx",
+    "lpush", "ltrim", "set", "time", "zadd", "zrange", "zrangebyscore", "zrem",
+    "zremrangebyrank", "zremrangebyscore", "zscore",
 )
 #: Sent directly: planner (job state, generations, presence), worker (presence, wake-ups,
-#: the definitions it holds), client (server time, job names, pause and resume).
+#: the definitions it holds), client (server time, job names, pause and resume), notifier
+#: (the outbox and its messages).
 DIRECT_COMMANDS = (
-    "expire", "get", "hdel", "hexists", "hget", "hgetall", "hkeys", "hmget", "hset", "info",
-    "lindex", "lrange",
+    "expire", "get", "hdel", "hexists", "hget", "hgetall", "hkeys", "hlen", "hmget", "hset",
+    "info", "lindex", "llen", "lrange", "ltrim",
     "publish", "subscribe", "time", "unsubscribe", "zadd", "zcard", "zcount", "zrange",
     "zrangebyscore", "zrem", "zscore",
 )

@@ -16,14 +16,21 @@ from pathlib import Path
 
 import redis
 
-from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownFire, UnknownJob
+from cronsvc.errors import (
+    LeaseLost,
+    NotLeader,
+    ScriptError,
+    Superseded,
+    UnknownFire,
+    UnknownJob,
+)
 
 _NAME = re.compile(r"^([a-z]+(?:-[a-z]+)*)-(\d+)(\+?)\.lua$")
 _INCLUDE = re.compile(r"^-- @include ([a-z][a-z0-9_-]*\.lua)$", re.MULTILINE)
 INCLUDES = "includes"  # the folder of shared snippets, beside the scripts
 _ERRORS: dict[str, type[Exception]] = {
     "LEASE_LOST": LeaseLost, "UNKNOWN_FIRE": UnknownFire, "UNKNOWN_JOB": UnknownJob,
-    "SUPERSEDED": Superseded,
+    "SUPERSEDED": Superseded, "NOT_LEADER": NotLeader,
 }
 
 

@@ -230,7 +230,7 @@ class Scripts:
         res = self.run("claim", [
             k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running,
             k.cancels, k.events, k.payloads, k.dead, held or k.held(""), k.schedules,
-            k.job_lines,
+            k.job_lines, k.outbox, k.failing,
         ], [_now(now_ms), worker_id, batch, int(lease_ms), max(scan_limit or batch, batch),
             int(unheld_ms), "1" if held is None else "0"])
         # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
@@ -280,7 +280,8 @@ class Scripts:
               history_cap: int) -> list[str | None]:
         """Per item None if acked, else why not; ACK_CHUNK items per script call."""
         out: list[str | None] = []
-        fixed = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads]
+        fixed = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
+                 k.failing]
         for i in range(0, len(items), ACK_CHUNK):
             chunk = items[i:i + ACK_CHUNK]
             args: list[Any] = [int(history_cap)]
@@ -292,15 +293,18 @@ class Scripts:
 
     def fail(
         self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
-        history_cap: int, max_attempts: int, retry_at_ms: int, *, now_ms: int | None = None,
+        history_cap: int, max_attempts: int, retry_at_ms: int, *, notify: str = "",
+        pause_after: int = 0, now_ms: int | None = None,
     ) -> FailResult:
-        """Record a failed attempt: requeued at ``retry_at_ms`` while attempts remain, else dead."""
+        """Record a failed attempt: requeued at ``retry_at_ms`` while attempts remain, else
+        dead. ``notify`` (the job's :attr:`Policy.notify` mask) and ``pause_after`` say what
+        goes into the outbox, and when the job is paused."""
         k = self._k(keys)
         res = self.run("fail", [
             k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.dead, k.history(job),
-            k.events,
+            k.events, k.outbox, k.failing, k.paused,
         ], [_now(now_ms), fire_id, int(token), job, record_json(record), int(history_cap),
-            int(max_attempts), int(retry_at_ms)])
+            int(max_attempts), int(retry_at_ms), notify, int(pause_after)])
         return FailResult(text(res[0]), int(res[1]))
 
     def release(self, keys: Keys | None, pairs: Pairs) -> int:
@@ -385,7 +389,7 @@ class Scripts:
         """End ``job``'s pause and queue ``fires`` again: ``(status, fires queued)``, status
         1 resumed, 0 not paused, -1 the pause is no longer ``pause_json`` (nothing done)."""
         k = self._k(keys)
-        res = self.run("resume", [k.paused, k.queue, k.working, k.dead, k.events],
+        res = self.run("resume", [k.paused, k.queue, k.working, k.dead, k.events, k.failing],
                        [_now(now_ms), job, pause_json, *fires])
         return int(res[0]), [text(f) for f in res[1:]]
 
@@ -404,3 +408,37 @@ class Scripts:
         k = self._k(keys)
         return int(self.run("purge", [k.dead, k.attempts, k.payloads, k.events],
                             [_now(now_ms), job or "", *fires]))
+
+    # -- notifier --------------------------------------------------------------
+    def notify_lease(self, keys: Keys | None, notifier: str, lease_ms: int) -> bool:
+        """Take or keep the notifier lease for ``lease_ms`` (0: give it up); True if held."""
+        k = self._k(keys)
+        return int(self.run("notify-lease", [k.notify_lease], [notifier, int(lease_ms)])) == 1
+
+    def notify_route(self, keys: Keys | None, notifier: str, routed: int,
+                     episodes: Sequence[tuple[str, str]],
+                     messages: Sequence[tuple[str, str, str]], *,
+                     now_ms: int | None = None) -> int:
+        """Drop ``routed`` entries from the oldest end of this shard's outbox, write the
+        ``(field, JSON or '')`` episode changes and queue ``(channel, id, JSON)`` messages
+        not queued or sent before; how many were queued. NotLeader without the lease."""
+        k = self._k(keys)
+        args: list[Any] = [_now(now_ms), notifier, int(routed), len(episodes)]
+        for name, value in episodes:
+            args += [name, value]
+        for _, mid, body in messages:
+            args += [mid, body]
+        return int(self.run("notify-route", [
+            k.notify_lease, k.notify_deliveries, k.notify_sent, k.notify_episodes, k.outbox,
+            *(k.notify_due(channel) for channel, _, _ in messages)], args))
+
+    def notify_settle(self, keys: Keys | None, channel: str, mid: str, verdict: str,
+                      retry_at_ms: int | None = None, body: str = "", *,
+                      now_ms: int | None = None) -> bool:
+        """Record one attempt of message ``mid``: sent, retry (at ``retry_at_ms``, ``body``
+        its new JSON) or dead (given up on); False if it was settled already."""
+        k = self._k(keys)
+        return int(self.run("notify-settle", [
+            k.notify_deliveries, k.notify_due(channel), k.notify_sent, k.notify_dead,
+        ], [_now(now_ms), mid, verdict, "" if retry_at_ms is None else int(retry_at_ms),
+            body])) == 1

@@ -18,6 +18,7 @@ from cronsvc.clock import monotonic
 from cronsvc.errors import LeaseLost
 from cronsvc.history import Cancel, HistoryRecord, drop_explained
 from cronsvc.keys import Keys, keys_for
+from cronsvc.policy import Policy
 from cronsvc.process.logs import batched_lines
 from cronsvc.run.executor import Outcome
 from cronsvc.store.faults import REDIS_ERRORS, is_outage
@@ -161,10 +162,12 @@ class Results:
             acks.setdefault(run.keys, []).append((run, outcome, record))
             return
         retry_at = w.server_now() + int(job.retry_delay(claim.token) * 1000)
+        policy = Policy.of(job)
         try:
             verdict, _ = self.persist(lambda: w.scripts.fail(
                 run.keys, claim.fire_id, claim.token, claim.job, record, w.history_cap,
-                job.max_attempts, retry_at,
+                job.max_attempts, retry_at, notify=policy.notify,
+                pause_after=policy.pause_after,
             ))
         except LeaseLost as exc:
             log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)

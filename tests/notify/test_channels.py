@@ -20,6 +20,7 @@ from cronsvc.errors import ConfigError
 from cronsvc.notify.channels import SIGNATURE_HEADER, DeliveryError, send
 from cronsvc.notify.events import Event
 from tests.support.cli import error_line, ok
+from tests.support.paths import ROOT
 from tests.support.receivers import http_receiver, smtp_receiver
 
 SECRET = "hook-secret-value-0123"
@@ -48,7 +49,7 @@ def test_a_webhook_gets_the_event_signed() -> None:
     body = json.loads(got.body)
     assert body == {"version": 1, "id": "ev-1", "event": "dead", "job": "nightly-backup",
                     "fire": "nightly-backup@1795500000000", "attempt": 3, "status": "failed",
-                    "error": "exit 3", "output": "disk full", "count": 1,
+                    "error": "exit 3", "output": "disk full", "count": 1, "period_s": None,
                     "links": {"job": "http://127.0.0.1:8080/jobs/nightly-backup"},
                     "at": "2026-11-24T06:01:05.120Z", "scheduled_at": "2026-11-24T06:00:00Z"}
     assert SECRET.encode() not in got.body
@@ -128,3 +129,47 @@ def test_cronsvc_notify_test_sends_a_sample(tmp_path: Path) -> None:
         hook.statuses = [503]
         assert error_line(runner.invoke(main, ["notify", "test", "ops", "--config", str(path)],
                                         env=env), 1) == f"notify.ops: {hook.url} answered 503"
+
+
+def test_a_job_or_the_fleet_naming_an_undeclared_channel_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text("notify:\n  ops: {webhook: http://a}\n"
+                    "notifier:\n  fleet: [pager]\n"
+                    "jobs:\n"
+                    "  a:\n    cron: '* * * * *'\n    command: ['true']\n    notify: [opz]\n"
+                    "  b:\n    cron: '* * * * *'\n    command: ['true']\n"
+                    "    notify_on: [dead, exploded]\n    pause_after_failures: 0\n")
+    with pytest.raises(ConfigError) as bad:
+        load_config(path)
+    assert bad.value.problems == [
+        f"{path}:4: notifier.fleet: unknown channel 'pager' (declared under notify: ops)",
+        f"{path}:9: jobs.a.notify: unknown channel 'opz' (declared under notify: ops)",
+        f"{path}:13: jobs.b.notify_on[1]: 'exploded': input should be 'failed', 'dead', "
+        "'missed', 'skipped', 'recovered' or 'lease_lost'",
+        f"{path}:14: jobs.b.pause_after_failures: 0: input should be greater than or equal to 1"]
+
+
+def uncommented(text: str) -> str:
+    """The example file with its notification blocks switched on: the commented lines
+    from ``# notify:`` and from ``# flaky-export:`` on, up to the next uncommented line
+    (comments inside a block, ``#   #``, stay comments)."""
+    out, on = [], False
+    for line in text.splitlines():
+        if line.startswith(("# notify:", "  # flaky-export:")):
+            on = True
+        elif not line.lstrip().startswith("#"):
+            on = False
+        if on and not line.lstrip().startswith(("# #", "#   #")):
+            line = line.replace("# ", "", 1)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_the_example_file_s_failing_job_and_its_channel_are_valid_once_uncommented(
+        tmp_path: Path) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text(uncommented((ROOT / "schedules.yaml").read_text()))
+    config = load_config(path)
+    job = config.jobs["flaky-export"]
+    assert job.notify == ("log",) and job.pause_after_failures == 10
+    assert config.notifier.fleet == ("log",) and config.notify["log"].kind == "command"

@@ -159,7 +159,7 @@ BREAKS = {
     "key family without +": (
         "record-2.lua", "-- ARGV[1] history", "-- KEYS[2 + i] more\n-- ARGV[1] history",
         "only a '+' script has one"),
-    "key family off by one": ("ack-6+.lua", "-- KEYS[6 + i]", "-- KEYS[7 + i]", "k is 6"),
+    "key family off by one": ("ack-8+.lua", "-- KEYS[8 + i]", "-- KEYS[9 + i]", "k is 8"),
     "argument not listed": (
         "cancel-4.lua", "local fid = ARGV[2]", "local fid = ARGV[2] .. ARGV[3]",
         "body uses ARGV[3], the header does not list it"),

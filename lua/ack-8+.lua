@@ -6,7 +6,10 @@
 -- KEYS[4] running   hash job (or '!' .. schedule id) -> fire in flight
 -- KEYS[5] cancels   hash fire -> reason the holder must stop
 -- KEYS[6] payloads  hash fire -> payload JSON
--- KEYS[6 + i]       list: the history of the i-th fire's job, newest first
+-- KEYS[7] outbox    list of events to tell people about, newest first
+-- KEYS[8] failing   hash job -> fires failed in a row: a success closes the episode and
+--                   pushes the event recovered
+-- KEYS[8 + i]       list: the history of the i-th fire's job, newest first
 -- ARGV[1]   history cap
 -- ARGV[2..] per fire (the i-th at ARGV[4i - 2 .. 4i + 1]): fire, token, job, record JSON
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
@@ -16,19 +19,22 @@
 -- the token is not the current one or the fire is not in working (a newer claim of the
 -- fire must not be finished by an older holder).
 -- @include fires.lua
+-- @include outbox.lua
 local cap = tonumber(ARGV[1])
 local n = (#ARGV - 1) / 4
 local fids = {}
 for i = 1, n do fids[i] = ARGV[4 * i - 2] end
 local current = redis.call('HMGET', KEYS[2], unpack(fids))
-local out, done, jobs = {}, {}, {}
+local out, done, jobs, names, tokens = {}, {}, {}, {}, {}
 for i = 1, n do
   local fid, token, job = ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i]
   if tonumber(current[i]) == tonumber(token) and redis.call('ZREM', KEYS[1], fid) == 1 then
     done[#done + 1] = fid
     jobs[#jobs + 1] = owner_of(fid, job)
-    if redis.call('LPUSH', KEYS[6 + i], ARGV[4 * i + 1]) > cap then
-      redis.call('LTRIM', KEYS[6 + i], 0, cap - 1)
+    names[#names + 1] = job
+    tokens[#tokens + 1] = tonumber(token)
+    if redis.call('LPUSH', KEYS[8 + i], ARGV[4 * i + 1]) > cap then
+      redis.call('LTRIM', KEYS[8 + i], 0, cap - 1)
     end
     out[i] = 1
   else
@@ -46,5 +52,6 @@ if #done > 0 then
     if in_flight[i] == done[i] then clear[#clear + 1] = job end
   end
   if #clear > 0 then redis.call('HDEL', KEYS[4], unpack(clear)) end
+  succeeded(KEYS[8], KEYS[7], names, done, tokens, nil)
 end
 return out

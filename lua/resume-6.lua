@@ -4,6 +4,8 @@
 -- KEYS[3] working  zset fire -> lease deadline, ms
 -- KEYS[4] dead     zset fire -> time it died, ms
 -- KEYS[5] events   list of JSON decisions, newest first, capped at 10000
+-- KEYS[6] failing  hash job -> fires failed in a row: a resume starts the count again, so
+--                  a job paused after failures gets its full number of fires again
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] job
 -- ARGV[3] the pause JSON the fires below were computed from, or '' when there are none
@@ -28,6 +30,7 @@ for i = 4, #ARGV do
   end
 end
 redis.call('HDEL', KEYS[1], job)
+if redis.call('HGET', KEYS[6], job) then redis.call('HSET', KEYS[6], job, 0) end
 local out = {1}
 for i = 4, #ARGV do
   local fid = ARGV[i]

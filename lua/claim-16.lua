@@ -6,7 +6,8 @@
 -- KEYS[3]  attempts  hash fire -> attempt count = fencing token of the current claim
 -- KEYS[4]  claims    hash fire -> JSON {worker, token, due, claimed_at[, reclaimed]}
 -- KEYS[5]  jobs      hash job -> policy line (cronsvc/policy.py):
---                    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition
+--                    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition|
+--                    notify|pause_after
 -- KEYS[6]  paused    hash job -> JSON of a runtime pause
 -- KEYS[7]  running   hash job (or '!' .. schedule id) -> fire in flight (overlap forbid/replace)
 -- KEYS[8]  cancels   hash fire -> reason the holder must stop
@@ -19,6 +20,9 @@
 -- KEYS[14] job_lines hash job -> policy line of every job, for fires of jobs this shard does
 --                    not publish (a runtime schedule lives on the shard of its id); on one
 --                    Redis it is KEYS[5] itself
+-- KEYS[15] outbox    list of events to tell people about, newest first: lease_lost, dead,
+--                    missed and skipped, for jobs whose policy line wants them
+-- KEYS[16] failing   hash job -> fires failed in a row (for recovered and auto-pause)
 -- ARGV[1]  now_ms, or '' for the server clock
 -- ARGV[2]  worker id
 -- ARGV[3]  batch: fires claimed at most (stale reclaims included)
@@ -42,6 +46,7 @@
 -- @include schedules.lua
 -- @include events.lua
 -- @include fires.lua
+-- @include outbox.lua
 local worker_json = cjson.encode(ARGV[2])
 local batch = tonumber(ARGV[3])
 -- Lua formats numbers with sprintf on every use: turn the hot ones into strings once.
@@ -110,9 +115,11 @@ local function load_policies(jobs)
   for i, job in ipairs(want) do
     local line = lines[i]
     if line then
-      local _, catch_up, deadline, overlap, max_attempts, paused, definition =
-        string.match(line, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)$')
+      local _, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
+        pause_after = string.match(line,
+          '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)$')
       policies[job] = {catch_up = catch_up, deadline = tonumber(deadline) or 0,
+        mask = mask, pause_after = tonumber(pause_after) or 0,
         overlap = overlap, max_attempts = tonumber(max_attempts) or 1,
         paused = paused == '1' or (pauses[i] or false) ~= false,
         -- A line without a definition (an older planner's) needs the job, in any version.
@@ -143,6 +150,7 @@ local function load_schedules(entries)
         schedules[sid] = {catch_up = catch_up ~= '' and catch_up or p.catch_up,
           deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
           overlap = overlap ~= '' and overlap or p.overlap, max_attempts = p.max_attempts,
+          mask = p.mask, pause_after = p.pause_after,
           paused = p.paused or paused == '1', held = p.held, payload = payload}
       end
     end
@@ -152,6 +160,16 @@ end
 local function event(kind, fid, reason)
   add_event(KEYS[9], cjson.encode({event = kind, fire = fid, reason = reason, at = now}))
   nevents = nevents + 1
+end
+
+-- What people are told of a fire this call decided about, if its job wants it.
+local TOLD = {missed = 'missed', ['definition not held'] = 'missed',
+  ['catch_up latest'] = 'skipped', ['overlap forbid'] = 'skipped'}
+local function tell(p, kind, fid, job, attempt, reason)
+  if p and wants(p.mask, kind) then
+    redis.call('LPUSH', KEYS[15], outbox_line({event = kind, job = job, fire = fid,
+      attempt = attempt, at = now, reason = reason}))
+  end
 end
 
 local claim_head = '{"worker":' .. worker_json .. ',"token":'
@@ -230,9 +248,15 @@ if #stale > 0 then
       redis.call('ZADD', KEYS[11], now_s, fid)
       dropped[#dropped + 1] = {fid, p and 'dead' or 'dead: job removed'}
       event('dead', fid, p and 'lease lost on the last attempt' or 'job removed')
+      tell(p, 'dead', fid, job, n, 'lease lost on the last attempt')
+      if p and tracks(p.mask, p.pause_after) then
+        fire_failed(KEYS[16], KEYS[6], KEYS[15], job, fid, p.pause_after, now)
+      end
     else
       take(fid, owner, due_s_of(fid), n + 1, p, 1, before[i])
       event('reclaimed', fid, nil)
+      tell(p, 'lease_lost', fid, job, n, 'its worker stopped renewing the lease')
+      if p and tracks(p.mask, p.pause_after) then attempt_failed(KEYS[16], job) end
     end
   end
 end
@@ -302,6 +326,7 @@ if #claimed < batch then
         if n then gone[#gone + 1] = fid end
         dropped[#dropped + 1] = {fid, reason}
         event('dropped', fid, reason)
+        if TOLD[reason] then tell(p, TOLD[reason], fid, job, nil, reason) end
       else
         -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
         local before = n and redis.call('HGET', KEYS[4], fid) or nil

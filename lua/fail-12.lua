@@ -9,6 +9,9 @@
 -- KEYS[7]  dead      zset fire -> time it died, ms
 -- KEYS[8]  history   list: this job's runs, newest first
 -- KEYS[9]  events    list of JSON decisions, newest first, capped at 10000
+-- KEYS[10] outbox    list of events to tell people about, newest first
+-- KEYS[11] failing   hash job -> fires failed in a row (for recovered and auto-pause)
+-- KEYS[12] paused    hash job -> JSON of a runtime pause (auto-pause writes one)
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] fire
 -- ARGV[3] token
@@ -17,6 +20,8 @@
 -- ARGV[6] history cap
 -- ARGV[7] max_attempts
 -- ARGV[8] retry_at_ms
+-- ARGV[9] the events the job wants told, ',failed,dead,' style ('' for none)
+-- ARGV[10] pause the job after this many fires failed in a row (0: never)
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
 --   output (null where there is no value). ARGV[5] is written as the worker sends it; out
@@ -28,6 +33,7 @@
 -- @include events.lua
 -- @include fires.lua
 -- @include history.lua
+-- @include outbox.lua
 local fid, token, job = ARGV[2], ARGV[3], ARGV[4]
 local current = redis.call('HGET', KEYS[3], fid)
 if tonumber(current) ~= tonumber(token) or not redis.call('ZSCORE', KEYS[1], fid) then
@@ -41,19 +47,29 @@ redis.call('HDEL', KEYS[6], fid)
 local owner = owner_of(fid, job)
 if redis.call('HGET', KEYS[5], owner) == fid then redis.call('HDEL', KEYS[5], owner) end
 redis.call('LPUSH', KEYS[8], ARGV[5])
+local mask, pause_after = ARGV[9], tonumber(ARGV[10])
+local ok, last = pcall(cjson.decode, ARGV[5])
+if not ok or type(last) ~= 'table' then last = {} end
+local function tell(kind)
+  if wants(mask, kind) then
+    redis.call('LPUSH', KEYS[10], outbox_line({event = kind, job = job, fire = fid,
+      attempt = tonumber(token), at = now, status = last.status, reason = last.reason,
+      exit_code = last.exit_code, output = last.output}))
+  end
+end
 local verdict, at
 if tonumber(token) < tonumber(ARGV[7]) then
   verdict, at = 'retry', tonumber(ARGV[8])
   redis.call('ZADD', KEYS[2], at, fid)
   push_event(KEYS[9],
     cjson.encode({event = 'retry', fire = fid, attempt = tonumber(token), at = now, retry_at = at}))
+  if tracks(mask, pause_after) then attempt_failed(KEYS[11], job) end
+  tell('failed')
 else
   -- Attempts and payload stay, so the dead fire can be retried by hand.
   verdict, at = 'dead', now
   redis.call('ZADD', KEYS[7], now, fid)
   -- The reason names the last attempt's error: what `cronsvc dead` shows.
-  local ok, last = pcall(cjson.decode, ARGV[5])
-  if not ok or type(last) ~= 'table' then last = {} end
   local why = last.reason or last.status
   redis.call('LPUSH', KEYS[8], history_line({
     fire = fid, job = job, status = 'dead',
@@ -64,6 +80,10 @@ else
     exit_code = cjson.null, output = cjson.null}))
   push_event(KEYS[9],
     cjson.encode({event = 'dead', fire = fid, attempt = tonumber(token), at = now}))
+  tell('dead')
+  if tracks(mask, pause_after) then
+    fire_failed(KEYS[11], KEYS[12], KEYS[10], job, fid, pause_after, now)
+  end
 end
 redis.call('LTRIM', KEYS[8], 0, cap - 1)
 return {verdict, at}

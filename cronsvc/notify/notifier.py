@@ -1,0 +1,422 @@
+"""The notifier: drains the outbox into messages, and delivers them, one channel per thread.
+
+Where it runs: in every planner (``cronsvc planner``, ``cronsvc up``), and alone as
+``cronsvc notifier`` (run one beside the workers to hear that no planner is left). Any
+number may run; one lease (``Keys.notify_lease``) picks the one that sends, and another
+takes over within :data:`LEASE_MS` when it stops.
+
+1. *Route*: the outbox of every shard is read oldest first. Each event is filtered by what
+   its job wants, folded (:mod:`cronsvc.notify.fold`) and turned into one message per
+   channel of the job; ``lua/notify-route-5+.lua`` queues the messages, writes the episodes
+   and takes the events out of the outbox in one step, checking the lease. A message id is
+   the event id and the channel, and a message queued or sent before is not queued again:
+   two notifiers, or one that died between the two steps on a sharded fleet, send nothing
+   twice. Only a notifier that dies between sending and recording it sends a message
+   again, with the same id (``X-Cronsvc-Delivery``), which is the receiver's key.
+2. *Deliver*: each channel has its own thread, so a slow or dead endpoint delays only its
+   own messages. A failed attempt is tried again after ``retry`` seconds, doubling up to
+   ``retry_max``; a message undelivered after ``give_up`` is set aside
+   (``Keys.notify_dead``), shown by ``cronsvc status`` and the dashboard.
+3. *Watch the fleet*, when the file names ``notifier.fleet`` channels: no live worker or
+   no live planner for ``fleet_after`` seconds, or the oldest due fire later than
+   ``queue_late``.
+
+A job paused automatically (``pause_after_failures``) is paused by the script on the
+shard that saw the failures; the notifier pauses it on the other shards too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import redis
+
+from cronsvc.clock import monotonic, redis_ms
+from cronsvc.config.models import Config
+from cronsvc.errors import NotLeader, UnknownJob
+from cronsvc.keys import Keys, all_shards
+from cronsvc.notify.channels import DeliveryError, send
+from cronsvc.notify.events import as_json, from_json, from_outbox
+from cronsvc.notify.fold import Episodes, Told
+from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
+from cronsvc.store.faults import REDIS_ERRORS
+from cronsvc.store.replies import text
+from cronsvc.store.scripts import Scripts
+
+log = logging.getLogger("cronsvc.notify")
+
+LEASE_MS = 10_000
+#: How often the leader routes the outbox, and how often the others look at the lease.
+TICK_S = 0.25
+#: Outbox entries routed per shard and pass at most.
+ROUTE_BATCH = 200
+#: How often the fleet is looked at.
+FLEET_EVERY_S = 5.0
+#: Messages a channel thread takes per look at its queue.
+DELIVER_BATCH = 20
+
+
+def notifier_id(role: str) -> str:
+    return f"{role}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Notifier:
+    """One candidate sender; :meth:`start` its threads, :meth:`stop` them."""
+
+    def __init__(self, client: redis.Redis, config: Callable[[], Config], *,
+                 role: str = "notifier", watch_planners: bool = False) -> None:
+        self.client = client
+        self.config = config
+        self.scripts = Scripts(client)
+        self.id = notifier_id(role)
+        self.watch_planners = watch_planners  # a planner's notifier sees itself alive
+        self.leader = threading.Event()
+        self.stopping = threading.Event()
+        self._threads: dict[str, threading.Thread] = {}
+        self._main: threading.Thread | None = None
+        self._fleet_due = 0.0
+        self._since: dict[str, int] = {}  # fleet condition -> when it was first seen
+        self._lost = False  # Redis was unreachable at the last look (logged once)
+
+    # -- settings ------------------------------------------------------------------
+    @property
+    def home(self) -> Keys:
+        c = self.config()
+        return all_shards(c.redis.shards, c.redis.prefix)[0]
+
+    def shards(self) -> list[Keys]:
+        c = self.config()
+        return all_shards(c.redis.shards, c.redis.prefix)
+
+    def now(self) -> int:
+        return redis_ms(self.client)
+
+    # -- threads -------------------------------------------------------------------
+    def start(self) -> None:
+        self._main = threading.Thread(target=self._run, name="cronsvc-notifier", daemon=True)
+        self._main.start()
+
+    def stop(self) -> None:
+        """Stop sending and give the lease up, so another notifier takes over at once."""
+        self.stopping.set()
+        if self._main is not None:
+            self._main.join(5)
+        for thread in self._threads.values():
+            thread.join(1)
+        if self.leader.is_set():
+            try:
+                self.scripts.notify_lease(self.home, self.id, 0)
+            except REDIS_ERRORS:
+                pass
+        self.leader.clear()
+
+    def _run(self) -> None:
+        log.info("notifier %s started", self.id)
+        while not self.stopping.is_set():
+            try:
+                self.step()
+                if self._lost:
+                    log.info("notifier: Redis answers again")
+                self._lost = False
+            except REDIS_ERRORS as exc:
+                self.leader.clear()
+                if not self._lost:
+                    log.warning("notifier: cannot reach Redis, trying again: %s", exc)
+                self._lost = True
+            except Exception:  # the notifier outlives any one bad pass
+                log.exception("notifier pass failed")
+            self.stopping.wait(TICK_S)
+        log.info("notifier %s stopped", self.id)
+
+    def step(self) -> None:
+        """One pass: keep the lease; as leader, route the outbox and watch the fleet. A file
+        with no channel and no job pausing itself after failures has nothing to send."""
+        config = self.config()
+        if not config.notify and not any(j.pause_after_failures for j in config.jobs.values()):
+            if self.leader.is_set():
+                self.scripts.notify_lease(self.home, self.id, 0)
+                self.leader.clear()
+            return
+        held = self.scripts.notify_lease(self.home, self.id, LEASE_MS)
+        if held and not self.leader.is_set():
+            log.info("notifier %s sends now", self.id)
+        if held:
+            self.leader.set()
+        else:
+            self.leader.clear()
+            return
+        self._channel_threads()
+        self.route()
+        if monotonic() >= self._fleet_due:
+            after = self.config().notifier.fleet_after
+            self._fleet_due = monotonic() + max(0.5, min(FLEET_EVERY_S, after))
+            self.watch_fleet()
+
+    def _channel_threads(self) -> None:
+        for name in self.config().notify:
+            thread = self._threads.get(name)
+            if thread is None or not thread.is_alive():
+                thread = threading.Thread(target=self._deliver_loop, args=(name,),
+                                          name=f"cronsvc-notify-{name}", daemon=True)
+                self._threads[name] = thread
+                thread.start()
+
+    # -- route ---------------------------------------------------------------------
+    def links(self, job: str | None, fire: str | None) -> dict[str, str]:
+        base = self.config().notifier.url
+        if not base:
+            return {}
+        base = base.rstrip("/")
+        out = {}
+        if job:
+            out["job"] = f"{base}/jobs/{job}"
+        if fire:
+            out["fire"] = f"{base}/fires/{fire}"
+        return out
+
+    def route(self) -> int:
+        """Route what the outboxes hold; the number of messages queued."""
+        config = self.config()
+        home = self.home
+        now = self.now()
+        episodes = Episodes({text(k): text(v) for k, v in
+                             self.client.hgetall(home.notify_episodes).items()},
+                            int(config.notifier.fold * 1000))
+        queued = 0
+        summaries = episodes.due(now)
+        if summaries:
+            queued += self._queue(home, 0, episodes, self._messages(summaries, now), now)
+        for keys in self.shards():
+            raw = self.client.lrange(keys.outbox, -ROUTE_BATCH, -1)
+            if not raw:
+                continue
+            told: list[Told] = []
+            for item in reversed(raw):  # oldest first
+                entry = _entry(item)
+                if entry is None or not self._wanted(entry):
+                    continue
+                told_now = episodes.seen(entry, now)
+                if told_now is not None:
+                    told.append(told_now)
+                if entry.get("event") == "paused":
+                    self._pause_everywhere(entry, keys)
+            messages = self._messages(told, now)
+            if keys == home:
+                queued += self._queue(home, len(raw), episodes, messages, now)
+            else:
+                queued += self._queue(home, 0, episodes, messages, now)
+                self.client.ltrim(keys.outbox, 0, -len(raw) - 1)
+        return queued
+
+    def _queue(self, home: Keys, routed: int, episodes: Episodes,
+               messages: list[tuple[str, str, str]], now: int) -> int:
+        changes = episodes.changes()
+        episodes.changed.clear()
+        if not routed and not changes and not messages:
+            return 0
+        try:
+            return self.scripts.notify_route(home, self.id, routed, changes, messages)
+        except NotLeader:
+            self.leader.clear()
+            return 0
+
+    def _wanted(self, entry: dict[str, Any]) -> bool:
+        """The job of the event is in this file, has channels and wants this event."""
+        kind, job = entry.get("event"), entry.get("job")
+        spec = self.config().jobs.get(job) if isinstance(job, str) else None
+        if spec is None:
+            if job is not None:
+                log.warning("notify: event %s of job %s, which this file does not have: "
+                            "not told", kind, job)
+            return False
+        if kind == "paused":
+            return True
+        return bool(spec.notify) and kind in spec.notify_on
+
+    def _messages(self, told: list[Told], now: int) -> list[tuple[str, str, str]]:
+        """``(channel, message id, JSON)`` of each message to queue."""
+        config = self.config()
+        out = []
+        for t in told:
+            entry = t.entry
+            job = entry.get("job")
+            event = from_outbox(entry, now, self.links(job, entry.get("fire")))
+            if t.summary_id is not None:
+                event = replace(event, id=t.summary_id, count=t.count, period_s=t.period_s,
+                                 at_ms=now)
+            elif t.count != 1:
+                event = replace(event, count=t.count)
+            if job is None:
+                channels = config.notifier.fleet
+            else:
+                spec = config.jobs.get(job)
+                channels = spec.notify if spec else ()
+            for channel in channels:
+                if channel in config.notify:
+                    body = json.dumps({"event": json.loads(as_json(event)), "channel": channel,
+                                       "first_ms": now, "attempts": 0, "error": None},
+                                      separators=(",", ":"))
+                    out.append((channel, f"{event.id}/{channel}", body))
+        return out
+
+    def _pause_everywhere(self, entry: dict[str, Any], seen_on: Keys) -> None:
+        """A job paused after failures on one shard is paused on the others too."""
+        job, note = str(entry.get("job")), str(entry.get("reason") or "auto")
+        for keys in self.shards():
+            if keys != seen_on:
+                try:
+                    self.scripts.pause(keys, job, note)
+                except UnknownJob:
+                    pass
+        log.warning("%s paused: %s", job, note, extra={"job": job})
+
+    # -- deliver -------------------------------------------------------------------
+    def _deliver_loop(self, channel: str) -> None:
+        while not self.stopping.is_set():
+            if not self.leader.is_set() or channel not in self.config().notify:
+                self.stopping.wait(TICK_S)
+                continue
+            try:
+                sent = self.deliver(channel)
+            except REDIS_ERRORS as exc:
+                log.warning("notify.%s: cannot reach Redis: %s", channel, exc)
+                self.stopping.wait(1.0)
+                continue
+            if not sent:
+                self.stopping.wait(TICK_S)
+
+    def deliver(self, channel: str) -> int:
+        """Try the due messages of ``channel`` once each; how many were tried."""
+        home = self.home
+        now = self.now()
+        ids = [text(i) for i in self.client.zrangebyscore(home.notify_due(channel), "-inf",
+                                                           now, start=0, num=DELIVER_BATCH)]
+        for mid in ids:
+            if self.stopping.is_set() or not self.leader.is_set():
+                break
+            self._deliver_one(home, channel, mid)
+        return len(ids)
+
+    def _deliver_one(self, home: Keys, channel: str, mid: str) -> None:
+        raw = self.client.hget(home.notify_deliveries, mid)
+        if raw is None:  # settled meanwhile
+            self.client.zrem(home.notify_due(channel), mid)
+            return
+        message = json.loads(text(raw))
+        event = from_json(message["event"])
+        config = self.config()
+        spec = config.notify.get(channel)
+        try:
+            if spec is None:
+                raise DeliveryError(f"notify.{channel}: no such channel in the job file now")
+            where = send(channel, spec, event)
+        except DeliveryError as exc:
+            self._failed(home, channel, mid, message, str(exc))
+            return
+        self.scripts.notify_settle(home, channel, mid, "sent")
+        log.info("notify.%s: %s sent to %s", channel, event.title(), where,
+                 extra={"job": event.job, "fire": event.fire})
+
+    def _failed(self, home: Keys, channel: str, mid: str, message: dict[str, Any],
+                error: str) -> None:
+        settings = self.config().notifier
+        now = self.now()
+        attempts = int(message.get("attempts", 0)) + 1
+        message = {**message, "attempts": attempts, "error": error, "last_ms": now}
+        body = json.dumps(message, separators=(",", ":"))
+        if now - int(message.get("first_ms", now)) >= settings.give_up * 1000:
+            self.scripts.notify_settle(home, channel, mid, "dead", body=body)
+            log.error("notify.%s: gave up on %s after %d attempts: %s", channel, mid,
+                      attempts, error)
+            return
+        delay = min(settings.retry * 2 ** (attempts - 1), settings.retry_max)
+        self.scripts.notify_settle(home, channel, mid, "retry", now + int(delay * 1000), body)
+        log.warning("notify.%s: attempt %d of %s failed, next in %.1fs: %s", channel, attempts,
+                    mid, delay, error)
+
+    # -- the fleet -----------------------------------------------------------------
+    def watch_fleet(self) -> None:
+        """Tell the fleet channels when workers or planners are gone, or the queue is late."""
+        config = self.config()
+        settings = config.notifier
+        if not settings.fleet:
+            return
+        home = self.home
+        now = self.now()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrange(home.workers, 0, -1, withscores=True)
+        pipe.zrange(home.planners, 0, -1, withscores=True)
+        workers, planners = pipe.execute()
+        dues = [float(first[0][1]) for first in
+                (self.client.zrange(keys.queue, 0, 0, withscores=True) for keys in self.shards())
+                if first]
+        late_ms = max(now - int(min(dues)), 0) if dues else 0
+        stale = planner_stale_ms(config.planner.tick)
+        conditions = {
+            "no_worker": (not any(alive(int(s), now, WORKER_STALE_MS) for _, s in workers),
+                          "no live worker: due fires are not run", "live workers again"),
+            "queue_late": (settings.queue_late is not None
+                           and late_ms > settings.queue_late * 1000,
+                           f"the oldest due fire waits {late_ms / 1000:.0f}s",
+                           "the queue is on time again"),
+        }
+        if self.watch_planners:
+            conditions["no_planner"] = (
+                not any(alive(int(s), now, stale) for _, s in planners),
+                "no live planner: no new fires are being planned", "a planner is live again")
+        episodes = Episodes({text(k): text(v) for k, v in
+                             self.client.hgetall(home.notify_episodes).items()},
+                            int(settings.fold * 1000))
+        told = []
+        for kind, (active, begun, ended) in conditions.items():
+            if active:
+                since = self._since.setdefault(kind, now)
+                active = now - since >= settings.fleet_after * 1000 or kind == "queue_late"
+            else:
+                self._since.pop(kind, None)
+            t = episodes.condition(kind, active, now, begun if active else ended)
+            if t is not None:
+                told.append(t)
+        if told or episodes.changed:
+            self._queue(home, 0, episodes, self._messages(told, now), now)
+
+
+def _entry(raw: Any) -> dict[str, Any] | None:
+    try:
+        entry = json.loads(text(raw))
+    except ValueError:
+        log.warning("notify: an outbox entry is not JSON, skipped: %.200s", raw)
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+def pending(client: redis.Redis, home: Keys, shards: list[Keys]) -> dict[str, Any]:
+    """What waits to be told: outbox entries, messages queued, and those given up on."""
+    pipe = client.pipeline(transaction=False)
+    for keys in shards:
+        pipe.llen(keys.outbox)
+    pipe.hlen(home.notify_deliveries)
+    pipe.hgetall(home.notify_dead)
+    *outboxes, queued, dead = pipe.execute()
+    undelivered = []
+    for mid, raw in dead.items():
+        try:
+            message = json.loads(text(raw))
+        except ValueError:
+            continue
+        event = message.get("event") or {}
+        undelivered.append({"id": text(mid), "channel": message.get("channel"),
+                            "job": event.get("job"), "event": event.get("event"),
+                            "attempts": message.get("attempts"), "error": message.get("error"),
+                            "last_ms": message.get("last_ms")})
+    undelivered.sort(key=lambda u: -(u.get("last_ms") or 0))
+    return {"outbox": sum(int(n) for n in outboxes), "queued": int(queued),
+            "undelivered": undelivered}
