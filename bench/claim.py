@@ -28,7 +28,7 @@ import redis  # noqa: E402
 from cronsvc.fires import job_of  # noqa: E402
 from cronsvc.keys import Keys  # noqa: E402
 from cronsvc.process.redis_server import RedisServer  # noqa: E402
-from cronsvc.store.scripts import UNHELD_MS, Scripts  # noqa: E402
+from cronsvc.store.scripts import UNHELD_MS, Scripts, ack_keys, claim_keys  # noqa: E402
 
 K = Keys()
 DIGEST = "0123456789ab"
@@ -83,9 +83,8 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
     """Server-bound fires per second: pre-encoded EVALSHA calls, 20 claims per round trip."""
     claim_sha = s._scripts["claim"].sha
     ack_sha = s._scripts["ack"].sha
-    claim_args = [13, K.queue, K.working, K.attempts, K.claims, K.jobs, K.paused, K.running,
-                  K.cancels, K.events, K.payloads, K.dead, K.held(""), K.schedules,
-                  "", "bench", batch, LEASE_MS, batch, UNHELD_MS, "1"]
+    keys = claim_keys(K)
+    claim_args = [len(keys), *keys, "", "bench", batch, LEASE_MS, batch, UNHELD_MS, "1"]
     calls: list[list[object]] = []
     for i in range(0, len(fires), batch):
         calls.append(["EVALSHA", claim_sha, *claim_args])
@@ -95,8 +94,8 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
             args: list[object] = [100]
             for fid, job in zip(chunk, jobs, strict=True):
                 args += [fid, 1, job, '{"status":"ok","worker":"bench","duration_ms":1}']
-            calls.append(["EVALSHA", ack_sha, 6 + len(chunk), K.working, K.attempts, K.claims,
-                          K.running, K.cancels, K.payloads, *map(K.history, jobs), *args])
+            keys = ack_keys(K, jobs)
+            calls.append(["EVALSHA", ack_sha, len(keys), *keys, *args])
     per_trip = 20 * (2 if with_ack else 1)
     conn = r.connection_pool.get_connection()
     packed = [conn.pack_commands(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]

@@ -29,7 +29,7 @@ from cronsvc.store.replies import compact, record_json, text
 
 __all__ = [
     "Claim", "ClaimResult", "FailResult", "PlanResult", "PublishResult", "ScriptSource",
-    "Scripts", "load_sources", "lua_dir", "script_error",
+    "Scripts", "ack_keys", "claim_keys", "load_sources", "lua_dir", "script_error",
 ]
 
 Pairs = Iterable[tuple[str, int]]  # (fire id, token)
@@ -95,6 +95,19 @@ def _mark(mark: float | None) -> str:
 
 def _now(now_ms: int | None) -> str:
     return "" if now_ms is None else str(int(now_ms))
+
+
+def claim_keys(k: Keys, held: str | None = None) -> list[str]:
+    """The KEYS of ``lua/claim-16.lua`` on shard ``k``; ``held`` as :meth:`Scripts.claim`."""
+    return [k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running, k.cancels,
+            k.events, k.payloads, k.dead, held or k.held(""), k.schedules, k.job_lines,
+            k.outbox, k.failing]
+
+
+def ack_keys(k: Keys, jobs: Sequence[str]) -> list[str]:
+    """The KEYS of ``lua/ack-8+.lua`` on shard ``k`` for fires of ``jobs``, in order."""
+    return [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
+            k.failing, *(k.history(job) for job in jobs)]
 
 
 class Scripts:
@@ -227,12 +240,10 @@ class Scripts:
         ``unheld_ms`` without one taking them. None takes fires of any definition (tools).
         """
         k = self._k(keys)
-        res = self.run("claim", [
-            k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running,
-            k.cancels, k.events, k.payloads, k.dead, held or k.held(""), k.schedules,
-            k.job_lines, k.outbox, k.failing,
-        ], [_now(now_ms), worker_id, batch, int(lease_ms), max(scan_limit or batch, batch),
-            int(unheld_ms), "1" if held is None else "0"])
+        res = self.run("claim", claim_keys(k, held),
+                       [_now(now_ms), worker_id, batch, int(lease_ms),
+                        max(scan_limit or batch, batch), int(unheld_ms),
+                        "1" if held is None else "0"])
         # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
         # m, m * (fire, why)
         n = int(res[2])
@@ -280,14 +291,12 @@ class Scripts:
               history_cap: int) -> list[str | None]:
         """Per item None if acked, else why not; ACK_CHUNK items per script call."""
         out: list[str | None] = []
-        fixed = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
-                 k.failing]
         for i in range(0, len(items), ACK_CHUNK):
             chunk = items[i:i + ACK_CHUNK]
             args: list[Any] = [int(history_cap)]
             for fid, token, job, record in chunk:
                 args += (fid, int(token), job, record_json(record))
-            res = self.run("ack", [*fixed, *(k.history(job) for _, _, job, _ in chunk)], args)
+            res = self.run("ack", ack_keys(k, [job for _, _, job, _ in chunk]), args)
             out += [None if r == 1 else text(r) for r in res]
         return out
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from cronsvc.cli.render import status as render_status
-from cronsvc.keys import Keys
+from cronsvc.keys import Keys, all_shards, stable_hash
 from cronsvc.notify.channels import SIGNATURE_HEADER, sign
 from cronsvc.notify.fold import Episodes
 from tests.support.fleet import Fleet, published
@@ -244,3 +244,24 @@ def test_a_message_given_up_on_shows_in_status(tmp_path: Path, redis_url: str,
         assert api["notifications"]["undelivered"][0]["channel"] == "ops"
         page = httpx.get(f"{web.url}/").text
         assert "given up on" in page and "answered 500" in page
+
+
+def test_on_shards_every_outbox_is_drained_and_an_auto_pause_reaches_every_shard(
+        tmp_path: Path, redis_url: str, hooks: HttpReceiver) -> None:
+    names = [f"job-{n}" for n in range(6)]
+    shards = {stable_hash(n) % 3 for n in names}
+    assert len(shards) > 1  # the jobs' fires and outboxes are on several shards
+    fleet = Fleet(tmp_path, redis_url,
+                  {n: broken(tmp_path, pause_after_failures=1) for n in names},
+                  notify=channels(hooks.url), notifier=FAST, redis={"shards": 3})
+    with fleet.running("w1"):
+        client = published(redis_url, fleet.config)
+        for n in names:
+            run_once(client, n)
+        wait_for(lambda: sorted(b["job"] for b in bodies(hooks) if b["event"] == "paused")
+                 == names, message="every job paused and told", timeout=30)
+        r = redis.Redis.from_url(redis_url)
+        wait_for(lambda: all(r.hexists(k.paused, n) for k in all_shards(3) for n in names),
+                 message="each pause on every shard")
+    assert sorted(b["job"] for b in bodies(hooks) if b["event"] == "dead") == names
+    assert all(r.llen(k.outbox) == 0 for k in all_shards(3))
