@@ -39,6 +39,7 @@ from typing import Any
 
 import redis
 
+from cronsvc import audit
 from cronsvc.clock import monotonic, redis_ms
 from cronsvc.config.models import Config
 from cronsvc.errors import NotLeader, UnknownJob
@@ -268,7 +269,8 @@ class Notifier:
         return out
 
     def _pause_everywhere(self, entry: dict[str, Any], seen_on: Keys) -> None:
-        """A job paused after failures on one shard is paused on the others too."""
+        """A job paused after failures on one shard is paused on the others too, and the
+        audit log says so (actor ``auto``)."""
         job, note = str(entry.get("job")), str(entry.get("reason") or "auto")
         for keys in self.shards():
             if keys != seen_on:
@@ -276,6 +278,9 @@ class Notifier:
                     self.scripts.pause(keys, job, note)
                 except UnknownJob:
                     pass
+        audit.write(self.client, self.home.audit,
+                    audit.Action(int(entry.get("at") or self.now()), "auto", "pause", job, note,
+                                 {"fires_failed": entry.get("count")}))
         log.warning("%s paused: %s", job, note, extra={"job": job})
 
     # -- deliver -------------------------------------------------------------------

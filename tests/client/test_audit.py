@@ -11,8 +11,9 @@ import redis
 import yaml
 from click.testing import CliRunner
 
+from cronsvc.audit import AUDIT_CAP
 from cronsvc.cli.main import main
-from cronsvc.client.audit import AUDIT_CAP, default_actor
+from cronsvc.client.audit import default_actor
 from cronsvc.client.client import Client
 from cronsvc.keys import Keys
 from tests.support.cli import ok

@@ -135,6 +135,8 @@ def test_a_job_failing_n_fires_in_a_row_is_paused_and_says_so(
         wait_for(lambda: "paused" in events(hooks), message="paused told", timeout=30)
         job = client.job("backup")
         assert job.paused and job.pause_note == "auto: 2 fires failed in a row"
+        [entry] = [a for a in client.audit().actions if a.actor == "auto"]
+        assert (entry.action, entry.target, entry.note) == ("pause", "backup", job.pause_note)
         assert client.resume("backup").was_paused
         (tmp_path / "fixed").touch()
         run_once(client, "backup")
