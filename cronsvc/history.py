@@ -86,8 +86,15 @@ _DROP_EXPLAINED = {
 }
 
 
+#: A fire held back for a free slot (``overlap: queue``) says so once: ``queued behind FIRE``.
+QUEUED_BEHIND = "queued behind "
+
+
 def drop_status(reason: str) -> str:
-    """The history status of a drop reason (an unknown reason is a skip by policy)."""
+    """The history status of a drop reason (an unknown reason is a skip by policy, and a
+    fire held back until a slot is free is ``queued``)."""
+    if reason.startswith(QUEUED_BEHIND):
+        return "queued"
     try:
         return Drop(reason).status
     except ValueError:

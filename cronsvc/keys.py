@@ -134,6 +134,13 @@ class Keys:
         notify or pause after failures; the next success removes it."""
         return self._k("cron:failing")
 
+    @property
+    def slots(self) -> str:
+        """hash: ``o:<owner>`` (a job, or ``!<schedule id>``) or ``l:<limit>`` -> the fires
+        holding its slots, ``|``-separated (one no longer leased holds none); ``w:<owner>``
+        -> its one fire waiting for a slot (``overlap: queue``)."""
+        return self._k("cron:slots")
+
     def held(self, digest: str) -> str:
         """hash: job -> definition digest, of the jobs of this shard in the job file whose
         held-definitions digest is ``digest`` (written by its workers, expiring unless renewed)."""

@@ -3,7 +3,8 @@
 The claim script cannot read the job file, so the planner publishes, per job,
 one line the script parses with a single pattern match::
 
-    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition|notify|pause_after
+    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition|notify|pause_after|
+    max_concurrent|limits
 
 - ``digest``: 12 hex chars of the schedule (cron, zone, jitter); a new digest
   means new fire times, so the old fires are unqueued and planning restarts.
@@ -18,6 +19,9 @@ one line the script parses with a single pattern match::
 - ``notify``: the events the job's channels want, as ``,dead,missed,recovered,`` (empty
   when the job notifies no channel): what the scripts push into the outbox.
 - ``pause_after``: the job is paused after this many fires failed in a row (empty: never).
+- ``max_concurrent``: runs of the job (of a runtime schedule: of the schedule) at once,
+  fleet-wide (empty: no bound but ``overlap``'s).
+- ``limits``: the named limits the job's tags join, ``db:3,gpu:1`` (empty: none).
 
 :class:`Policy` is the only writer and reader of the line in Python;
 ``lua/claim-*.lua`` and ``lua/plan-*.lua`` read the same fields.
@@ -32,7 +36,7 @@ from typing import Any
 #: ``catch_up: none`` drops a fire this late when the file sets no starting_deadline.
 NONE_DEADLINE_S = 60.0
 FIELDS = ("digest", "catch_up", "deadline_ms", "overlap", "max_attempts", "paused",
-          "definition", "notify", "pause_after")
+          "definition", "notify", "pause_after", "max_concurrent", "limits")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class Policy:
     definition: str = ""
     notify: str = ""
     pause_after: int = 0
+    max_concurrent: int = 0
+    limits: str = ""
 
     @classmethod
     def of(cls, job: Any) -> Policy:
@@ -58,22 +64,25 @@ class Policy:
         return cls(job.digest, job.catch_up, round(deadline * 1000) if deadline else 0,
                    job.overlap, job.max_attempts, bool(job.paused), job.definition,
                    notify_mask(job.notify_on) if job.notify else "",
-                   job.pause_after_failures or 0)
+                   job.pause_after_failures or 0, job.max_concurrent or 0,
+                   ",".join(f"{name}:{cap}" for name, cap in job.slot_limits))
 
     def format(self) -> str:
         """The line as published (empty fields at its end left out)."""
         return "|".join((self.digest, self.catch_up, str(self.deadline_ms), self.overlap,
                          str(self.max_attempts), "1" if self.paused_in_file else "0",
                          self.definition, self.notify,
-                         str(self.pause_after) if self.pause_after else "")).rstrip("|")
+                         str(self.pause_after) if self.pause_after else "",
+                         str(self.max_concurrent) if self.max_concurrent else "",
+                         self.limits)).rstrip("|")
 
     @classmethod
     def parse(cls, line: str) -> Policy:
         """A published line; missing or malformed fields read as their defaults."""
-        digest, catch_up, deadline, overlap, attempts, paused, definition, notify, pause = (
-            line.split("|") + [""] * len(FIELDS))[:len(FIELDS)]
+        (digest, catch_up, deadline, overlap, attempts, paused, definition, notify, pause,
+         most, limits) = (line.split("|") + [""] * len(FIELDS))[:len(FIELDS)]
         return cls(digest, catch_up, _int(deadline) or 0, overlap, _int(attempts) or 1,
-                   paused == "1", definition, notify, _int(pause) or 0)
+                   paused == "1", definition, notify, _int(pause) or 0, _int(most) or 0, limits)
 
 
 def notify_mask(events: Iterable[str]) -> str:

@@ -52,7 +52,7 @@ def _fields(fn: Any) -> Any:
                      help="Instead of the job's."),
         click.option("--jitter", default=None, metavar="DURATION",
                      help="A fixed offset of up to this, per schedule."),
-        click.option("--overlap", type=click.Choice(["allow", "forbid", "replace"]),
+        click.option("--overlap", type=click.Choice(["allow", "forbid", "replace", "queue"]),
                      default=None, help="Instead of the job's (per schedule)."),
         click.option("--actor", default=None, metavar="NAME",
                      help="Who changes it (default: $USER)."),

@@ -36,7 +36,7 @@ class JobInfo:
     timezone: str
     jitter: float
     catch_up: str
-    overlap: str
+    overlap: str  # with its bounds: ``queue, max 3, limit db 2``
     max_attempts: int
     paused: bool  # at run time (cronsvc pause) or in the job file
     pause_note: str | None
@@ -244,6 +244,15 @@ def last_run(records: list[str]) -> dict[str, Any] | None:
                 decoded[0] if decoded else None)
 
 
+def bounds(policy: Policy) -> str:
+    """How many runs of a job may run at once: ``allow``, ``queue, max 3, limit db 2``."""
+    parts = [policy.overlap]
+    if policy.max_concurrent:
+        parts.append(f"max {policy.max_concurrent}")
+    parts += [f"limit {limit.replace(':', ' ')}" for limit in policy.limits.split(",") if limit]
+    return ", ".join(parts)
+
+
 def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None,
              records: list[str], now_ms: int) -> JobInfo:
     """A job from its policy line, spec, pause and newest history records (raw JSON)."""
@@ -256,7 +265,7 @@ def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None
         name=name, cron=schedule_text(spec) if spec else "",
         timezone=spec.timezone if spec else "UTC",
         description=describe_schedule(spec) if spec else "", jitter=spec.jitter if spec else 0.0,
-        catch_up=policy.catch_up, overlap=policy.overlap,
+        catch_up=policy.catch_up, overlap=bounds(policy),
         max_attempts=policy.max_attempts, paused=pause is not None or policy.paused_in_file,
         pause_note=(pause.get("note") or None) if pause else None,
         paused_since_ms=integer(pause.get("since")) if pause else None,

@@ -123,7 +123,8 @@ class Job(_Frozen):
     retries: int = Field(default=0, ge=0)
     backoff: Seconds = 10.0
     backoff_max: Seconds = 3600.0
-    overlap: Literal["allow", "forbid", "replace"] = "allow"
+    overlap: Literal["allow", "forbid", "replace", "queue"] = "allow"
+    max_concurrent: int | None = Field(default=None, ge=1)  # runs at once, fleet-wide
     catch_up: Literal["all", "latest", "none"] = "latest"
     starting_deadline: OptionalSeconds = None
     jitter: Jitter = 0.0
@@ -134,6 +135,9 @@ class Job(_Frozen):
     notify: tuple[str, ...] = ()  # channels of the file's notify section
     notify_on: tuple[NotifyEvent, ...] = DEFAULT_NOTIFY_ON
     pause_after_failures: int | None = Field(default=None, ge=1)
+    # The file's named limits this job's tags join: (name, runs at once). Set from the
+    # file's ``limits:`` section, never written in a job.
+    slot_limits: tuple[tuple[str, int], ...] = ()
 
     @field_validator("notify", "notify_on", mode="before")
     @classmethod
@@ -210,6 +214,9 @@ class Job(_Frozen):
             raise ValueError(problem)
         if self.command is not None and (self.args or self.kwargs):
             raise ValueError("args and kwargs only apply to call jobs")
+        if self.max_concurrent is not None and self.overlap in ("forbid", "replace"):
+            raise ValueError(f"max_concurrent applies with overlap allow or queue (overlap "
+                             f"{self.overlap} allows one run at a time)")
         return self
 
     @property
@@ -404,6 +411,7 @@ class Config(_Frozen):
     worker: WorkerSettings = WorkerSettings()
     notifier: NotifierSettings = NotifierSettings()
     notify: dict[str, Channel] = {}
+    limits: dict[str, int] = {}  # named limits: runs at once of the jobs tagged with the name
     jobs: dict[str, Job] = {}
 
     @cached_property
@@ -419,8 +427,8 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "worker": WorkerSettings,
     "notifier": NotifierSettings,
 }
-TOP_KEYS = ("redis", "defaults", "planner", "worker", "notifier", "notify", "jobs")
-JOB_KEYS = tuple(name for name in Job.model_fields if name != "name")
+TOP_KEYS = ("redis", "defaults", "planner", "worker", "notifier", "notify", "limits", "jobs")
+JOB_KEYS = tuple(name for name in Job.model_fields if name not in ("name", "slot_limits"))
 # What a job is cannot have a default; how it runs can.
 PER_JOB_ONLY = frozenset({"cron", "every", "anchor", "start", "end", "max_runs", "command",
                           "call", "args", "kwargs", "description", "ping"})
@@ -510,8 +518,12 @@ def parse_located(text: str, source: str) -> tuple[Config, Located]:
     jobs = _jobs(report, data, defaults)
     notify = _channels(report, data.get("notify"))
     _channels_named(report, jobs, sections.get("notifier"), notify, data.get("notify"))
+    limits = _limits(report, data.get("limits"))
+    jobs = {name: job.model_copy(update={"slot_limits": tuple(
+        (tag, limits[tag]) for tag in job.tags if tag in limits)}) if limits else job
+        for name, job in jobs.items()}
     report.raise_if_any()
-    return Config(source=source, jobs=jobs, notify=notify, **sections), located
+    return Config(source=source, jobs=jobs, notify=notify, limits=limits, **sections), located
 
 
 def _channels(report: Report, value: object) -> dict[str, Channel]:
@@ -527,6 +539,20 @@ def _channels(report: Report, value: object) -> dict[str, Channel]:
         except ValidationError as exc:
             report.validation(exc, _under(where), Channel.model_fields)
     return channels
+
+
+def _limits(report: Report, value: object) -> dict[str, int]:
+    """``limits: {db: 3}``: at most 3 runs at once of the jobs tagged ``db``."""
+    limits: dict[str, int] = {}
+    for name, cap in (_mapping(report, ("limits",), value) or {}).items():
+        if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+            report.add(("limits", str(name)), f"invalid limit name: {_NAME_RULE}")
+        elif isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            report.add(("limits", name), f"{cap!r}: expected runs at once, a whole number "
+                                         "of 1 or more")
+        else:
+            limits[name] = cap
+    return limits
 
 
 def _channels_named(report: Report, jobs: dict[str, Job], notifier: NotifierSettings | None,

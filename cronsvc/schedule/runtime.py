@@ -46,7 +46,7 @@ SCHEDULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_ACTOR = 100
 CATCH_UP = ("all", "latest", "none")
-OVERLAP = ("allow", "forbid", "replace")
+OVERLAP = ("allow", "forbid", "replace", "queue")
 
 Outcome = Literal["created", "changed", "unchanged"]
 When = datetime | int | str | None

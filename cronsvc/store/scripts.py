@@ -98,10 +98,10 @@ def _now(now_ms: int | None) -> str:
 
 
 def claim_keys(k: Keys, held: str | None = None) -> list[str]:
-    """The KEYS of ``lua/claim-16.lua`` on shard ``k``; ``held`` as :meth:`Scripts.claim`."""
+    """The KEYS of ``lua/claim-17.lua`` on shard ``k``; ``held`` as :meth:`Scripts.claim`."""
     return [k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running, k.cancels,
             k.events, k.payloads, k.dead, held or k.held(""), k.schedules, k.job_lines,
-            k.outbox, k.failing]
+            k.outbox, k.failing, k.slots]
 
 
 def ack_keys(k: Keys, jobs: Sequence[str]) -> list[str]:

@@ -116,6 +116,11 @@ def definition(job: Job | None) -> dict[str, Any] | None:
                   "jitter", "description"):
         out[field] = getattr(job, field, None)
     out["tags"] = list(job.tags)
+    out["max_concurrent"] = job.max_concurrent
+    out["limits"] = dict(job.slot_limits)
+    out["notify"] = list(job.notify)
+    out["notify_on"] = list(job.notify_on) if job.notify else []
+    out["pause_after_failures"] = job.pause_after_failures
     return out
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from cronsvc.clock import monotonic
+from cronsvc.config.models import Job
 from cronsvc.errors import LeaseLost
 from cronsvc.history import Cancel, HistoryRecord, drop_explained
 from cronsvc.keys import Keys, keys_for
@@ -173,7 +174,7 @@ class Results:
             log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)
             return
         log_outcome(log, w.worker_id, claim, outcome, lag, note=verdict)
-        if verdict == "retry":
+        if verdict == "retry" or bounded(job):
             # The claim loop last looked while this fire was in flight and sleeps up to
             # MAX_SLEEP: let it see the retry's time now, or a short backoff waits that long.
             w.wake()
@@ -192,6 +193,8 @@ class Results:
             log.error("%d result(s) not recorded, their fires will run again: %s",
                       len(items), exc)
             return
+        if any(bounded(run.job) for run, _, _ in items):
+            w.wake()  # a slot is free: a fire waiting for it starts now, not at the next look
         for (run, outcome, record), ok in zip(items, recorded, strict=True):
             claim = run.claim
             if not ok:
@@ -226,3 +229,9 @@ class Results:
                 # Soon after Redis is back, well within a lease: until it is recorded,
                 # the result holds the fire only as long as heartbeats renew its lease.
                 pause = min(pause * 2, RETRY_AT_MOST, w.lease_ms / 4000)
+
+
+def bounded(job: Job) -> bool:
+    """Runs of ``job`` hold slots others may wait for (overlap queue, max_concurrent,
+    named limits)."""
+    return job.overlap == "queue" or bool(job.max_concurrent) or bool(job.slot_limits)

@@ -170,7 +170,8 @@ def test_defaults_problem_is_reported_once_not_per_job() -> None:
     text = "defaults:\n  overlap: never\njobs:\n" + "".join(
         f"  j{i}:\n    cron: '@daily'\n    command: x\n" for i in range(3))
     assert problems(text) == [
-        "s.yaml:2: defaults.overlap: 'never': input should be 'allow', 'forbid' or 'replace'"]
+        "s.yaml:2: defaults.overlap: 'never': input should be 'allow', 'forbid', 'replace' "
+        "or 'queue'"]
 
 
 @pytest.mark.parametrize(("fields", "command"), [

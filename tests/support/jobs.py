@@ -49,6 +49,19 @@ def block(path: str, release: str, ctx: Any = None, limit: float = 60.0) -> None
     _append(path, "end", ctx)
 
 
+def hold(path: str, releases: str, ctx: Any = None, limit: float = 60.0) -> None:
+    """Note the start, hold the slot until the file ``releases/<fire id>`` exists (each run
+    is let go on its own), then note the end."""
+    _append(path, "start", ctx)
+    release = Path(releases) / ctx.fire_id.replace("/", "_")
+    deadline = time.monotonic() + limit
+    while not release.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{release} never appeared")
+        time.sleep(0.02)  # a job that waits for a signal from the test, not a test wait
+    _append(path, "end", ctx)
+
+
 def read_ledger(path: str | Path) -> list[dict[str, Any]]:
     try:
         text = Path(path).read_text()

@@ -7,7 +7,7 @@
 -- KEYS[4]  claims    hash fire -> JSON {worker, token, due, claimed_at[, reclaimed]}
 -- KEYS[5]  jobs      hash job -> policy line (cronsvc/policy.py):
 --                    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition|
---                    notify|pause_after
+--                    notify|pause_after|max_concurrent|limits ('db:3,gpu:1')
 -- KEYS[6]  paused    hash job -> JSON of a runtime pause
 -- KEYS[7]  running   hash job (or '!' .. schedule id) -> fire in flight (overlap forbid/replace)
 -- KEYS[8]  cancels   hash fire -> reason the holder must stop
@@ -23,6 +23,9 @@
 -- KEYS[15] outbox    list of events to tell people about, newest first: lease_lost, dead,
 --                    missed and skipped, for jobs whose policy line wants them
 -- KEYS[16] failing   hash job -> fires failed in a row (for recovered and auto-pause)
+-- KEYS[17] slots     hash 'o:' .. owner or 'l:' .. limit -> the fires holding its slots,
+--                    '|'-separated (a fire not leased in KEYS[2] any more holds none);
+--                    'w:' .. owner -> its one fire waiting for a slot (overlap queue)
 -- ARGV[1]  now_ms, or '' for the server clock
 -- ARGV[2]  worker id
 -- ARGV[3]  batch: fires claimed at most (stale reclaims included)
@@ -116,10 +119,15 @@ local function load_policies(jobs)
     local line = lines[i]
     if line then
       local _, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
-        pause_after = string.match(line,
-          '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)$')
+        pause_after, most, limits = string.match(line, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|'
+          .. '([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)$')
+      local caps = {}
+      for name, cap in string.gmatch(limits or '', '([^,:]+):(%d+)') do
+        caps[#caps + 1] = {name = name, cap = tonumber(cap)}
+      end
       policies[job] = {catch_up = catch_up, deadline = tonumber(deadline) or 0,
         mask = mask, pause_after = tonumber(pause_after) or 0,
+        most = tonumber(most) or 0, limits = caps,
         overlap = overlap, max_attempts = tonumber(max_attempts) or 1,
         paused = paused == '1' or (pauses[i] or false) ~= false,
         -- A line without a definition (an older planner's) needs the job, in any version.
@@ -150,7 +158,7 @@ local function load_schedules(entries)
         schedules[sid] = {catch_up = catch_up ~= '' and catch_up or p.catch_up,
           deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
           overlap = overlap ~= '' and overlap or p.overlap, max_attempts = p.max_attempts,
-          mask = p.mask, pause_after = p.pause_after,
+          mask = p.mask, pause_after = p.pause_after, most = p.most, limits = p.limits,
           paused = p.paused or paused == '1', held = p.held, payload = payload}
       end
     end
@@ -170,6 +178,61 @@ local function tell(p, kind, fid, job, attempt, reason)
     redis.call('LPUSH', KEYS[15], outbox_line({event = kind, job = job, fire = fid,
       attempt = attempt, at = now, reason = reason}))
   end
+end
+
+-- Slots: the fires of each bound (max_concurrent of an owner, a named limit) that hold one,
+-- read once per call; a fire holds a slot while its lease in KEYS[2] runs.
+local slot_fires, slots_changed = {}, {}
+local function holding(field)
+  local list = slot_fires[field]
+  if list == nil then
+    list = {}
+    local raw = redis.call('HGET', KEYS[17], field)
+    if raw then
+      local seen = 0
+      for fid in string.gmatch(raw, '[^|]+') do
+        seen = seen + 1
+        local lease = redis.call('ZSCORE', KEYS[2], fid)
+        if lease and tonumber(lease) >= now then list[#list + 1] = fid end
+      end
+      if seen ~= #list then slots_changed[field] = true end
+    end
+    slot_fires[field] = list
+  end
+  return list
+end
+-- Why a fire of owner with policy p cannot start now (a bound is full), and a fire in the
+-- way; nil when every bound has a free slot.
+local function full(p, owner)
+  if p.most > 0 then
+    local h = holding('o:' .. owner)
+    if #h >= p.most then
+      return 'max_concurrent ' .. p.most .. ' (' .. #h .. ' running)', h[1]
+    end
+  end
+  for _, l in ipairs(p.limits) do
+    local h = holding('l:' .. l.name)
+    if #h >= l.cap then return 'limit ' .. l.name .. ' (' .. #h .. ' running)', h[1] end
+  end
+  return nil
+end
+local function hold(p, owner, fid)
+  local fields = {}
+  if p.most > 0 then fields[1] = 'o:' .. owner end
+  for _, l in ipairs(p.limits) do fields[#fields + 1] = 'l:' .. l.name end
+  for _, field in ipairs(fields) do
+    local h = holding(field)
+    h[#h + 1] = fid
+    slots_changed[field] = true
+  end
+end
+-- overlap queue: one fire of owner waits for the running one; a second is dropped.
+local waiting = {}
+local function waiter(owner)
+  if waiting[owner] == nil then
+    waiting[owner] = redis.call('HGET', KEYS[17], 'w:' .. owner) or false
+  end
+  return waiting[owner]
 end
 
 local claim_head = '{"worker":' .. worker_json .. ',"token":'
@@ -197,6 +260,11 @@ local function take(fid, owner, due, token, p, reclaimed, before)
   if p and p.overlap ~= 'allow' then
     redis.call('HSET', KEYS[7], owner, fid)
     holders[owner] = fid
+  end
+  if p and (p.most > 0 or #p.limits > 0) then hold(p, owner, fid) end
+  if p and p.overlap == 'queue' and waiter(owner) == fid then
+    redis.call('HDEL', KEYS[17], 'w:' .. owner)
+    waiting[owner] = false
   end
   claimed[#claimed + 1] = {fid, token, tonumber(due), reclaimed, p and p.payload or '',
     before or ''}
@@ -252,6 +320,13 @@ if #stale > 0 then
       if p and tracks(p.mask, p.pause_after) then
         fire_failed(KEYS[16], KEYS[6], KEYS[15], job, fid, p.pause_after, now)
       end
+    elseif full(p, owner) then
+      -- Its slot went with its lease and is taken now: back to the queue, no attempt used,
+      -- until one is free (a retry is never judged by its starting deadline).
+      redis.call('ZREM', KEYS[2], fid)
+      redis.call('ZADD', KEYS[1], due_s_of(fid), fid)
+      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
+      event('handed back', fid, 'lease lapsed; ' .. full(p, owner))
     else
       take(fid, owner, due_s_of(fid), n + 1, p, 1, before[i])
       event('reclaimed', fid, nil)
@@ -311,13 +386,38 @@ if #claimed < batch then
         end
       elseif not n and not oneoff and p.catch_up == 'latest' and latest[owner] > due then
         reason = 'catch_up latest'
-      elseif p.overlap ~= 'allow' then
-        local current = holder(owner)
-        if current and p.overlap == 'forbid' then
-          reason = 'overlap forbid'
-        elseif current then
-          redis.call('HSET', KEYS[8], current, 'replaced')
-          event('cancelled', current, 'replaced by ' .. fid)
+      else
+        -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
+        local why, ahead
+        if p.overlap ~= 'allow' and p.most == 0 then
+          ahead = holder(owner)
+          if ahead and p.overlap == 'forbid' then
+            reason = 'overlap forbid'
+          elseif ahead and p.overlap == 'replace' then
+            redis.call('HSET', KEYS[8], ahead, 'replaced')
+            event('cancelled', ahead, 'replaced by ' .. fid)
+          elseif ahead then
+            why = 'overlap queue'
+          end
+        end
+        if not reason and not why and p.overlap ~= 'replace' then why, ahead = full(p, owner) end
+        if why and p.overlap == 'queue' then
+          local w = waiter(owner)
+          if w and w ~= fid and redis.call('ZSCORE', KEYS[1], w) then
+            reason = 'overlap queue: ' .. w .. ' waits already'
+          else
+            skipped = true
+            leave[fid] = true
+            if w ~= fid then
+              redis.call('HSET', KEYS[17], 'w:' .. owner, fid)
+              waiting[owner] = fid
+              -- Said once, when it starts waiting: the worker writes it to the history.
+              dropped[#dropped + 1] = {fid, 'queued behind ' .. ahead}
+              event('held', fid, 'queued behind ' .. ahead)
+            end
+          end
+        elseif why then
+          reason = why
         end
       end
       if leave[fid] then
@@ -361,11 +461,20 @@ if #gone > 0 then bulk('HDEL', KEYS[3], gone, 1) end
 if #dropped > 0 and redis.call('HLEN', KEYS[10]) > 0 then
   local ids = {}
   for i, d in ipairs(dropped) do
-    if string.sub(d[2], 1, 4) ~= 'dead' then ids[#ids + 1] = d[1] end
+    local head = string.sub(d[2], 1, 6)
+    if head ~= 'dead' and head ~= 'dead: ' and head ~= 'queued' then ids[#ids + 1] = d[1] end
   end
   if #ids > 0 then bulk('HDEL', KEYS[10], ids, 1) end
 end
 if nevents > 0 then trim_events(KEYS[9]) end
+for field in pairs(slots_changed) do
+  local list = slot_fires[field]
+  if #list > 0 then
+    redis.call('HSET', KEYS[17], field, table.concat(list, '|'))
+  else
+    redis.call('HDEL', KEYS[17], field)
+  end
+end
 
 -- 3. When to come back.
 local next_ms = next_due(skipped)
