@@ -13,11 +13,14 @@ from typing import Any
 
 STARTING_DEADLINE = 2.0  # seconds, of the jobs with catch_up all
 VERSIONS = ("v1", "v2")
+#: The named limit of the limits scenario: its three jobs want more slots than it has.
+LIMITS = {"db": 2}
 
 
-def chaos_jobs(ledger: str, version: str = "v1") -> dict[str, Any]:
+def chaos_jobs(ledger: str, version: str = "v1", limits: bool = False) -> dict[str, Any]:
     """Every-second jobs with each catch-up rule, a slow one that forbids overlap, and a
-    command whose work is done by a grandchild."""
+    command whose work is done by a grandchild; with ``limits``, three commands tagged
+    ``db`` (at most :data:`LIMITS` at once), one of them waiting its turn (overlap queue)."""
 
     def job(cron: str, longest_ms: int = 300, tag: str = "", **options: Any) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"path": ledger, "longest_ms": longest_ms}
@@ -41,4 +44,11 @@ def chaos_jobs(ledger: str, version: str = "v1") -> dict[str, Any]:
         "starting_deadline": STARTING_DEADLINE,
         "command": f"{sys.executable} -m tests.chaos.jobs {ledger} 1500 cmd & wait",
     }
+    if limits:
+        for i in range(3):
+            jobs[f"db-{i}"] = {
+                "cron": "* * * * * *", "shell": True, "tags": ["db"],
+                "overlap": "queue" if i == 0 else "allow",
+                "command": f"{sys.executable} -m tests.chaos.jobs {ledger} 1500 {version} & wait",
+            }
     return jobs

@@ -29,7 +29,7 @@ from cronsvc.fires import job_of, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
 from tests.chaos.churn import Churn
-from tests.chaos.files import STARTING_DEADLINE, VERSIONS, chaos_jobs
+from tests.chaos.files import LIMITS, STARTING_DEADLINE, VERSIONS, chaos_jobs
 from tests.chaos.ledger import Epoch, Fault, Totals, judge
 from tests.support.fleet import Fleet
 from tests.support.jobs import read_ledger
@@ -103,6 +103,7 @@ class Scenario:
     planners: int = 2
     workers: int = 3
     churn: bool = False  # runtime schedules created, changed and deleted throughout
+    limits: bool = False  # jobs sharing a named limit, whose workers are killed mid-run
 
 
 class ChaosRun:
@@ -119,8 +120,9 @@ class ChaosRun:
         self.paths: dict[str, Path] = {}
         self.files: dict[str, Config] = {}
         for version in VERSIONS:
-            self.fleet.write(chaos_jobs(self.fleet.ledger, version),
-                             planner={"horizon": 10}, worker={"history": 100_000})
+            self.fleet.write(chaos_jobs(self.fleet.ledger, version, scenario.limits),
+                             planner={"horizon": 10}, worker={"history": 100_000},
+                             **({"limits": LIMITS} if scenario.limits else {}))
             self.paths[version] = tmp / f"schedules-{version}.yaml"
             os.replace(self.fleet.config, self.paths[version])
             self.files[version] = load_config(self.paths[version])
@@ -194,8 +196,9 @@ class ChaosRun:
     # -- faults ------------------------------------------------------------
     def kill_worker(self) -> None:
         """kill -9 of a worker in the middle of a run (if any runs), then a new one. The
-        processes its commands started must die with it."""
-        name = self._victim(self.rnd.random() < 0.5)
+        processes its commands started must die with it. With limits, the victim holds a
+        slot of one (it runs a command) whenever one does."""
+        name = self._victim(self.scenario.limits or self.rnd.random() < 0.5)
         pids = self.tail.command_pids(name)
         self.workers.remove(name)
         at = self._kill(name)
@@ -393,7 +396,8 @@ class ChaosRun:
         events = [json.loads(x) for x in self.r.lrange(K.events, 0, -1)]
         totals = judge({v: c.jobs for v, c in self.files.items()}, self.epochs, start, end,
                        read_ledger(self.fleet.ledger), history, events, self.faults,
-                       self.churn.changes if self.churn is not None else None)
+                       self.churn.changes if self.churn is not None else None,
+                       lease_ms=int(float(LEASE) * 1000))
         totals.orphans += self.orphans
         return totals
 

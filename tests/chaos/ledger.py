@@ -175,6 +175,9 @@ class Totals:
     schedule_fires: int = 0  # of the expected: fires of runtime schedules
     schedule_runs: int = 0  # of the fires run: fires of runtime schedules
     stale: list[str] = field(default_factory=list)
+    over_limit: list[str] = field(default_factory=list)  # moments a named limit was exceeded
+    # per named limit: the most runs at once, and its cap
+    most_at_once: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def duplicates(self) -> int:
@@ -182,7 +185,8 @@ class Totals:
 
     def ok(self) -> bool:
         return not (self.lost or self.unexplained or self.early or self.strangers
-                    or self.overlapping or self.wrong_definition or self.orphans or self.stale)
+                    or self.overlapping or self.wrong_definition or self.orphans or self.stale
+                    or self.over_limit)
 
     def lines(self) -> list[str]:
         policy = ", ".join(f"{n} {why}" for why, n in sorted(self.by_policy.items())) or "none"
@@ -206,6 +210,10 @@ class Totals:
             f"{self.schedule_fires}, run: {self.schedule_runs}",
             f"runs of a schedule definition after the call that ended it returned: "
             f"{len(self.stale)}",
+            *(f"limit {name}: at most {n} runs at once (allowed {cap})"
+              for name, (n, cap) in sorted(self.most_at_once.items())),
+            *([f"moments a limit was exceeded: {len(self.over_limit)}"]
+              if self.most_at_once else []),
         ]
 
 
@@ -283,7 +291,7 @@ def _unqueued_by(change: Change, due: int, faults: Iterable[Fault]) -> bool:
 def judge(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms: int,
           end_ms: int, ledger: list[dict[str, Any]], history: list[dict[str, Any]],
           events: list[dict[str, Any]], faults: list[Fault],
-          changes: list[Change] | None = None) -> Totals:
+          changes: list[Change] | None = None, lease_ms: int = 1000) -> Totals:
     """Check a run's ledger against the fires due in (start_ms, end_ms]."""
     want, optional = expected_fires(files, epochs, start_ms, end_ms)
     sched = schedule_fires(changes or [], start_ms, end_ms)
@@ -371,4 +379,56 @@ def judge(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms:
                 t.overlapping.append(f"{fid}: attempt {prev['attempt']} on {prev['worker']} "
                                      f"ended at {prev_end}, after attempt {cur['attempt']} "
                                      f"started on {cur['worker']} at {cur['at_ms']}")
+    t.over_limit, t.most_at_once = limits_kept(files, ledger, faults, lease_ms)
     return t
+
+
+def limits_kept(files: Mapping[str, Mapping[str, Job]], ledger: list[dict[str, Any]],
+                faults: list[Fault], lease_ms: int
+                ) -> tuple[list[str], dict[str, tuple[int, int]]]:
+    """Each moment more runs of a named limit's jobs overlapped (start to end, from the
+    ledger) than it allows, and per limit the most at once and its cap. A run with no end
+    line died with its worker: at the kill, or within a lease of a freeze or a Redis fault
+    (its watchdog's deadline); a run no fault explains counts for
+    :data:`UNEXPLAINED_RUN_MS`."""
+    caps: dict[str, int] = {}
+    members: dict[str, set[str]] = collections.defaultdict(set)
+    for jobs in files.values():
+        for job in jobs.values():
+            for name, cap in job.slot_limits:
+                caps[name] = cap
+                members[name].add(job.name)
+    ends = {(e["fire"], e["attempt"]): e["at_ms"] for e in ledger if e["event"] == "end"}
+    problems: list[str] = []
+    most: dict[str, tuple[int, int]] = {}
+    for name, cap in caps.items():
+        moments: list[tuple[int, int, str]] = []
+        for e in ledger:
+            if e["event"] == "start" and e["job"] in members[name]:
+                run = f"{e['fire']} attempt {e['attempt']}"
+                end = ends.get((e["fire"], e["attempt"])) or _died(e, faults, lease_ms)
+                moments += [(e["at_ms"], 1, run), (end, -1, run)]
+        now, top, running = 0, 0, set()
+        for at, step, run in sorted(moments, key=lambda m: (m[0], m[1])):  # ends first
+            now += step
+            running.symmetric_difference_update({run})
+            top = max(top, now)
+            if now > cap:
+                problems.append(f"limit {name}: {now} runs at {at}: {', '.join(sorted(running))}")
+        most[name] = (top, cap)
+    return problems, most
+
+
+#: How long a run that ended without a word, and no fault explains, is counted as running.
+UNEXPLAINED_RUN_MS = 10_000
+
+
+def _died(start: dict[str, Any], faults: list[Fault], lease_ms: int) -> int:
+    for f in sorted(faults, key=lambda f: f.start_ms):
+        if f.start_ms < start["at_ms"]:
+            continue
+        if f.kind == "kill" and f.target == start["worker"]:
+            return f.start_ms
+        if (f.kind == "freeze" and f.target == start["worker"]) or f.kind in REDIS_FAULTS:
+            return f.start_ms + lease_ms
+    return int(start["at_ms"]) + UNEXPLAINED_RUN_MS

@@ -27,6 +27,7 @@ SCENARIOS = [
     Scenario("redis-refuses-writes", 8, ("oom", "readonly")),
     Scenario("workers-frozen", 8, ("freeze",)),
     Scenario("rolling-deploy", 4, ("deploy",)),
+    Scenario("limit-kills", 10, ("kill",), limits=True),
     Scenario("mixed", LONG or 12, FAULTS, churn=True),
 ]
 
@@ -48,7 +49,8 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
     print("\n" + report)
     assert totals.expected > 0 and totals.run > 0, report
     problems = (totals.lost, totals.unexplained, totals.early, totals.strangers,
-                totals.overlapping, totals.wrong_definition, totals.orphans, totals.stale)
+                totals.overlapping, totals.wrong_definition, totals.orphans, totals.stale,
+                totals.over_limit)
     assert totals.ok(), "\n".join([report, *(p for found in problems for p in found[:20]),
                                    run.fleet.logs()])
     # Each scenario's faults happened, and did what they are for.
@@ -56,5 +58,8 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
     assert kinds == set(scenario.faults), report
     if "stop" in kinds:
         assert totals.by_policy["missed"] > 0, report
+    if scenario.limits:  # the limit was full at times, and held
+        assert totals.most_at_once["db"] == (2, 2), report
+        assert any(why.startswith("limit db") for why in totals.by_policy), report
     if scenario.churn:  # schedules came and went, and their fires ran
         assert totals.schedule_calls > 20 and totals.schedule_runs > 0, report

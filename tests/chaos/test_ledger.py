@@ -68,3 +68,33 @@ def test_a_fire_of_a_live_schedule_that_never_ran_is_lost() -> None:
     # During a fault, longer before.
     stop = Fault("stop", "workers", T0 + 2000, T0 + 3000)
     assert verdict(ledger, [stop]).ok()
+
+
+def _runs(*spans: tuple[str, int, int | None, str]) -> list[dict[str, Any]]:
+    """Ledger lines of runs ``(job, start, end or None, worker)``, one fire each."""
+    out: list[dict[str, Any]] = []
+    for n, (job, start, end, worker) in enumerate(spans):
+        fid = fire_id(job, T0 + n)
+        out.append({"event": "start", "fire": fid, "job": job, "attempt": 1,
+                    "worker": worker, "at_ms": start})
+        if end is not None:
+            out.append({"event": "end", "fire": fid, "job": job, "attempt": 1,
+                        "worker": worker, "at_ms": end})
+    return out
+
+
+def test_runs_of_a_named_limit_over_its_cap_are_caught_and_a_kill_ends_a_run() -> None:
+    from cronsvc.config.models import parse_config
+    from tests.chaos.ledger import limits_kept
+
+    config = parse_config("limits: {db: 2}\njobs:\n" + "".join(
+        f"  {j}: {{cron: '* * * * *', command: ['true'], tags: [db]}}\n"
+        for j in ("a", "b", "c")), "f.yaml")
+    files = {"v1": config.jobs}
+    # a runs 0-100; b dies with w2, killed at 50; c starts at 60: two at once at most.
+    kill = Fault("kill", "w2", 50, 50)
+    ok = _runs(("a", 0, 100, "w1"), ("b", 10, None, "w2"), ("c", 60, 120, "w3"))
+    assert limits_kept(files, ok, [kill], 1000) == ([], {"db": (2, 2)})
+    # Without the kill, b is still running when c starts: three at once.
+    problems, most = limits_kept(files, ok, [], 1000)
+    assert most == {"db": (3, 2)} and problems and problems[0].startswith("limit db: 3 runs")
