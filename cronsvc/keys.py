@@ -3,13 +3,18 @@
 Single-instance defaults are the contract names ``cron:queue`` and
 ``scheduler:working``. With ``shards: N`` every per-shard key carries the
 hash tag ``{k}`` so one script never crosses Redis Cluster slots; per-job keys
-of a shard carry the same tag.
+of a shard carry the same tag. A worker pool other than ``default`` has a queue and a
+working set of its own on each shard (``cron:queue:gpu``, ``scheduler:working:gpu``,
+with the shard's tag); every other key is shared by the pools of a shard.
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+#: The pool of a job that names none, and of a worker that serves none: the contract keys.
+DEFAULT_POOL = "default"
 
 
 def stable_hash(name: str) -> int:
@@ -19,10 +24,19 @@ def stable_hash(name: str) -> int:
 
 @dataclass(frozen=True)
 class Keys:
-    """Key names of one shard (``shard=None``: the plain single-instance names)."""
+    """Key names of one shard (``shard=None``: the plain single-instance names), and of one
+    pool's queue and working set there."""
 
     prefix: str = ""
     shard: int | None = None
+    pool: str = DEFAULT_POOL
+
+    def with_pool(self, pool: str) -> Keys:
+        """The same shard, the queue and working set of ``pool``."""
+        return self if pool == self.pool else replace(self, pool=pool)
+
+    def _pooled(self, name: str) -> str:
+        return self._k(name if self.pool == DEFAULT_POOL else f"{name}:{self.pool}")
 
     def _k(self, name: str) -> str:
         tag = "" if self.shard is None else f"{{{self.shard}}}"
@@ -31,13 +45,13 @@ class Keys:
     # -- per shard ----------------------------------------------------------
     @property
     def queue(self) -> str:
-        """zset: fire id -> due time (ms)."""
-        return self._k("cron:queue")
+        """zset: fire id -> due time (ms), of this pool."""
+        return self._pooled("cron:queue")
 
     @property
     def working(self) -> str:
-        """zset: fire id -> lease deadline (ms)."""
-        return self._k("scheduler:working")
+        """zset: fire id -> lease deadline (ms), of this pool."""
+        return self._pooled("scheduler:working")
 
     @property
     def claims(self) -> str:
@@ -228,8 +242,8 @@ def shard_of(job: str, shards: int) -> int | None:
     return stable_hash(job) % shards
 
 
-def keys_for(job: str, shards: int = 1, prefix: str = "") -> Keys:
-    return Keys(prefix=prefix, shard=shard_of(job, shards))
+def keys_for(job: str, shards: int = 1, prefix: str = "", pool: str = DEFAULT_POOL) -> Keys:
+    return Keys(prefix=prefix, shard=shard_of(job, shards), pool=pool)
 
 
 def all_shards(shards: int = 1, prefix: str = "") -> list[Keys]:

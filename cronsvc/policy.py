@@ -4,7 +4,7 @@ The claim script cannot read the job file, so the planner publishes, per job,
 one line the script parses with a single pattern match::
 
     digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition|notify|pause_after|
-    max_concurrent|limits
+    max_concurrent|limits|pool
 
 - ``digest``: 12 hex chars of the schedule (cron, zone, jitter); a new digest
   means new fire times, so the old fires are unqueued and planning restarts.
@@ -22,6 +22,7 @@ one line the script parses with a single pattern match::
 - ``max_concurrent``: runs of the job (of a runtime schedule: of the schedule) at once,
   fleet-wide (empty: no bound but ``overlap``'s).
 - ``limits``: the named limits the job's tags join, ``db:3,gpu:1`` (empty: none).
+- ``pool``: the pool whose queue holds the job's fires (empty: ``default``).
 
 :class:`Policy` is the only writer and reader of the line in Python;
 ``lua/claim-*.lua`` and ``lua/plan-*.lua`` read the same fields.
@@ -33,10 +34,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from cronsvc.keys import DEFAULT_POOL
+
 #: ``catch_up: none`` drops a fire this late when the file sets no starting_deadline.
 NONE_DEADLINE_S = 60.0
 FIELDS = ("digest", "catch_up", "deadline_ms", "overlap", "max_attempts", "paused",
-          "definition", "notify", "pause_after", "max_concurrent", "limits")
+          "definition", "notify", "pause_after", "max_concurrent", "limits", "pool")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Policy:
     pause_after: int = 0
     max_concurrent: int = 0
     limits: str = ""
+    pool: str = DEFAULT_POOL
 
     @classmethod
     def of(cls, job: Any) -> Policy:
@@ -65,7 +69,7 @@ class Policy:
                    job.overlap, job.max_attempts, bool(job.paused), job.definition,
                    notify_mask(job.notify_on) if job.notify else "",
                    job.pause_after_failures or 0, job.max_concurrent or 0,
-                   ",".join(f"{name}:{cap}" for name, cap in job.slot_limits))
+                   ",".join(f"{name}:{cap}" for name, cap in job.slot_limits), job.pool)
 
     def format(self) -> str:
         """The line as published (empty fields at its end left out)."""
@@ -74,15 +78,17 @@ class Policy:
                          self.definition, self.notify,
                          str(self.pause_after) if self.pause_after else "",
                          str(self.max_concurrent) if self.max_concurrent else "",
-                         self.limits)).rstrip("|")
+                         self.limits,
+                         "" if self.pool == DEFAULT_POOL else self.pool)).rstrip("|")
 
     @classmethod
     def parse(cls, line: str) -> Policy:
         """A published line; missing or malformed fields read as their defaults."""
         (digest, catch_up, deadline, overlap, attempts, paused, definition, notify, pause,
-         most, limits) = (line.split("|") + [""] * len(FIELDS))[:len(FIELDS)]
+         most, limits, pool) = (line.split("|") + [""] * len(FIELDS))[:len(FIELDS)]
         return cls(digest, catch_up, _int(deadline) or 0, overlap, _int(attempts) or 1,
-                   paused == "1", definition, notify, _int(pause) or 0, _int(most) or 0, limits)
+                   paused == "1", definition, notify, _int(pause) or 0, _int(most) or 0, limits,
+                   pool or DEFAULT_POOL)
 
 
 def notify_mask(events: Iterable[str]) -> str:

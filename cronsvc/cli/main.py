@@ -161,24 +161,35 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
               help="Lease of a claimed fire, renewed while it runs (default 30s).")
 @click.option("--grace", type=DURATION, default=None,
               help="On SIGTERM, how long running jobs may finish (default 30s).")
+@click.option("--pools", default=None, metavar="NAME,...",
+              help="The pools whose fires this worker runs (default: worker.pools in the "
+                   "file, default).")
 @log_format_option
 @name_option
 @metrics_port_option
 @friendly
 def worker(config: str | None, redis_url: str | None, concurrency: int | None,
-           lease: float | None, grace: float | None, log_format: str, name: str | None,
-           metrics_port: int | None) -> None:
+           lease: float | None, grace: float | None, pools: str | None, log_format: str,
+           name: str | None, metrics_port: int | None) -> None:
     """Claim due fires and run them; reload the file on change or SIGHUP.
     SIGTERM: finish running jobs; again: give them back."""
+    from cronsvc.config.models import pool_name
+    from cronsvc.errors import BadArgument
     from cronsvc.metrics.counters import start_metrics
     from cronsvc.presence import process_id
     from cronsvc.process.signals import on_stop_signals
     from cronsvc.worker.worker import Worker
 
     path, loaded, client = _role(config, redis_url, log_format, (name or "worker").split("@")[0])
+    served = None
+    if pools is not None:
+        try:
+            served = tuple(dict.fromkeys(pool_name(p.strip()) for p in pools.split(",")))
+        except ValueError as exc:
+            raise BadArgument(f"--pools: {exc}") from None
     w = Worker(loaded, client, concurrency=concurrency, lease=lease, grace=grace,
                worker_id=name or process_id(), metrics=start_metrics(metrics_port),
-               config_path=path)
+               config_path=path, pools=served)
     on_stop_signals(w.stop, reload=w.request_reload)
     w.run_forever()
 

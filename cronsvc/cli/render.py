@@ -24,6 +24,7 @@ from cronsvc.client.views import (
     QueueView,
     Status,
 )
+from cronsvc.keys import DEFAULT_POOL
 from cronsvc.schedule.expand import next_fires, zone
 from cronsvc.schedule.runtime import RuntimeSchedule
 from cronsvc.schedule.words import describe_schedule, schedule_text
@@ -126,16 +127,21 @@ def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH, *,
     about = about or {}
     if wide:
         headers = ("JOB", "CRON", "SCHEDULE", "ZONE", "NEXT FIRE", "CATCH UP", "OVERLAP",
-                   "ATTEMPTS", "LAST RUN", "PAUSED", "DESCRIPTION")
+                   "POOL", "ATTEMPTS", "LAST RUN", "PAUSED", "DESCRIPTION")
         return table(headers, [
             [j.name, j.cron or NONE, j.description or NONE, j.timezone, _next(j, now_ms),
-             catch_up(j), j.overlap, j.max_attempts, last_run(j.last_run, now_ms),
+             catch_up(j), j.overlap, j.pool, j.max_attempts, last_run(j.last_run, now_ms),
              paused(j, now_ms), about.get(j.name) or NONE] for j in found])
-    narrow = ("JOB", "SCHEDULE", "ZONE", "NEXT FIRE", "CATCH UP", "LAST RUN", "PAUSED",
-              "DESCRIPTION")
+    narrow = ["JOB", "SCHEDULE", "ZONE", "NEXT FIRE", "CATCH UP", "LAST RUN", "PAUSED",
+              "DESCRIPTION"]
     rows = [[j.name, j.description or j.cron or NONE, j.timezone, _next(j, now_ms),
              catch_up(j), last_run(j.last_run, now_ms, took=False), paused(j, now_ms),
              about.get(j.name) or NONE] for j in found]
+    if any(j.pool != DEFAULT_POOL for j in found):  # a fleet with pools: whose workers run it
+        narrow.insert(3, "POOL")
+        for row, j in zip(rows, found, strict=True):
+            row.insert(3, j.pool)
+        return table(narrow, _fit(narrow, rows, width, {1: 16, 6: 12, 7: 8, 8: 11}))
     return table(narrow, _fit(narrow, rows, width, {1: 16, 5: 12, 6: 8, 7: 11}))
 
 
@@ -286,16 +292,21 @@ def queue(view: QueueView, zones: Zones) -> str:
 
 
 def _queued(fires: Sequence[QueuedFire], now_ms: int, zones: Zones, waiting: str) -> str:
+    pools = any(q.pool != DEFAULT_POOL or not q.served for q in fires)
     rows = []
     for q in fires:
         row = [q.fire, q.kind, when(q.at_ms, now_ms, zones.get(q.job, "UTC")),
                q.attempts or None]
         if waiting:
             row.insert(3, span(now_ms - q.at_ms))
+        if pools:
+            row.append(q.pool if q.served else f"{q.pool} (no live worker serves it)")
         rows.append(row)
     headers = ["FIRE", "KIND", "DUE", "ATTEMPTS"]
     if waiting:
         headers.insert(3, waiting)
+    if pools:
+        headers.append("POOL")
     return table(headers, rows)
 
 
@@ -352,6 +363,12 @@ def status(s: Status) -> str:
              _last_error(w, s.now_ms)) for w in s.workers])))
     if s.unrunnable:
         out.append(f"jobs no live worker can run: {', '.join(s.unrunnable)}")
+    if any(p.name != DEFAULT_POOL for p in s.pools):
+        out.append("pools:")
+        out.append(_indent(table(("POOL", "JOBS", "LIVE WORKERS", "DUE NOW", "OLDEST DUE"), [
+            (p.name, p.jobs, p.workers if p.workers else "0 (no live worker serves it)",
+             p.due, span(s.now_ms - p.oldest_due_ms) if p.oldest_due_ms is not None else None)
+            for p in s.pools])))
     n = s.notifications
     if n and (n.get("outbox") or n.get("queued") or n.get("undelivered")):
         out.append(f"notifications: {n.get('outbox', 0)} to route, {n.get('queued', 0)} "

@@ -176,7 +176,9 @@ class Client(AuditLog, ScheduleOps, FleetReader):
     def _other_shards(self, keys: Keys) -> list[Keys]:
         """The shards but ``keys``'s: a job paused or resumed in a sharded fleet is so on
         each, where its runtime schedules' fires are claimed."""
-        return [k for k in self._shards() if k != keys] if self.shards > 1 else []
+        if self.shards <= 1:
+            return []
+        return [k.with_pool(keys.pool) for k in self._shards() if k.shard != keys.shard]
 
     def _wait_done(self, fires: list[str], timeout: float) -> list[str]:
         """Poll until none of ``fires`` is in flight; those still in flight at the end."""

@@ -21,6 +21,7 @@ from cronsvc.client.views import (
     JobInfo,
     JobQueue,
     Member,
+    PoolView,
     QueuedFire,
     QueueView,
     Status,
@@ -36,10 +37,10 @@ from cronsvc.client.views import (
 from cronsvc.clock import ms_to_dt, redis_ms
 from cronsvc.errors import UnknownJob, did_you_mean
 from cronsvc.fires import job_of, kind_of, parse_fire, placed_by
-from cronsvc.keys import Keys, all_shards, keys_for
+from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.notify.notifier import pending
 from cronsvc.policy import Policy
-from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
+from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
 from cronsvc.schedule.expand import Fire, next_fires, upcoming
 from cronsvc.store.replies import integer, opt_text, text
 from cronsvc.store.scripts import UNHELD_MS
@@ -62,8 +63,77 @@ class FleetReader:
         return keys_for(job, self.shards, self.prefix)
 
     def keys_of_fire(self, fid: str) -> Keys:
-        """The keys of the shard that holds the fire (its schedule's, else its job's)."""
-        return keys_for(placed_by(fid), self.shards, self.prefix)
+        """The keys of the shard that holds the fire (its schedule's, else its job's), with
+        the queue and working set of its job's pool."""
+        keys = keys_for(placed_by(fid), self.shards, self.prefix)
+        job = job_of(fid)
+        return keys.with_pool(self.pools_of(keys, [job])[job])
+
+    def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]:
+        """The pool of each of ``jobs``, from the lines of shard ``keys`` (``job_lines``: of
+        every job); a job not published there: the default."""
+        names = sorted(set(jobs))
+        lines = self.redis.hmget(keys.job_lines, names) if names else []
+        return {name: Policy.parse(text(line)).pool if line is not None else DEFAULT_POOL
+                for name, line in zip(names, lines, strict=True)}
+
+    def pools(self) -> list[str]:
+        """Every pool the published jobs or the live workers name, ``default`` first."""
+        found = {DEFAULT_POOL}
+        for keys in self._shards():
+            lines = self.redis.hgetall(keys.jobs).values()
+            found |= {Policy.parse(text(line)).pool for line in lines}
+        for raw in self.redis.hgetall(self._shards()[0].worker_info).values():
+            found |= set(json.loads(text(raw)).get("pools") or [])
+        return sorted(found, key=lambda p: (p != DEFAULT_POOL, p))
+
+    def served_pools(self, now_ms: int) -> set[str]:
+        """The pools some live worker serves."""
+        keys = self._shards()[0]
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(keys.workers, 0, -1, withscores=True)
+        pipe.hgetall(keys.worker_info)
+        seen, infos = pipe.execute()
+        out: set[str] = set()
+        for wid, at in seen:
+            info = infos.get(wid)
+            if alive(score_ms(at), now_ms, WORKER_STALE_MS) and info is not None:
+                out |= set(json.loads(text(info)).get("pools") or [DEFAULT_POOL])
+        return out
+
+    def pool_views(self, now_ms: int, workers: list[Member]) -> list[PoolView]:
+        """Each pool: its jobs, the live workers serving it, its due fires."""
+        jobs: dict[str, int] = {}
+        for keys in self._shards():
+            for line in self.redis.hgetall(keys.jobs).values():
+                pool = Policy.parse(text(line)).pool
+                jobs[pool] = jobs.get(pool, 0) + 1
+        serving: dict[str, int] = {}
+        for w in workers:
+            if w.alive:
+                for pool in w.info.get("pools") or [DEFAULT_POOL]:
+                    serving[pool] = serving.get(pool, 0) + 1
+        names = sorted({DEFAULT_POOL, *jobs, *serving}, key=lambda p: (p != DEFAULT_POOL, p))
+        views = []
+        for pool in names:
+            due, oldest = 0, None
+            for keys in self._shards():
+                q = keys.with_pool(pool).queue
+                pipe = self.redis.pipeline(transaction=False)
+                pipe.zcount(q, "-inf", now_ms)
+                pipe.zrange(q, 0, 0, withscores=True)
+                n, first = pipe.execute()
+                due += int(n)
+                if n and first:
+                    at = score_ms(first[0][1])
+                    oldest = at if oldest is None else min(oldest, at)
+            views.append(PoolView(pool, jobs.get(pool, 0), serving.get(pool, 0), due, oldest))
+        return views
+
+    def _queues(self) -> list[Keys]:
+        """The queue and working set of every pool on every shard."""
+        pools = self.pools()
+        return [k.with_pool(pool) for k in self._shards() for pool in pools]
 
     def _shards_of(self, job: str | None) -> list[Keys]:
         """The shards that may hold fires of ``job`` (every shard: of any job, or in a sharded
@@ -103,10 +173,12 @@ class FleetReader:
         return sorted(names)
 
     def require_job(self, job: str) -> Keys:
-        """The keys of a published job; UnknownJob naming close matches if there is none."""
+        """The keys of a published job, with its pool's queue and working set; UnknownJob
+        naming close matches if there is none."""
         keys = self.keys(job)
-        if self.redis.hexists(keys.jobs, job):
-            return keys
+        line = self.redis.hget(keys.jobs, job)
+        if line is not None:
+            return keys.with_pool(Policy.parse(text(line)).pool)
         raise self._unknown_job(job)
 
     def _unknown_job(self, job: str, extra: str = "") -> UnknownJob:
@@ -222,13 +294,15 @@ class FleetReader:
         counts: dict[str, list[int]] = {}
         oldest: dict[str, int] = {}
         cut = False
-        for keys in self._shards():
+        for keys in self._queues():
             pipe = self.redis.pipeline(transaction=False)
             pipe.zrange(keys.queue, 0, scan - 1, withscores=True)
             pipe.zcard(keys.queue)
             pipe.zrange(keys.working, 0, -1)
-            pipe.zrange(keys.dead, 0, -1)
-            queued, size, working, dead = pipe.execute()
+            if keys.pool == DEFAULT_POOL:  # dead letters are the shard's, not a pool's
+                pipe.zrange(keys.dead, 0, -1)
+            queued, size, working, *dead_of = pipe.execute()
+            dead = dead_of[0] if dead_of else []
             cut = cut or size > scan
             for fid, score in queued:
                 job, at = job_of(text(fid)), score_ms(score)
@@ -252,7 +326,8 @@ class FleetReader:
         held: list[InFlight] = []
         due_count = ahead_count = 0
         oldest: int | None = None
-        for keys in self._shards():
+        served = self.served_pools(now)
+        for keys in self._queues():
             pipe = self.redis.pipeline(transaction=False)
             pipe.zcount(keys.queue, "-inf", now)
             pipe.zcount(keys.queue, f"({now}", "+inf")
@@ -269,8 +344,9 @@ class FleetReader:
             listed = [text(f) for f, _ in due_raw + ahead_raw]
             used = self.redis.hmget(keys.attempts, listed) if listed else []
             tries = {f: opt_text(n) for f, n in zip(listed, used, strict=True)}
-            due += [queued(text(f), s, tries[text(f)]) for f, s in due_raw]
-            ahead += [queued(text(f), s, tries[text(f)]) for f, s in ahead_raw]
+            on = keys.pool in served
+            due += [queued(text(f), s, tries[text(f)], keys.pool, on) for f, s in due_raw]
+            ahead += [queued(text(f), s, tries[text(f)], keys.pool, on) for f, s in ahead_raw]
             held += self._in_flight(keys, working)
         return QueueView(
             now_ms=now, due_count=due_count, ahead_count=ahead_count, oldest_due_ms=oldest,
@@ -350,12 +426,17 @@ class FleetReader:
         schedules = sum(int(self.redis.hlen(k.schedules)) for k in self._shards())
         notifications = pending(self.redis, keys, self._shards())
         warnings = _warnings(server, planners, workers, newest, gaps, unrunnable, now)
+        pools = self.pool_views(now, workers)
+        for p in pools:
+            if not p.workers and (p.jobs or p.due) and any(w.alive for w in workers):
+                warnings.append(f"pool {p.name}: no live worker serves it; {p.due} fire(s) "
+                                f"due wait for one (cronsvc worker --pools {p.name})")
         if notifications["undelivered"]:
             warnings.append(f"{len(notifications['undelivered'])} notification(s) given up on: "
                             "see notifications below")
         return Status(now, server.version, server.aof, server.policy, planners, workers,
                       warnings, server.used_memory, server.maxmemory, newest, gaps, unrunnable,
-                      schedules, notifications)
+                      schedules, notifications, pools)
 
     def _definitions(self, workers: list[Member]
                      ) -> tuple[dict[str, str], dict[str, dict[str, str]]]:

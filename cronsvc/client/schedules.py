@@ -70,6 +70,8 @@ class ScheduleOps:
 
         def _shards(self) -> list[Keys]: ...
 
+        def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]: ...
+
         def audited(self, action: str, target: str, note: str | None = None,
                     **detail: Any) -> None: ...
 
@@ -114,11 +116,15 @@ class ScheduleOps:
         flight finish); False if there was none."""
         keys = self._keys(id)
         for _ in range(ATTEMPTS):
-            old, mark, lowest = self._read(keys, [id])[0]
+            old = self._read(keys, [id], set())[0][0]
             if old is None:
                 return False
-            result = self.scripts.schedule_delete(keys, id, old.rev, mark,
-                                                  _old_fires(old, mark, lowest))
+            pool = self.pools_of(keys, [old.job])[old.job]
+            old, mark, lowest = self._read(keys, [id], {pool})[0]
+            if old is None:
+                return False
+            result = self.scripts.schedule_delete(keys.with_pool(pool), id, old.rev, mark,
+                                                  _old_fires(old, mark, lowest.get(pool)))
             if result == "deleted":
                 self.audited("schedule-delete", id, None, job=old.job)
             if result != "retry":
@@ -191,7 +197,7 @@ class ScheduleOps:
         keys = self._keys(id)
         for _ in range(ATTEMPTS):
             now = self.server_ms()
-            old, _, _ = self._read(keys, [id])[0]
+            old, _, _ = self._read(keys, [id], set())[0]
             if old is None:
                 raise UnknownSchedule(f"no schedule {id!r}")
             done = self._set_all(keys, [with_paused(old, paused, actor or self.actor, now)], now,
@@ -208,19 +214,24 @@ class ScheduleOps:
         outcomes: dict[str, Outcome] = {}
         pending = list(group)
         wake = False
+        pools = self.pools_of(keys, {s.job for s in group})  # whose queue takes the fires
         for _ in range(ATTEMPTS):
             if not pending:
                 break
-            reads = self._read(keys, [s.id for s in pending])
+            reads = self._read(keys, [s.id for s in pending], set(pools.values()))
             pipe = self.scripts.pipeline(keys)
             for s, (old, mark, lowest) in zip(pending, reads, strict=True):
                 if expect_rev is not None and (old is None or old.rev != expect_rev):
                     return None
-                unqueue = _old_fires(old, mark, lowest) if old is not None else []
+                pool = pools[s.job]
+                # A changed schedule's old fires wait in the queue of its job's pool: the
+                # same unless it now runs a job of another pool (the claim drops those).
+                unqueue = _old_fires(old, mark, lowest.get(pool)) if old is not None else []
                 dues, new_mark = plan_schedule(s, now, now + HORIZON_MS)
                 wake = wake or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
-                self.scripts.schedule_set(keys, s.id, old.rev if old else 0, mark, s.content,
-                                          s.actor, new_mark, unqueue, dues, client=pipe)
+                self.scripts.schedule_set(keys.with_pool(pool), s.id, old.rev if old else 0,
+                                          mark, s.content, s.actor, new_mark, unqueue, dues,
+                                          client=pipe)
             retry = []
             for s, res in zip(pending, pipe.execute(), strict=True):
                 outcome, _ = schedule_outcome(res)
@@ -236,17 +247,22 @@ class ScheduleOps:
             self.redis.publish(keys.wakeup, "schedule")
         return outcomes
 
-    def _read(self, keys: Keys, ids: Sequence[str]
-              ) -> list[tuple[RuntimeSchedule | None, float | None, float | None]]:
-        """Per id: the stored schedule, its mark; and the lowest score in the queue."""
+    def _read(self, keys: Keys, ids: Sequence[str], pools: set[str]
+              ) -> list[tuple[RuntimeSchedule | None, float | None, dict[str, float]]]:
+        """Per id: the stored schedule, its mark; and the lowest score in the queue of each
+        of ``pools`` (an empty queue left out)."""
         pipe = self.redis.pipeline(transaction=False)
         for sid in ids:
             pipe.hget(keys.schedules, sid)
             pipe.zscore(keys.schedule_marks, sid)
-        pipe.zrange(keys.queue, 0, 0, withscores=True)
+        order = sorted(pools)
+        for pool in order:
+            pipe.zrange(keys.with_pool(pool).queue, 0, 0, withscores=True)
         replies = pipe.execute()
-        first = replies.pop()
-        lowest = float(first[0][1]) if first else None
+        firsts = replies[len(replies) - len(order):]
+        replies = replies[:len(replies) - len(order)]
+        lowest = {pool: float(first[0][1]) for pool, first in zip(order, firsts, strict=True)
+                  if first}
         out = []
         for i, sid in enumerate(ids):
             raw, mark = replies[2 * i], replies[2 * i + 1]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cronsvc.fires import kind_of, parse_fire
+from cronsvc.keys import DEFAULT_POOL
 from cronsvc.policy import Policy
 from cronsvc.presence import alive
 from cronsvc.schedule.expand import Spec, next_fires
@@ -38,6 +39,7 @@ class JobInfo:
     catch_up: str
     overlap: str  # with its bounds: ``queue, max 3, limit db 2``
     max_attempts: int
+    pool: str
     paused: bool  # at run time (cronsvc pause) or in the job file
     pause_note: str | None
     paused_since_ms: int | None
@@ -100,6 +102,19 @@ class QueuedFire:
     due_ms: int  # the fire's own time (from its id)
     at_ms: int  # when it may start: its due time, or the time of its next retry
     attempts: int  # attempts used already (a retry waiting)
+    pool: str = DEFAULT_POOL  # whose workers run it
+    served: bool = True  # some live worker serves that pool
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """One worker pool: its published jobs, the live workers serving it, and its due fires."""
+
+    name: str
+    jobs: int
+    workers: int
+    due: int
+    oldest_due_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -190,6 +205,7 @@ class Status:
     schedules: int = 0  # runtime schedules
     # what waits to be told: outbox entries, messages queued, and those given up on
     notifications: dict[str, Any] = field(default_factory=dict)
+    pools: list[PoolView] = field(default_factory=list)
 
 
 def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str, str]]
@@ -266,7 +282,8 @@ def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None
         timezone=spec.timezone if spec else "UTC",
         description=describe_schedule(spec) if spec else "", jitter=spec.jitter if spec else 0.0,
         catch_up=policy.catch_up, overlap=bounds(policy),
-        max_attempts=policy.max_attempts, paused=pause is not None or policy.paused_in_file,
+        max_attempts=policy.max_attempts, pool=policy.pool,
+        paused=pause is not None or policy.paused_in_file,
         pause_note=(pause.get("note") or None) if pause else None,
         paused_since_ms=integer(pause.get("since")) if pause else None,
         paused_in_file=policy.paused_in_file, next_fire_ms=upcoming[0] if upcoming else None,
@@ -284,10 +301,11 @@ def in_flight(fid: str, lease_until_ms: float, claim_json: str | None) -> InFlig
                     claimed_at_ms=integer(claim.get("claimed_at")))
 
 
-def queued(fid: str, score: float, attempts: str | None) -> QueuedFire:
+def queued(fid: str, score: float, attempts: str | None, pool: str = DEFAULT_POOL,
+           served: bool = True) -> QueuedFire:
     job, due, _ = parse_fire(fid)
     return QueuedFire(fire=fid, job=job, kind=kind_of(fid), due_ms=due, at_ms=score_ms(score),
-                      attempts=integer(attempts) or 0)
+                      attempts=integer(attempts) or 0, pool=pool, served=served)
 
 
 def member(mid: str, seen: float, info_json: str | None, now_ms: int,

@@ -34,6 +34,7 @@ from cronsvc.config.report import Report
 from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
 from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError
+from cronsvc.keys import DEFAULT_POOL
 from cronsvc.policy import Policy
 from cronsvc.schedule.expand import Spec, validate_cron, zone
 
@@ -125,6 +126,7 @@ class Job(_Frozen):
     backoff_max: Seconds = 3600.0
     overlap: Literal["allow", "forbid", "replace", "queue"] = "allow"
     max_concurrent: int | None = Field(default=None, ge=1)  # runs at once, fleet-wide
+    pool: str = DEFAULT_POOL  # the workers that run it: those serving this pool
     catch_up: Literal["all", "latest", "none"] = "latest"
     starting_deadline: OptionalSeconds = None
     jitter: Jitter = 0.0
@@ -150,6 +152,11 @@ class Job(_Frozen):
         if not JOB_NAME.fullmatch(value):
             raise ValueError(f"invalid job name {value!r}: {_NAME_RULE}")
         return value
+
+    @field_validator("pool")
+    @classmethod
+    def _pool(cls, value: str) -> str:
+        return pool_name(value)
 
     @field_validator("cron")
     @classmethod
@@ -258,8 +265,11 @@ class Job(_Frozen):
 
     @cached_property
     def digest(self) -> str:
-        """12 hex chars identifying the schedule; changes only when the fire times may."""
-        return _digest(self.spec)
+        """12 hex chars identifying the schedule and the pool whose queue holds its fires;
+        changes only when the fire times, or where they wait, may."""
+        if self.pool == DEFAULT_POOL:
+            return _digest(self.spec)
+        return _digest({**self.spec, "pool": self.pool})
 
     @cached_property
     def definition(self) -> str:
@@ -347,13 +357,32 @@ class NotifierSettings(_Frozen):
         return (value,) if isinstance(value, str) else value
 
 
+def pool_name(value: str) -> str:
+    """``value`` if it can name a pool (as a job name can); ValueError otherwise."""
+    if not JOB_NAME.fullmatch(value):
+        raise ValueError(f"invalid pool name {value!r}: {_NAME_RULE}")
+    return value
+
+
 class WorkerSettings(_Frozen):
-    """Parallel runs per worker, lease length, shutdown grace, history kept per job."""
+    """Parallel runs per worker, the pools it serves, lease length, shutdown grace, history
+    kept per job."""
 
     concurrency: int = Field(default=4, ge=1)
+    pools: tuple[str, ...] = (DEFAULT_POOL,)
     lease: Seconds = 30.0
     grace: Seconds = 30.0
     history: int = Field(default=100, ge=1)
+
+    @field_validator("pools", mode="before")
+    @classmethod
+    def _pools(cls, value: object) -> object:
+        names = [p.strip() for p in value.split(",")] if isinstance(value, str) else value
+        if isinstance(names, (list, tuple)):
+            if not names:
+                raise ValueError("a worker serves at least one pool")
+            return tuple(dict.fromkeys(pool_name(str(n)) for n in names))
+        return value
 
 
 class EmailChannel(_Frozen):

@@ -99,50 +99,72 @@ class FleetCollector:
     def _collect(self) -> list[Metric]:
         from prometheus_client.core import GaugeMetricFamily as G
 
-        from cronsvc.keys import all_shards
+        from cronsvc.keys import DEFAULT_POOL, all_shards
         from cronsvc.presence import WORKER_STALE_MS
 
         config = self.config()
         shards = all_shards(config.redis.shards, config.redis.prefix)
+        pools = sorted({DEFAULT_POOL, *(job.pool for job in config.jobs.values())})
+        queues = [k.with_pool(pool) for k in shards for pool in pools]
         now = redis_ms(self.client)
         pipe = self.client.pipeline(transaction=False)
-        for keys in shards:
+        for keys in queues:
             pipe.zcard(keys.queue)
             pipe.zcount(keys.queue, "-inf", now)
             pipe.zrange(keys.queue, 0, 0, withscores=True)
             pipe.zcard(keys.working)
+            # Dead letters, pauses and schedule counts are the shard's: counted with its
+            # default pool only.
             pipe.zcard(keys.dead)
             pipe.hkeys(keys.paused)
             pipe.hgetall(keys.schedule_counts)
         pipe.zrangebyscore(shards[0].workers, now - WORKER_STALE_MS, "+inf")
         replies = pipe.execute()
         live = [text(w) for w in replies.pop()]
-        depth = G("cronsvc_queue_depth", "Fires queued (planned ahead or due).", labels=["shard"])
+        depth = G("cronsvc_queue_depth", "Fires queued (planned ahead or due).",
+                  labels=["shard", "pool"])
+        pool_due = G("cronsvc_pool_due", "Fires due and not claimed yet, per pool.",
+                     labels=["pool"])
+        due_of: dict[str, int] = {}
         due = in_flight = dead = 0
         oldest: int | None = None
         paused = {name for name, job in config.jobs.items() if job.paused}
         schedules = G("cronsvc_runtime_schedules", "Runtime schedules, per job they run.",
                       labels=["job"])
         per_job: dict[str, int] = {}
-        for i, keys in enumerate(shards):
+        for i, keys in enumerate(queues):
             size, n_due, head, working, n_dead, held, counts = replies[7 * i:7 * i + 7]
-            for job, count in counts.items():
-                per_job[text(job)] = per_job.get(text(job), 0) + int(count)
-            depth.add_metric([str(keys.shard or 0)], size)
-            due, in_flight, dead = due + n_due, in_flight + working, dead + n_dead
+            if keys.pool == DEFAULT_POOL:
+                for job, count in counts.items():
+                    per_job[text(job)] = per_job.get(text(job), 0) + int(count)
+                paused.update(text(j) for j in held)
+            depth.add_metric([str(keys.shard or 0), keys.pool], size)
+            due_of[keys.pool] = due_of.get(keys.pool, 0) + n_due
+            due, in_flight = due + n_due, in_flight + working
+            dead += n_dead if keys.pool == DEFAULT_POOL else 0
             if head and (oldest is None or head[0][1] < oldest):
                 oldest = int(head[0][1])
-            paused.update(text(j) for j in held)
         busy = slots = 0
+        serving: dict[str, int] = dict.fromkeys(pools, 0)
         if live:
             for raw in self.client.hmget(shards[0].worker_info, live):
                 info = json_object(raw) or {}
                 busy, slots = busy + int(info.get("busy", 0)), slots + int(info.get("slots", 0))
+                for pool in info.get("pools") or [DEFAULT_POOL]:
+                    serving[pool] = serving.get(pool, 0) + 1
+        pool_workers = G("cronsvc_pool_workers", "Live workers serving each pool the job file "
+                         "names (0: its fires wait for one).", labels=["pool"])
+        for pool, n in sorted(serving.items()):
+            pool_workers.add_metric([pool], n)
+        for pool, n in sorted(due_of.items()):
+            pool_due.add_metric([pool], n)
         lateness = max(now - oldest, 0) / 1000 if oldest is not None else 0.0
         for job, count in sorted(per_job.items()):
             schedules.add_metric([job], count)
         families: list[Metric] = [
             depth,
+            pool_due,
+            pool_workers,
             schedules,
             G("cronsvc_due_now", "Fires due and not claimed yet.", due),
             G("cronsvc_in_flight", "Fires claimed and leased (running).", in_flight),

@@ -43,7 +43,7 @@ from cronsvc import audit
 from cronsvc.clock import monotonic, redis_ms
 from cronsvc.config.models import Config
 from cronsvc.errors import NotLeader, UnknownJob
-from cronsvc.keys import Keys, all_shards
+from cronsvc.keys import DEFAULT_POOL, Keys, all_shards
 from cronsvc.notify.channels import DeliveryError, send
 from cronsvc.notify.events import as_json, from_json, from_outbox
 from cronsvc.notify.fold import Episodes, Told
@@ -360,8 +360,10 @@ class Notifier:
         pipe.zrange(home.workers, 0, -1, withscores=True)
         pipe.zrange(home.planners, 0, -1, withscores=True)
         workers, planners = pipe.execute()
+        pools = {DEFAULT_POOL, *(job.pool for job in config.jobs.values())}
         dues = [float(first[0][1]) for first in
-                (self.client.zrange(keys.queue, 0, 0, withscores=True) for keys in self.shards())
+                (self.client.zrange(keys.with_pool(pool).queue, 0, 0, withscores=True)
+                 for keys in self.shards() for pool in pools)
                 if first]
         late_ms = max(now - int(min(dues)), 0) if dues else 0
         stale = planner_stale_ms(config.planner.tick)

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,13 +24,14 @@ from cronsvc.clock import SYSTEM, Clock, iso_utc, monotonic, redis_ms
 from cronsvc.config.models import Config, Job, load_config
 from cronsvc.config.watch import FileWatch, file_stat, reread
 from cronsvc.errors import Superseded
-from cronsvc.keys import Keys, all_shards, keys_for
+from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.notifier import Notifier
 from cronsvc.planner.generations import Newest, Verdict, compare, decide
 from cronsvc.planner.publish import PlanBatch, Published, diff, policy_line
 from cronsvc.planner.schedules import plan_schedules
 from cronsvc.planner.ticker import Ticker
+from cronsvc.policy import Policy
 from cronsvc.presence import WAKE_WITHIN_MS, alive, planner_stale_ms, process_id
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog
@@ -251,14 +253,13 @@ class Planner:
         pipe.hgetall(keys.jobs)
         pipe.hgetall(keys.specs)
         pipe.hgetall(keys.watermarks)
-        pipe.zrange(keys.queue, 0, 0, withscores=True)
         pipe.get(keys.published)
         sharded = keys.job_lines != keys.jobs
         if sharded:
             pipe.hgetall(keys.job_lines)
-        lines, specs, marks, lowest, published, *mirror = pipe.execute()
+        lines, specs, marks, published, *mirror = pipe.execute()
         have = Published(texts(lines), texts(specs), texts(marks),
-                         int(lowest[0][1]) if lowest else None,
+                         self._lowest(keys, texts(lines).values()),
                          texts(mirror[0]) if sharded else None)
         changes = diff({j.name: j for j in jobs}, have, now, int(self.horizon * 1000),
                        self.config.jobs)
@@ -283,6 +284,16 @@ class Planner:
         if changed:
             self.client.publish(keys.wakeup, "publish")
         return retry
+
+    def _lowest(self, keys: Keys, lines: Iterable[str]) -> dict[str, int]:
+        """The lowest score of the queue of each pool the shard's jobs name (a pool whose
+        queue is empty is left out)."""
+        pools = sorted({DEFAULT_POOL, *(Policy.parse(line).pool for line in lines)})
+        pipe = self.client.pipeline(transaction=False)
+        for pool in pools:
+            pipe.zrange(keys.with_pool(pool).queue, 0, 0, withscores=True)
+        return {pool: int(first[0][1]) for pool, first in zip(pools, pipe.execute(), strict=True)
+                if first}
 
     def _disagreement(self) -> str:
         """How this planner's file differs from the published one, for its log line."""
@@ -344,7 +355,7 @@ class Planner:
                 if jobs:
                     self._plan_shard(keys, jobs, now, upto, stats)
                 added, seen = plan_schedules(self.client, self.scripts, keys, now, upto,
-                                             MIN_LOOKBACK_MS, self.tick_interval)
+                                             MIN_LOOKBACK_MS, self.tick_interval, self._pool_of)
                 stats.added += added
                 stats.schedules += seen
             except REDIS_ERRORS as exc:
@@ -354,10 +365,16 @@ class Planner:
                             keys.shard, exc)
         return stats
 
+    def _pool_of(self, job: str) -> str:
+        """The pool of ``job`` in this planner's file (a job it does not have: the default;
+        its fires are dropped as removed when due)."""
+        found = self.config.jobs.get(job)
+        return found.pool if found is not None else DEFAULT_POOL
+
     def _plan_shard(self, keys: Keys, jobs: list[Job], now: int, upto: int,
                     stats: TickStats) -> None:
         marks = self.client.hmget(keys.watermarks, [j.name for j in jobs])
-        batch = PlanBatch(self.scripts, keys, MAX_FIRES_PER_CALL)
+        batches: dict[str, PlanBatch] = {}
         for job, mark in zip(jobs, marks, strict=True):
             if mark is None:  # not published (or wiped): publish first
                 self._needs_sync = self.generation is not None
@@ -369,14 +386,22 @@ class Planner:
             if wm < floor:
                 log.warning("job %s: planned only up to %s; fires before %s are not planned",
                             job.name, iso_utc(wm), iso_utc(floor))
+            batch = batches.get(job.pool)
+            if batch is None:  # each pool's fires go to its own queue
+                batch = batches[job.pool] = PlanBatch(self.scripts, keys.with_pool(job.pool),
+                                                      MAX_FIRES_PER_CALL)
             batch.add(job, occurrences_ms(job, max(wm, floor), upto), upto)
-        batch.flush()
-        stats.added += batch.added
-        if batch.stale:
-            # Another generation's schedule for these jobs: planned by its own planners.
-            stats.stale += len(batch.stale)
-            self._needs_sync = self.generation is not None
-        if batch.earliest is not None and batch.earliest < now + WAKE_WITHIN_MS:
+        earliest: int | None = None
+        for batch in batches.values():
+            batch.flush()
+            stats.added += batch.added
+            if batch.stale:
+                # Another generation's schedule for these jobs: planned by its own planners.
+                stats.stale += len(batch.stale)
+                self._needs_sync = self.generation is not None
+            if batch.earliest is not None:
+                earliest = min(batch.earliest, earliest or batch.earliest)
+        if earliest is not None and earliest < now + WAKE_WITHIN_MS:
             self.client.publish(keys.wakeup, "plan")
             stats.wakeups += 1
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from cronsvc.config.models import Job
 from cronsvc.fires import fire_id
-from cronsvc.keys import Keys
+from cronsvc.keys import DEFAULT_POOL, Keys
 from cronsvc.policy import Policy, digest_of
 from cronsvc.schedule.expand import Spec, occurrences_ms
 from cronsvc.store.scripts import Scripts
@@ -41,7 +41,7 @@ class Published:
     lines: dict[str, str]
     specs: dict[str, str]
     watermarks: dict[str, str]
-    lowest_score: int | None  # of the whole queue; None when it is empty
+    lowest: dict[str, int]  # pool -> the lowest score of its queue (absent: empty)
     # Keys.job_lines of a sharded fleet (the lines of every job); None on one Redis
     mirror: dict[str, str] | None = None
 
@@ -52,8 +52,9 @@ class Changes:
 
     sets: list[tuple[str, str, str, str]] = field(default_factory=list)  # job, old, line, spec
     removals: list[tuple[str, str]] = field(default_factory=list)  # job, old digest
-    # (job, why, its queued fires of the old definition): why is removed or replaced
-    unqueue: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    # (job, why, its queued fires of the old definition, the pool whose queue holds them):
+    # why is removed or replaced
+    unqueue: list[tuple[str, str, list[str], str]] = field(default_factory=list)
     mirror: list[tuple[str, str]] = field(default_factory=list)  # job, line (every job)
     unmirror: list[str] = field(default_factory=list)  # jobs no longer in the file
 
@@ -63,7 +64,7 @@ class Changes:
     @property
     def fires(self) -> int:
         """Fires to unqueue."""
-        return sum(len(fires) for _, _, fires in self.unqueue)
+        return sum(len(fires) for _, _, fires, _ in self.unqueue)
 
     def chunks(self, size: int) -> Iterator[Changes]:
         """The changes as calls of at most ``size`` fires each; jobs all go in the first.
@@ -73,13 +74,13 @@ class Changes:
         """
         part = Changes(self.sets, self.removals, mirror=self.mirror, unmirror=self.unmirror)
         room = size
-        for job, why, fires in self.unqueue:
+        for job, why, fires, pool in self.unqueue:
             while fires:
                 if room == 0:
                     yield part
                     part, room = Changes(), size
                 head, fires = fires[:room], fires[room:]
-                part.unqueue.append((job, why, head))
+                part.unqueue.append((job, why, head, pool))
                 room -= len(head)
         yield part
 
@@ -101,31 +102,39 @@ def diff(wanted: Mapping[str, Job], have: Published, now_ms: int, horizon_ms: in
         old_digest = digest_of(old) if old else ABSENT
         out.sets.append((name, old_digest, line, spec_json(job)))
         if old and old_digest != job.digest:
-            out.unqueue.append((name, "replaced", old_fires(name, have, now_ms, horizon_ms)))
+            out.unqueue.append((name, "replaced", *old_fires(name, have, now_ms, horizon_ms)))
     for name, old in have.lines.items():
         if name not in wanted:
             out.removals.append((name, digest_of(old)))
-            out.unqueue.append((name, "removed", old_fires(name, have, now_ms, horizon_ms)))
+            out.unqueue.append((name, "removed", *old_fires(name, have, now_ms, horizon_ms)))
     return out
 
 
-def old_fires(name: str, have: Published, now_ms: int, horizon_ms: int) -> list[str]:
-    """Fire ids the old definition of ``name`` may have queued.
+def old_fires(name: str, have: Published, now_ms: int, horizon_ms: int
+              ) -> tuple[list[str], str]:
+    """Fire ids the old definition of ``name`` may have queued, and the pool whose queue
+    holds them.
 
-    Expanded from the queue's lowest score (nothing is queued before it) up to
+    Expanded from that queue's lowest score (nothing is queued before it) up to
     the old watermark, or to our own horizon if that is later: another planner
     may raise the watermark between our read and our publish.
     """
+    pool = Policy.parse(have.lines[name]).pool if name in have.lines else DEFAULT_POOL
+    return _old_fires(name, have, now_ms, horizon_ms, have.lowest.get(pool)), pool
+
+
+def _old_fires(name: str, have: Published, now_ms: int, horizon_ms: int,
+               lowest: int | None) -> list[str]:
     raw = have.specs.get(name)
-    if have.lowest_score is None or raw is None:
+    if lowest is None or raw is None:
         return []
     try:
         spec = Spec.from_published(name, json.loads(raw))
         upto = max(int(have.watermarks.get(name) or 0), now_ms + horizon_ms)
-        if upto < have.lowest_score:
+        if upto < lowest:
             return []
         # occurrences_ms is strictly after its start: step back one ms to keep the lowest.
-        return [fire_id(name, due) for due in occurrences_ms(spec, have.lowest_score - 1, upto)]
+        return [fire_id(name, due) for due in occurrences_ms(spec, lowest - 1, upto)]
     except Exception as exc:  # a spec an older version wrote must not stop publishing
         log.warning("job %s: cannot expand its old schedule %s (%s); its queued fires stay",
                     name, raw, exc)

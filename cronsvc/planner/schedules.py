@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
-from cronsvc.keys import Keys
+from cronsvc.keys import DEFAULT_POOL, Keys
 from cronsvc.schedule.runtime import MAX_AHEAD, parse_stored, plan_schedule
 from cronsvc.store.replies import text
 from cronsvc.store.scripts import Scripts
@@ -29,9 +30,11 @@ PER_TICK = 200_000
 
 
 def plan_schedules(client: redis.Redis, scripts: Scripts, keys: Keys, now: int, upto: int,
-                   lookback_ms: int, tick_s: float) -> tuple[int, int]:
-    """Queue the fires of the shard's schedules up to ``upto``; (fires added, schedules
-    looked at). A schedule changed meanwhile is skipped: its changer planned it."""
+                   lookback_ms: int, tick_s: float,
+                   pool_of: Callable[[str], str] = lambda _: DEFAULT_POOL) -> tuple[int, int]:
+    """Queue the fires of the shard's schedules up to ``upto``, each in the queue of its
+    job's pool (``pool_of``); (fires added, schedules looked at). A schedule changed
+    meanwhile is skipped: its changer planned it."""
     ahead = max(MAX_AHEAD, math.ceil(3 * tick_s))  # an every-second schedule outlasts a tick
     added = seen = 0
     while seen < PER_TICK:
@@ -41,7 +44,7 @@ def plan_schedules(client: redis.Redis, scripts: Scripts, keys: Keys, now: int, 
             break
         ids = [text(sid) for sid, _ in due]
         lines = client.hmget(keys.schedules, ids)
-        entries: list[tuple[str, int, float, int, list[int]]] = []
+        entries: dict[str, list[tuple[str, int, float, int, list[int]]]] = {}
         for sid, (_, mark), raw in zip(ids, due, lines, strict=True):
             if raw is None:
                 continue  # deleted between the two reads
@@ -52,11 +55,11 @@ def plan_schedules(client: redis.Redis, scripts: Scripts, keys: Keys, now: int, 
                 continue
             after = max(int(mark), now - lookback_ms)
             dues, new_mark = plan_schedule(schedule, after, upto, ahead)
-            entries.append((sid, schedule.rev, mark, new_mark, dues))
+            entries.setdefault(pool_of(schedule.job), []).append(
+                (sid, schedule.rev, mark, new_mark, dues))
         seen += len(due)
-        if entries:
-            result = scripts.schedule_plan(keys, entries)
-            added += result.added
+        for pool, pooled in entries.items():
+            added += scripts.schedule_plan(keys.with_pool(pool), pooled).added
         if len(due) < PAGE:
             break
     return added, seen

@@ -175,7 +175,7 @@ class Scripts:
     def publish(
         self, keys: Keys | None, sets: Iterable[tuple[str, str, str, str]],
         removals: Iterable[tuple[str, str]] = (),
-        unqueue: Iterable[tuple[str, str, Sequence[str]]] = (), *, generation: int,
+        unqueue: Iterable[tuple[str, str, Sequence[str], str]] = (), *, generation: int,
         history_cap: int = 100, now_ms: int | None = None,
         mirror: Iterable[tuple[str, str]] = (), unmirror: Iterable[str] = (),
     ) -> PublishResult:
@@ -183,6 +183,7 @@ class Scripts:
         policy_line, spec_json)``, remove ``(job, expected_digest)``, unqueue ``(job, why,
         fires)`` (why ``removed`` or ``replaced``: one history line per job). Jobs that
         conflict are left alone. :class:`Superseded` if a newer generation wrote this shard.
+        An unqueue item's fourth field is the pool whose queue holds those fires.
         ``mirror`` ``(job, policy_line)`` and ``unmirror`` (jobs) keep ``Keys.job_lines``, the
         lines of the whole file, of a sharded fleet."""
         k = self._k(keys)
@@ -190,15 +191,16 @@ class Scripts:
         for group in (list(sets), list(removals)):
             args.append(len(group))
             args += [field for item in group for field in item]
-        groups = [(job, why, list(fires)) for job, why, fires in unqueue]
+        groups = [(job, why, list(fires), pool) for job, why, fires, pool in unqueue]
         args.append(len(groups))
-        for job, why, fires in groups:
+        for job, why, fires, _ in groups:
             args += [job, why, len(fires), *fires]
         mirrored, gone = list(mirror), list(unmirror)
         args += [len(mirrored), *(field for item in mirrored for field in item), len(gone), *gone]
-        res = self.run("publish", [k.queue, k.jobs, k.specs, k.watermarks, k.events,
-                                   k.published, k.job_lines,
-                                   *(k.history(job) for job, _, _ in groups)], args)
+        res = self.run("publish", [
+            k.jobs, k.specs, k.watermarks, k.events, k.published, k.job_lines,
+            *(key for job, _, _, pool in groups
+              for key in (k.with_pool(pool).queue, k.history(job)))], args)
         return PublishResult(int(res[0]), int(res[1]), int(res[2]), [text(j) for j in res[3]])
 
     def generation(

@@ -90,6 +90,7 @@ class Worker:
         clock: Clock = SYSTEM,
         metrics: Metrics | None = None,
         config_path: str | Path | None = None,
+        pools: tuple[str, ...] | None = None,
     ) -> None:
         self.config = config
         # Reloaded on change and SIGHUP (none: a worker built from a Config in code).
@@ -104,6 +105,9 @@ class Worker:
         self.history_cap = config.worker.history
         self.clock = clock
         self.shards = all_shards(config.redis.shards, config.redis.prefix)
+        self.pools = pools or config.worker.pools
+        # Claimed from in turn: each pool's queue on each shard, so no pool or shard starves.
+        self.queues = [k.with_pool(pool) for k in self.shards for pool in self.pools]
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
         self._ended = 0  # runs in _running that have ended (their result is being written)
@@ -174,8 +178,9 @@ class Worker:
         watch = FileWatch(self.config_path, self.request_reload) if self.config_path else None
         if watch is not None:
             watch.start()
-        log.info("worker %s started: %d slots, lease %.0fs, %d jobs",
-                 self.worker_id, self.concurrency, self.lease_ms / 1000, len(self.config.jobs))
+        log.info("worker %s started: %d slots, lease %.0fs, %d jobs, pools %s",
+                 self.worker_id, self.concurrency, self.lease_ms / 1000, len(self.config.jobs),
+                 ", ".join(self.pools))
         try:
             self._loop()
         finally:
@@ -243,14 +248,14 @@ class Worker:
         """Claim up to the free slots from every shard; return seconds to sleep."""
         wake_at: float | None = None  # monotonic time of the earliest next fire
         failed: list[Exception] = []
-        n = len(self.shards)
+        n = len(self.queues)
         start = self._rotation
-        self._rotation = (self._rotation + 1) % n  # no shard always goes first
+        self._rotation = (self._rotation + 1) % n  # no shard or pool always goes first
         for i in range(n):
             free = self.concurrency - self._busy()
             if free <= 0:
                 return MAX_SLEEP  # a finishing run sets _wake
-            keys = self.shards[(start + i) % n]
+            keys = self.queues[(start + i) % n]
             t0 = monotonic()
             try:
                 res = self.scripts.claim(
@@ -382,7 +387,7 @@ class Worker:
     def _presence(self) -> None:
         keys = self.shards[0]
         info = {"busy": self._busy(), "slots": self.concurrency, "pid": os.getpid(),
-                "held": self.held, "jobs": len(self.config.jobs),
+                "held": self.held, "jobs": len(self.config.jobs), "pools": list(self.pools),
                 "last_error": self.errors.as_info()}
         try:
             pipe = self.client.pipeline(transaction=False)

@@ -65,7 +65,8 @@ def test_planner_exports_the_fleet_state(
     assert metrics.port
     s = scrape(metrics.port)
     assert value(s, "cronsvc_redis_up") == 1
-    assert value(s, "cronsvc_queue_depth", shard="0") == r.zcard(K.queue)
+    assert value(s, "cronsvc_queue_depth", shard="0", pool="default") == r.zcard(K.queue)
+    assert value(s, "cronsvc_pool_due", pool="default") is not None
     assert value(s, "cronsvc_runtime_schedules", job="yearly") == 2
     assert value(s, "cronsvc_runtime_schedules", job="monthly") == 1
     assert value(s, "cronsvc_in_flight") == 1

@@ -422,7 +422,7 @@ def test_cli_planner_process_plans_reloads_on_sighup_and_stops_cleanly(
 def test_publication_handles_unexpandable_old_specs() -> None:
     have = planning.Published(lines={"gone": "abc|latest|0|allow|1|0"},
                                  specs={"gone": '{"cron": "not a cron"}'},
-                                 watermarks={"gone": "5"}, lowest_score=1)
+                                 watermarks={"gone": "5"}, lowest={"default": 1})
     changes = planning.diff({}, have, now_ms=10, horizon_ms=10)
     assert changes.removals == [("gone", "abc")] and changes.fires == 0
 

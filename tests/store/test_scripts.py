@@ -107,7 +107,7 @@ def test_publish_new_job(s: Scripts, r: redis.Redis) -> None:
 def test_publish_changed_digest_resets_watermark_and_unqueues(s: Scripts, r: redis.Redis) -> None:
     setup_job(s, dues=(1, 2, 3))
     old = [fire_id("a", d) for d in minutes(1, 2, 3)]
-    res = s.publish(K, [("a", D1, line(D2), SPEC)], unqueue=[("a", "replaced", old[1:])],
+    res = s.publish(K, [("a", D1, line(D2), SPEC)], unqueue=[("a", "replaced", old[1:], "default")],
                     generation=1, now_ms=T0 + MIN // 2)
     assert (res.changed, res.fires_removed) == (1, 2)
     assert queued(r) == old[:1]
@@ -129,7 +129,7 @@ def test_publish_policy_only_change_keeps_watermark(s: Scripts, r: redis.Redis) 
 
 def test_publish_removal(s: Scripts, r: redis.Redis) -> None:
     setup_job(s, dues=(1,))
-    res = s.publish(K, [], [("a", D1)], [("a", "removed", [fire_id("a", T0 + MIN)])],
+    res = s.publish(K, [], [("a", D1)], [("a", "removed", [fire_id("a", T0 + MIN)], "default")],
                     generation=1, now_ms=T0)
     assert (res.removed, res.fires_removed) == (1, 1) and queued(r) == []
     assert not r.hexists(K.jobs, "a") and not r.hexists(K.specs, "a")
@@ -142,7 +142,7 @@ def test_publish_removal(s: Scripts, r: redis.Redis) -> None:
 def test_publish_of_a_fire_no_longer_queued_writes_no_history(s: Scripts,
                                                               r: redis.Redis) -> None:
     setup_job(s, dues=(1,))
-    s.publish(K, [], [("a", D1)], [("a", "removed", [fire_id("a", T0 + 5 * MIN)])],
+    s.publish(K, [], [("a", D1)], [("a", "removed", [fire_id("a", T0 + 5 * MIN)], "default")],
               generation=1, now_ms=T0)
     assert r.lrange(K.history("a"), 0, -1) == []
 
@@ -151,7 +151,7 @@ def test_publish_of_an_older_generation_is_refused(s: Scripts, r: redis.Redis) -
     setup_job(s, dues=(1,))
     s.publish(K, [("a", D1, line(D2), SPEC)], generation=3, now_ms=T0)
     with pytest.raises(Superseded, match="SUPERSEDED 3"):
-        s.publish(K, [], [("a", D2)], [("a", "removed", [fire_id("a", T0 + MIN)])],
+        s.publish(K, [], [("a", D2)], [("a", "removed", [fire_id("a", T0 + MIN)], "default")],
                   generation=2, now_ms=T0)
     assert r.hget(K.jobs, "a") == line(D2) and queued(r) == [fire_id("a", T0 + MIN)]
     assert r.get(K.published) == "3"
@@ -173,7 +173,7 @@ def test_generation_is_a_compare_and_set_on_the_newest_file(s: Scripts, r: redis
 def test_publish_conflict_changes_nothing(s: Scripts, r: redis.Redis) -> None:
     setup_job(s, dues=(1,))
     res = s.publish(K, [("a", "-", line(D2), SPEC), ("b", D2, line(), SPEC)],
-                    [("a", D2)], [("a", "removed", [fire_id("a", T0 + MIN)])],
+                    [("a", D2)], [("a", "removed", [fire_id("a", T0 + MIN)], "default")],
                     generation=1, now_ms=T0)
     assert res.conflicts == ["a", "b", "a"] and res.changed == 0 and res.removed == 0
     assert r.hget(K.jobs, "a") == line() and not r.hexists(K.jobs, "b")

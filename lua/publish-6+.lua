@@ -1,22 +1,22 @@
 -- publish: write new, changed and removed job definitions of one file generation; unqueue
 -- the fires of old definitions, each job's unqueued fires summed up in one history line.
--- KEYS[1] queue       zset fire -> due time, ms
--- KEYS[2] jobs        hash job -> policy line (cronsvc/policy.py), schedule digest first
--- KEYS[3] specs       hash job -> JSON {cron, timezone, jitter}
--- KEYS[4] watermarks  hash job -> ms planned up to
--- KEYS[5] events      list of JSON decisions, newest first, capped at 10000
--- KEYS[6] published   string: the generation whose definitions this shard holds
--- KEYS[7] job_lines   hash job -> policy line of every job of the file, for the claims of
+-- KEYS[1] jobs        hash job -> policy line (cronsvc/policy.py), schedule digest first
+-- KEYS[2] specs       hash job -> JSON {cron, timezone, jitter}
+-- KEYS[3] watermarks  hash job -> ms planned up to
+-- KEYS[4] events      list of JSON decisions, newest first, capped at 10000
+-- KEYS[5] published   string: the generation whose definitions this shard holds
+-- KEYS[6] job_lines   hash job -> policy line of every job of the file, for the claims of
 --                     runtime schedule fires whose job lives on another shard (on one
---                     Redis it is KEYS[2] itself, and the mirror sections below are empty)
--- KEYS[7 + i]         list: the history of the i-th job whose fires are unqueued
+--                     Redis it is KEYS[1] itself, and the mirror sections below are empty)
+-- KEYS[6 + i]         per group g of fires unqueued: i = 2g - 1 the queue they wait in (of
+--                     the pool of the old definition), i = 2g the history of their job
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] generation of the file being published
 -- ARGV[3] history cap
 -- ARGV[4] n_set
 -- ARGV[5..] per job set: job, expected old digest ('-' = absent), policy line, spec JSON;
 --         then n_removed, then per job removed: job, expected old digest;
---         then n_groups, then per job whose fires go (history key KEYS[7 + i]): job, why
+--         then n_groups, then per job whose fires go (group g, its keys above): job, why
 --         ('removed' or 'replaced'), n, then the n fire ids to unqueue (never in working);
 --         then n_mirror, then per job of the whole file whose line changed: job, policy line;
 --         then n_unmirror, then the jobs no longer in the file
@@ -34,14 +34,14 @@
 -- @include fires.lua
 local gen = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
-local current_gen = tonumber(redis.call('GET', KEYS[6]) or '0')
+local current_gen = tonumber(redis.call('GET', KEYS[5]) or '0')
 if current_gen > gen then
   return redis.error_reply('SUPERSEDED ' .. current_gen)
 end
-redis.call('SET', KEYS[6], gen)
+redis.call('SET', KEYS[5], gen)
 
 local function digest_of(job)
-  local line = redis.call('HGET', KEYS[2], job)
+  local line = redis.call('HGET', KEYS[1], job)
   return line and string.match(line, '^[^|]*') or '-'
 end
 
@@ -55,10 +55,10 @@ for _ = 1, tonumber(ARGV[4]) do
     conflicts[#conflicts + 1] = job
     conflicted[job] = true
   else
-    redis.call('HSET', KEYS[2], job, line)
-    redis.call('HSET', KEYS[3], job, spec)
+    redis.call('HSET', KEYS[1], job, line)
+    redis.call('HSET', KEYS[2], job, spec)
     if string.match(line, '^[^|]*') ~= current then
-      redis.call('HSET', KEYS[4], job, now)
+      redis.call('HSET', KEYS[3], job, now)
     end
     changed = changed + 1
   end
@@ -72,9 +72,9 @@ for _ = 1, n_removed do
     conflicts[#conflicts + 1] = job
     conflicted[job] = true
   else
-    removed = removed + redis.call('HDEL', KEYS[2], job)
+    removed = removed + redis.call('HDEL', KEYS[1], job)
+    redis.call('HDEL', KEYS[2], job)
     redis.call('HDEL', KEYS[3], job)
-    redis.call('HDEL', KEYS[4], job)
   end
 end
 local REASONS = {removed = 'removed: job deleted from the file',
@@ -87,7 +87,7 @@ for g = 1, n_groups do
   if not conflicted[job] then
     for k = i + 3, i + 2 + n do
       local fid = ARGV[k]
-      if redis.call('ZREM', KEYS[1], fid) == 1 then
+      if redis.call('ZREM', KEYS[5 + 2 * g], fid) == 1 then
         local due = due_of(fid)
         count = count + 1
         if not first or due < first then first = due end
@@ -103,22 +103,22 @@ for g = 1, n_groups do
       .. ',"reason":' .. cjson.encode(REASONS[why] or why) .. ',"fires":' .. count
       .. ',"first":' .. string.format('%d', first) .. ',"last":' .. string.format('%d', last)
       .. ',"at":' .. string.format('%d', now) .. ',"generation":' .. gen .. '}'
-    redis.call('LPUSH', KEYS[7 + g], line)
-    redis.call('LTRIM', KEYS[7 + g], 0, cap - 1)
-    add_event(KEYS[5], line)
+    redis.call('LPUSH', KEYS[6 + 2 * g], line)
+    redis.call('LTRIM', KEYS[6 + 2 * g], 0, cap - 1)
+    add_event(KEYS[4], line)
   end
 end
-if unqueued > 0 then trim_events(KEYS[5]) end
+if unqueued > 0 then trim_events(KEYS[4]) end
 local n_mirror = tonumber(ARGV[i] or '0')
 i = i + 1
 for _ = 1, n_mirror do
-  redis.call('HSET', KEYS[7], ARGV[i], ARGV[i + 1])
+  redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
 local n_unmirror = tonumber(ARGV[i] or '0')
 i = i + 1
 for _ = 1, n_unmirror do
-  redis.call('HDEL', KEYS[7], ARGV[i])
+  redis.call('HDEL', KEYS[6], ARGV[i])
   i = i + 1
 end
 return {changed, removed, unqueued, conflicts}
