@@ -6,9 +6,11 @@ A webhook receives one JSON object per event::
      "fire": "nightly-backup@1795500000000", "attempt": 3, "status": "failed",
      "error": "exit 3", "output": "last lines of the output", "count": 1, "period_s": null,
      "scheduled_at": "2026-11-24T02:30:00Z", "at": "2026-11-24T02:31:05.120Z",
-     "links": {"job": "http://127.0.0.1:8080/jobs/nightly-backup", ...}}
+     "links": {"job": "http://127.0.0.1:8080/jobs/nightly-backup", ...},
+     "title": "nightly-backup: failed for good (no attempts left)"}
 
-``id`` is the same each time one event is sent again: the receiver's idempotency key.
+``title`` is the one line a chat message or a mail subject shows. ``id`` is the same each
+time one event is sent again: the receiver's idempotency key.
 ``count`` says how many events of the kind it stands for: 1, but for a folded repeat
 (``period_s`` then says over how long) and for ``recovered`` (the failures it ends).
 
@@ -54,7 +56,7 @@ class Event:
         at, scheduled = d.pop("at_ms"), d.pop("scheduled_ms")
         if d["output"]:
             d["output"] = d["output"][-OUTPUT_TAIL:]
-        return {"version": VERSION, **d, "at": iso_utc(at),
+        return {"version": VERSION, **d, "title": self.title(), "at": iso_utc(at),
                 "scheduled_at": iso_utc(scheduled) if scheduled is not None else None}
 
     def body(self) -> bytes:
@@ -77,7 +79,8 @@ class Event:
             again = {"failed": "failing", "dead": "failing", "missed": "missing its start",
                      "skipped": "skipped", "lease_lost": "losing its worker"}.get(
                          self.event, self.event)
-            return f"{who}: {again} again, {self.count} times in {span(self.period_s)}"
+            times = "once" if self.count == 1 else f"{self.count} times"
+            return f"{who}: {again} again, {times} in {span(self.period_s)}"
         again = f" ({self.count} times)" if self.count > 1 else ""
         return f"{who}: {what}{again}"
 

@@ -50,6 +50,7 @@ def test_a_webhook_gets_the_event_signed() -> None:
     assert body == {"version": 1, "id": "ev-1", "event": "dead", "job": "nightly-backup",
                     "fire": "nightly-backup@1795500000000", "attempt": 3, "status": "failed",
                     "error": "exit 3", "output": "disk full", "count": 1, "period_s": None,
+                    "title": "nightly-backup: failed for good (no attempts left)",
                     "links": {"job": "http://127.0.0.1:8080/jobs/nightly-backup"},
                     "at": "2026-11-24T06:01:05.120Z", "scheduled_at": "2026-11-24T06:00:00Z"}
     assert SECRET.encode() not in got.body
