@@ -128,6 +128,7 @@ local function load_policies(jobs)
       policies[job] = {catch_up = catch_up, deadline = tonumber(deadline) or 0,
         mask = mask, pause_after = tonumber(pause_after) or 0,
         most = tonumber(most) or 0, limits = caps,
+        bounded = (tonumber(most) or 0) > 0 or #caps > 0,
         overlap = overlap, max_attempts = tonumber(max_attempts) or 1,
         paused = paused == '1' or (pauses[i] or false) ~= false,
         -- A line without a definition (an older planner's) needs the job, in any version.
@@ -159,6 +160,7 @@ local function load_schedules(entries)
           deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
           overlap = overlap ~= '' and overlap or p.overlap, max_attempts = p.max_attempts,
           mask = p.mask, pause_after = p.pause_after, most = p.most, limits = p.limits,
+          bounded = p.bounded,
           paused = p.paused or paused == '1', held = p.held, payload = payload}
       end
     end
@@ -204,6 +206,7 @@ end
 -- Why a fire of owner with policy p cannot start now (a bound is full), and a fire in the
 -- way; nil when every bound has a free slot.
 local function full(p, owner)
+  if not p.bounded then return nil end
   if p.most > 0 then
     local h = holding('o:' .. owner)
     if #h >= p.most then
@@ -261,7 +264,7 @@ local function take(fid, owner, due, token, p, reclaimed, before)
     redis.call('HSET', KEYS[7], owner, fid)
     holders[owner] = fid
   end
-  if p and (p.most > 0 or #p.limits > 0) then hold(p, owner, fid) end
+  if p and p.bounded then hold(p, owner, fid) end
   if p and p.overlap == 'queue' and waiter(owner) == fid then
     redis.call('HDEL', KEYS[17], 'w:' .. owner)
     waiting[owner] = false
@@ -400,7 +403,9 @@ if #claimed < batch then
             why = 'overlap queue'
           end
         end
-        if not reason and not why and p.overlap ~= 'replace' then why, ahead = full(p, owner) end
+        if not reason and not why and p.bounded and p.overlap ~= 'replace' then
+          why, ahead = full(p, owner)
+        end
         if why and p.overlap == 'queue' then
           local w = waiter(owner)
           if w and w ~= fid and redis.call('ZSCORE', KEYS[1], w) then
