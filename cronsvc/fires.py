@@ -1,5 +1,7 @@
 """Fire ids: ``<job>@<due_ms>`` for the job's own schedule, ``<job>@<due_ms>#<tag>`` for
-one-offs, ``<job>@<due_ms>!<schedule id>`` for the fires of a runtime schedule.
+one-offs, ``<job>@<due_ms>!<schedule id>`` for the fires of a runtime schedule, and
+``<job>@<due_ms>!@<host>`` for one host's run of a fire of a job with ``pool: each-host``
+(a schedule id never starts with ``@``).
 
 A fire id is the queue member, the idempotency key handed to the job and the
 name of the run in its history, so it must be stable: the same job and due
@@ -17,6 +19,8 @@ from cronsvc.errors import BadArgument
 _B32 = "abcdefghijklmnopqrstuvwxyz234567"
 _FIRE = re.compile(r"^(.+?)@(\d+)(?:#(.+)|!(.+))?$")
 TAG_KINDS = {"trigger": "t", "at": "a"}
+#: What follows ``!`` in the id of one host's run of an each-host fire, before the host.
+HOST_MARK = "@"
 
 
 def fire_id(job: str, due_ms: int, tag: str | None = None, *,
@@ -39,11 +43,24 @@ def parse_fire(fid: str) -> tuple[str, int, str | None]:
 
 
 def schedule_of(fid: str) -> str | None:
-    """The runtime schedule a fire belongs to, or None (the job's own, or a one-off)."""
+    """The runtime schedule a fire belongs to, or None (the job's own, a one-off, or one
+    host's run)."""
     if "!" not in fid:  # every fire a worker runs asks: most are not a schedule's
         return None
     m = _FIRE.match(fid)
-    return m.group(4) if m else None
+    sid = m.group(4) if m else None
+    return sid if sid and not sid.startswith(HOST_MARK) else None
+
+
+def host_fire(fid: str, host: str) -> str:
+    """The id of ``host``'s run of the each-host fire ``fid``."""
+    return f"{fid}!{HOST_MARK}{host}"
+
+
+def host_of(fid: str) -> str | None:
+    """The host of one host's run of an each-host fire, else None."""
+    at = fid.find("!" + HOST_MARK)
+    return fid[at + 2:] if at >= 0 else None
 
 
 def placed_by(fid: str) -> str:
@@ -61,6 +78,8 @@ def kind_of(fid: str) -> str:
     schedule, ``trigger`` or ``at`` for a one-off."""
     tag = parse_fire(fid)[2]
     if tag is None:
+        if host_of(fid) is not None:
+            return "host"
         return "schedule" if "!" in fid else "cron"
     return "trigger" if tag.startswith(TAG_KINDS["trigger"]) else "at"
 

@@ -15,6 +15,14 @@ from dataclasses import dataclass, replace
 
 #: The pool of a job that names none, and of a worker that serves none: the contract keys.
 DEFAULT_POOL = "default"
+#: The pool of a job that runs once on each live worker host: every worker copies each of
+#: its fires into the pool of its own host (:func:`host_pool`) and runs it from there.
+EACH_HOST = "each-host"
+
+
+def host_pool(host: str) -> str:
+    """The pool of one host's runs of each-host fires."""
+    return "@" + host
 
 
 def stable_hash(name: str) -> int:
@@ -154,6 +162,12 @@ class Keys:
         holding its slots, ``|``-separated (one no longer leased holds none); ``w:<owner>``
         -> its one fire waiting for a slot (``overlap: queue``)."""
         return self._k("cron:slots")
+
+    @property
+    def each_host_marks(self) -> str:
+        """hash: fire id of the each-host pool -> ``|host|host|``, the hosts that took their
+        copy of it (kept while the fire stays in that pool's queue)."""
+        return self._k("cron:each-host")
 
     def held(self, digest: str) -> str:
         """hash: job -> definition digest, of the jobs of this shard in the job file whose

@@ -10,6 +10,7 @@ the newest job file).
 from __future__ import annotations
 
 import os
+import re
 import socket
 
 #: A sleeping worker looks at Redis at least this often (seconds) even without a wake-up
@@ -35,6 +36,12 @@ def planner_stale_ms(tick_s: float) -> int:
 def alive(seen_ms: int, now_ms: int, stale_ms: int) -> bool:
     """Whether a member last seen at ``seen_ms`` still counts at ``now_ms``."""
     return now_ms - seen_ms <= stale_ms
+
+
+def this_host() -> str:
+    """This machine's name as fire ids and key names may carry it (the each-host pool)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()) or "host"
+    return name if name[0].isalnum() else "h" + name
 
 
 def process_id() -> str:

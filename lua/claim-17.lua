@@ -292,7 +292,7 @@ if #stale > 0 then
   for i, fid in ipairs(stale) do
     local job, n = jobs[i], tonumber(used[i]) or 0
     local p = policies[job]
-    local owner = job
+    local owner = owner_of(fid, job)
     if sids[i] then p, owner = p and schedules[sids[i]], '!' .. sids[i] end
     if sids[i] and policies[job] and not p then
       -- Its schedule was deleted, or now runs another job: the run it had is not redone.
@@ -351,7 +351,7 @@ if #claimed < batch then
   for i, fid in ipairs(fires) do
     local job, due_s, oneoff, sid = split_fire(fid)
     local due = tonumber(due_s)
-    local owner = sid and '!' .. sid or job
+    local owner = sid and '!' .. sid or owner_of(fid, job)
     parsed[i] = {job, due_s, due, oneoff, sid, owner}
     if not oneoff and (latest[owner] == nil or due > latest[owner]) then latest[owner] = due end
   end

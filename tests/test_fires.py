@@ -86,3 +86,15 @@ def test_new_tag_of_an_unknown_kind(kind: str) -> None:
         new_tag(kind)
     assert str(caught.value) == (
         f"unknown one-off kind {kind!r}: expected one of {sorted(TAG_KINDS)}")
+
+
+def test_a_host_s_run_of_an_each_host_fire_belongs_to_the_job_not_a_schedule() -> None:
+    from cronsvc.fires import host_fire, host_of, placed_by, schedule_of
+
+    fid = host_fire("sweep@1800000000000", "web-1.example")
+    assert fid == "sweep@1800000000000!@web-1.example"
+    assert (host_of(fid), schedule_of(fid), placed_by(fid), kind_of(fid)) == (
+        "web-1.example", None, "sweep", "host")
+    assert host_of("sweep@1800000000000!nightly") is None
+    one_off = host_fire("sweep@1800000000000#t2345ab", "b")  # a trigger: on each host too
+    assert (host_of(one_off), schedule_of(one_off), placed_by(one_off)) == ("b", None, "sweep")

@@ -164,16 +164,19 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
 @click.option("--pools", default=None, metavar="NAME,...",
               help="The pools whose fires this worker runs (default: worker.pools in the "
                    "file, default).")
+@click.option("--host", "host", default=None, metavar="NAME",
+              help="The host it runs each-host jobs for (default: worker.host in the file, "
+                   "then this machine's name).")
 @log_format_option
 @name_option
 @metrics_port_option
 @friendly
 def worker(config: str | None, redis_url: str | None, concurrency: int | None,
-           lease: float | None, grace: float | None, pools: str | None, log_format: str,
-           name: str | None, metrics_port: int | None) -> None:
+           lease: float | None, grace: float | None, pools: str | None, host: str | None,
+           log_format: str, name: str | None, metrics_port: int | None) -> None:
     """Claim due fires and run them; reload the file on change or SIGHUP.
     SIGTERM: finish running jobs; again: give them back."""
-    from cronsvc.config.models import pool_name
+    from cronsvc.config.models import host_name, served_pool
     from cronsvc.errors import BadArgument
     from cronsvc.metrics.counters import start_metrics
     from cronsvc.presence import process_id
@@ -184,12 +187,16 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     served = None
     if pools is not None:
         try:
-            served = tuple(dict.fromkeys(pool_name(p.strip()) for p in pools.split(",")))
+            served = tuple(dict.fromkeys(served_pool(p.strip()) for p in pools.split(",")))
         except ValueError as exc:
             raise BadArgument(f"--pools: {exc}") from None
+    try:
+        host = None if host is None else host_name(host)
+    except ValueError as exc:
+        raise BadArgument(f"--host: {exc}") from None
     w = Worker(loaded, client, concurrency=concurrency, lease=lease, grace=grace,
                worker_id=name or process_id(), metrics=start_metrics(metrics_port),
-               config_path=path, pools=served)
+               config_path=path, pools=served, host=host)
     on_stop_signals(w.stop, reload=w.request_reload)
     w.run_forever()
 

@@ -34,7 +34,7 @@ from cronsvc.config.report import Report
 from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
 from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError
-from cronsvc.keys import DEFAULT_POOL
+from cronsvc.keys import DEFAULT_POOL, EACH_HOST
 from cronsvc.policy import Policy
 from cronsvc.schedule.expand import Spec, validate_cron, zone
 
@@ -364,12 +364,31 @@ def pool_name(value: str) -> str:
     return value
 
 
+def served_pool(value: str) -> str:
+    """``value`` if a worker may serve it: ``each-host`` every worker serves on its own."""
+    if value == EACH_HOST:
+        raise ValueError(f"{EACH_HOST}: every worker runs those jobs for its host; leave it "
+                         "out of pools")
+    return pool_name(value)
+
+
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def host_name(value: str) -> str:
+    """``value`` if it can name a host in fire ids and key names; ValueError otherwise."""
+    if not _HOST.fullmatch(value):
+        raise ValueError(f"invalid host name {value!r}: letters, digits, '.', '_', '-'")
+    return value
+
+
 class WorkerSettings(_Frozen):
     """Parallel runs per worker, the pools it serves, lease length, shutdown grace, history
     kept per job."""
 
     concurrency: int = Field(default=4, ge=1)
     pools: tuple[str, ...] = (DEFAULT_POOL,)
+    host: str | None = None  # the host this worker runs each-host jobs for (default: its name)
     lease: Seconds = 30.0
     grace: Seconds = 30.0
     history: int = Field(default=100, ge=1)
@@ -381,8 +400,13 @@ class WorkerSettings(_Frozen):
         if isinstance(names, (list, tuple)):
             if not names:
                 raise ValueError("a worker serves at least one pool")
-            return tuple(dict.fromkeys(pool_name(str(n)) for n in names))
+            return tuple(dict.fromkeys(served_pool(str(n)) for n in names))
         return value
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        return None if value is None else host_name(value)
 
 
 class EmailChannel(_Frozen):

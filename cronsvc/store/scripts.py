@@ -22,7 +22,7 @@ from redis.commands.core import Script
 
 from cronsvc.errors import LeaseLost, ScriptError
 from cronsvc.fires import job_of
-from cronsvc.keys import Keys
+from cronsvc.keys import EACH_HOST, Keys, host_pool
 from cronsvc.store.faults import is_outage
 from cronsvc.store.loader import ScriptSource, load_sources, lua_dir, script_error
 from cronsvc.store.replies import compact, record_json, text
@@ -419,6 +419,16 @@ class Scripts:
         k = self._k(keys)
         return int(self.run("purge", [k.dead, k.attempts, k.payloads, k.events],
                             [_now(now_ms), job or "", *fires]))
+
+    def each_host(self, keys: Keys | None, host: str, window_ms: int, limit: int = 1000, *,
+                  now_ms: int | None = None) -> tuple[int, int]:
+        """Copy the due each-host fires of the shard into ``host``'s own queue, once each;
+        ``(copied, due time of the next fire not due yet or -1)``."""
+        k = self._k(keys)
+        res = self.run("each-host", [k.with_pool(EACH_HOST).queue, k.each_host_marks,
+                                     k.with_pool(host_pool(host)).queue],
+                       [_now(now_ms), host, int(window_ms), int(limit)])
+        return int(res[0]), int(res[1])
 
     # -- notifier --------------------------------------------------------------
     def notify_lease(self, keys: Keys | None, notifier: str, lease_ms: int) -> bool:

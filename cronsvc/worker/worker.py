@@ -37,10 +37,10 @@ from cronsvc.config.models import Config
 from cronsvc.config.watch import FileWatch, reread
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
-from cronsvc.keys import Keys, all_shards
+from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.pings import Pinger
-from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id
+from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.context import FireContext
 from cronsvc.run.executor import execute
 from cronsvc.run.watchdog import Leash, Watchdog, margin
@@ -55,6 +55,9 @@ from cronsvc.worker.slots import Slots
 log = logging.getLogger("cronsvc.worker")
 
 MAX_SLEEP = MAX_SLEEP_S  # the longest sleep of the claim loop (cronsvc.presence)
+# An each-host fire is copied to the hosts that look within this long after its time; a
+# host away longer misses it (no host is waited for).
+EACH_HOST_WINDOW_MS = 60_000
 # While Redis cannot be reached, it is tried again at most this far apart.
 OUTAGE_RETRY = 2.0
 # Due fires examined per claim, so `catch_up: latest` sees a job's newer fires.
@@ -91,6 +94,7 @@ class Worker:
         metrics: Metrics | None = None,
         config_path: str | Path | None = None,
         pools: tuple[str, ...] | None = None,
+        host: str | None = None,
     ) -> None:
         self.config = config
         # Reloaded on change and SIGHUP (none: a worker built from a Config in code).
@@ -106,8 +110,7 @@ class Worker:
         self.clock = clock
         self.shards = all_shards(config.redis.shards, config.redis.prefix)
         self.pools = pools or config.worker.pools
-        # Claimed from in turn: each pool's queue on each shard, so no pool or shard starves.
-        self.queues = [k.with_pool(pool) for k in self.shards for pool in self.pools]
+        self.host = host or config.worker.host or this_host()
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
         self._ended = 0  # runs in _running that have ended (their result is being written)
@@ -180,7 +183,7 @@ class Worker:
             watch.start()
         log.info("worker %s started: %d slots, lease %.0fs, %d jobs, pools %s",
                  self.worker_id, self.concurrency, self.lease_ms / 1000, len(self.config.jobs),
-                 ", ".join(self.pools))
+                 ", ".join(self.served()))
         try:
             self._loop()
         finally:
@@ -248,16 +251,23 @@ class Worker:
         """Claim up to the free slots from every shard; return seconds to sleep."""
         wake_at: float | None = None  # monotonic time of the earliest next fire
         failed: list[Exception] = []
-        n = len(self.queues)
-        start = self._rotation
+        queues = self.queues()
+        n = len(queues)
+        start = self._rotation % n
         self._rotation = (self._rotation + 1) % n  # no shard or pool always goes first
         for i in range(n):
             free = self.concurrency - self._busy()
             if free <= 0:
                 return MAX_SLEEP  # a finishing run sets _wake
-            keys = self.queues[(start + i) % n]
+            keys = queues[(start + i) % n]
             t0 = monotonic()
             try:
+                if keys.pool == host_pool(self.host):
+                    # This host's copies of the each-host fires due now, then claimed as any.
+                    _, later = self.scripts.each_host(keys, self.host, EACH_HOST_WINDOW_MS)
+                    if later >= 0:
+                        at = monotonic() + max(later - self.server_now(), 0) / 1000
+                        wake_at = at if wake_at is None else min(wake_at, at)
                 res = self.scripts.claim(
                     keys, self.worker_id, batch=free, lease_ms=self.lease_ms,
                     scan_limit=max(SCAN_LIMIT, free), held=keys.held(self.held),
@@ -288,6 +298,20 @@ class Worker:
         if wake_at is None:
             return MAX_SLEEP
         return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))
+
+    def queues(self) -> list[Keys]:
+        """What the claim loop takes from, in turn: the queue of each pool served on each
+        shard (so no pool or shard starves), and this host's own, while the file has jobs
+        that run on each host."""
+        pools = list(self.pools)
+        if any(job.pool == EACH_HOST for job in self.config.jobs.values()):
+            pools.append(host_pool(self.host))
+        return [k.with_pool(pool) for k in self.shards for pool in pools]
+
+    def served(self) -> list[str]:
+        """The pools this worker runs fires of, as it tells the fleet."""
+        each = any(job.pool == EACH_HOST for job in self.config.jobs.values())
+        return [*self.pools, *([EACH_HOST, host_pool(self.host)] if each else [])]
 
     def _start(self, keys: Keys, claim: Claim, claimed_at: float) -> None:
         job = self.config.jobs.get(claim.job)
@@ -387,7 +411,8 @@ class Worker:
     def _presence(self) -> None:
         keys = self.shards[0]
         info = {"busy": self._busy(), "slots": self.concurrency, "pid": os.getpid(),
-                "held": self.held, "jobs": len(self.config.jobs), "pools": list(self.pools),
+                "held": self.held, "jobs": len(self.config.jobs), "pools": self.served(),
+                "host": self.host,
                 "last_error": self.errors.as_info()}
         try:
             pipe = self.client.pipeline(transaction=False)

@@ -1,11 +1,13 @@
 -- fires: a fire id is '<job>@<due_ms>' (the job's own schedule), '<job>@<due_ms>#<tag>'
--- (one-off) or '<job>@<due_ms>!<schedule id>' (a runtime schedule), as in cronsvc/fires.py;
--- job names and schedule ids never contain '@', '#', '!' or '|'.
+-- (one-off), '<job>@<due_ms>!<schedule id>' (a runtime schedule) or '<job>@<due_ms>!@<host>'
+-- (one host's run of an each-host fire), as in cronsvc/fires.py; job names and schedule
+-- ids never contain '@', '#', '!' or '|'.
 --   job_of(fid)        the job, nil if fid is not a fire id
 --   due_of(fid)        the due time, ms (a number); due_s_of(fid) its digits (a string)
---   split_fire(fid)    job, due digits, true if a one-off, the schedule id or nil: no
---                      pattern (claim's hot path)
---   owner_of(fid, job) whose fire it is for overlap: the job, or '!' .. schedule id
+--   split_fire(fid)    job, due digits, true if a one-off, the schedule id or nil (nil for
+--                      a host's run too): no pattern (claim's hot path)
+--   owner_of(fid, job) whose fire it is for overlap: the job, '!' .. schedule id, or for
+--                      a host's run the job on that host, job .. '!@' .. host
 --   is_cron_fire(fid)  fid is '<job>@<due_ms>', no tag
 --   fire_head(job)     what every fire id of job begins with; has_head(fid, head) tests it
 local job_of, due_of, due_s_of, split_fire, is_cron_fire, fire_head, has_head, owner_of
@@ -19,12 +21,18 @@ do
     local tag = find(fid, '#', at, true)
     if tag then return sub(fid, 1, at - 1), sub(fid, at + 1, tag - 1), true, nil end
     local bang = find(fid, '!', at, true)
-    if bang then return sub(fid, 1, at - 1), sub(fid, at + 1, bang - 1), false, sub(fid, bang + 1) end
+    if bang then
+      local sid = sub(fid, bang + 1)
+      if sub(sid, 1, 1) == '@' then sid = nil end  -- a host's run of an each-host fire
+      return sub(fid, 1, at - 1), sub(fid, at + 1, bang - 1), false, sid
+    end
     return sub(fid, 1, at - 1), sub(fid, at + 1), false, nil
   end
   function owner_of(fid, job)
     local bang = find(fid, '!', 1, true)
-    return bang and sub(fid, bang) or job
+    if not bang then return job end
+    -- a host's run: the job on that host ('<job>!@<host>'); a schedule's: '!' .. its id
+    return sub(fid, bang + 1, bang + 1) == '@' and job .. sub(fid, bang) or sub(fid, bang)
   end
   function is_cron_fire(fid) return match(fid, '^[^@]*@%d+$') ~= nil end
   function fire_head(job) return job .. '@' end

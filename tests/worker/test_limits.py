@@ -85,3 +85,23 @@ def test_overlap_queue_starts_the_waiting_fire_when_the_running_one_ends(
     start_second = next(e["at_ms"] for e in ledger
                         if e["event"] == "start" and e["fire"] == second)
     assert start_second >= end_first and most_at_once(ledger) == 1
+
+
+def test_max_concurrent_lets_n_runs_of_a_job_start_across_workers(
+        tmp_path: Path, redis_url: str, r: Any) -> None:
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    fleet = Fleet(tmp_path, redis_url, {})
+    fleet.write({"report": hold_job(fleet, releases, max_concurrent=2)})
+    with fleet.running("w1", "w2", planner=False):
+        client = published(redis_url, fleet.config)
+        fires = [client.trigger("report") for _ in range(3)]
+        wait_for(lambda: len(starts(fleet)) == 2, message="two runs")
+        skipped = wait_for(lambda: [h for h in history(r, "report") if h["status"] == "skipped"],
+                           message="the third skipped")
+        assert [h["reason"] for h in skipped] == ["max_concurrent 2 (2 running)"]
+        for fid in fires:
+            (releases / fid).touch()
+        wait_for(lambda: len(read_ledger(fleet.ledger)) == 4, message="both ended")
+    assert most_at_once(read_ledger(fleet.ledger)) == 2
+    assert {e["worker"] for e in starts(fleet)} <= {"w1", "w2"}
