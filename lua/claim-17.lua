@@ -156,12 +156,12 @@ local function load_schedules(entries)
     if lines[i] and p then
       local job, paused, catch_up, deadline, overlap, payload = schedule_policy(lines[i])
       if job == job_of_want[i] then
-        schedules[sid] = {catch_up = catch_up ~= '' and catch_up or p.catch_up,
+        -- The schedule's own values; the rest is its job's (one shared metatable per job).
+        p.inherit = p.inherit or {__index = p}
+        schedules[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
           deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
-          overlap = overlap ~= '' and overlap or p.overlap, max_attempts = p.max_attempts,
-          mask = p.mask, pause_after = p.pause_after, most = p.most, limits = p.limits,
-          bounded = p.bounded,
-          paused = p.paused or paused == '1', held = p.held, payload = payload}
+          overlap = overlap ~= '' and overlap or p.overlap,
+          paused = p.paused or paused == '1', payload = payload}, p.inherit)
       end
     end
   end
