@@ -51,19 +51,44 @@ def main() -> None:
 @click.option("--import-timeout", type=click.FloatRange(min=0.1), default=10.0,
               show_default=True, metavar="SECONDS",
               help="How long one call target may take to import.")
+@click.option("--strict", is_flag=True, help="Warnings count as errors (exit 1).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {file, jobs, errors, warnings} as JSON (exit 1 on an error).")
 @friendly
 def validate(file: str | None, config: str | None, imports: bool,
-             import_timeout: float) -> None:
+             import_timeout: float, strict: bool, as_json: bool) -> None:
     """Check a job file and list every problem in it (exit 1 if there is one).
 
-    Warns (exit 0) of a schedule that never fires and of a call into os, subprocess
-    or builtins, which runs any program: the job file is code, guard it like code.
+    Warns (exit 0) of a schedule that never fires, of a call into os, subprocess or
+    builtins, which runs any program (the job file is code, guard it like code), and of
+    a fixed-time job whose time does not exist or happens twice on a DST night of the
+    next 12 months.
     """
+    import json
+
     from cronsvc.clock import SYSTEM
     from cronsvc.config.check import check
+    from cronsvc.errors import ConfigError
 
     path = file or config_path(config)
-    loaded, warnings = check(path, SYSTEM.now_ms(), imports=imports, timeout=import_timeout)
+    try:
+        loaded, warnings = check(path, SYSTEM.now_ms(), imports=imports,
+                                 timeout=import_timeout)
+    except ConfigError as exc:
+        if not as_json:
+            raise
+        click.echo(json.dumps({"file": path, "jobs": None, "errors": exc.problems,
+                               "warnings": []}, indent=2))
+        raise SystemExit(1) from None
+    if as_json:
+        click.echo(json.dumps({"file": path, "jobs": len(loaded.jobs),
+                               "errors": warnings if strict else [],
+                               "warnings": [] if strict else warnings}, indent=2))
+        if strict and warnings:
+            raise SystemExit(1)
+        return
+    if strict and warnings:
+        raise ConfigError([w.replace(": warning: ", ": ", 1) for w in warnings])
     for line in warnings:
         click.echo(line, err=True)
     count = len(loaded.jobs)

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
-from cronsvc.clock import monotonic
-from cronsvc.config.models import Config, parse_located, read_job_file
+from cronsvc.clock import monotonic, ms_to_dt
+from cronsvc.config.models import Config, Job, parse_located, read_job_file
 from cronsvc.config.report import dotted
 from cronsvc.config.yamlsource import KeyPath, Located
 from cronsvc.errors import ConfigError
-from cronsvc.schedule.expand import NEXT_FIRE_YEARS, Spec, next_fires
+from cronsvc.schedule.expand import NEXT_FIRE_YEARS, Spec, explain, next_fires
+from cronsvc.schedule.fields import parse as parse_cron
 
 #: Modules whose functions run programs or code as a `call` target, with no `shell: true`.
 RISKY_MODULES = frozenset({"os", "posix", "subprocess", "builtins"})
@@ -86,9 +89,35 @@ def warnings(checked: Checked, now_ms: int) -> list[str]:
         if job.call and job.call.partition(":")[0].split(".")[0] in RISKY_MODULES:
             found.append((("jobs", name, "call"), f"{job.call!r} can run any program or code "
                           "(no shell: true needed): call a function of your own instead"))
+        found += [(("jobs", name, "cron"), message) for message in dst_notes(job, now_ms)]
     lines = [(checked.located.line(path) or 0, path, message) for path, message in found]
     return [f"{checked.place(path)}: warning: {dotted(path)}: {message}"
             for _, path, message in sorted(lines, key=lambda item: item[0])]
+
+
+#: How far ahead ``validate`` looks for DST nights a fixed-time job meets.
+DST_LOOKAHEAD_DAYS = 366
+_GAP = re.compile(r"^moved: (\S+) does not exist \(DST gap\), runs at (\S+)")
+_FOLD = re.compile(r"^repeated hour: runs in the first pass only")
+
+
+def dst_notes(job: Job, now_ms: int) -> list[str]:
+    """What the DST nights of the next 12 months do to a fixed-time job: a slot that does
+    not exist (it runs at the transition) or happens twice (it runs in the first pass)."""
+    if job.cron is None or job.every is not None or not parse_cron(job.cron).fixed:
+        return []
+    start = ms_to_dt(now_ms)
+    out = []
+    for fire in explain(job.schedule, start, start + timedelta(days=DST_LOOKAHEAD_DAYS)):
+        note = fire.note or ""
+        day = fire.local.strftime("%Y-%m-%d")
+        if m := _GAP.match(note):
+            out.append(f"on {day} {m.group(1)} does not exist in {job.timezone}; "
+                       f"runs at {m.group(2)}")
+        elif _FOLD.match(note):
+            out.append(f"on {day} {fire.local.strftime('%H:%M')} happens twice in "
+                       f"{job.timezone}; runs once, at the first ({fire.local.tzname()})")
+    return out
 
 
 def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S) -> list[str]:
