@@ -277,3 +277,11 @@ def test_validate_imports_every_call_target_in_a_child_that_may_die(
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"jobs": {"j0": jobs["j0"]}}))
     ok = CliRunner().invoke(main, ["validate", "s.yaml", "--imports"])
     assert (ok.exit_code, ok.stdout) == (0, "s.yaml: 1 job OK, call targets import\n")
+
+
+def test_an_impossible_date_in_yaml_is_a_located_error_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text("jobs:\n  a:\n    cron: '@daily'\n    command: [x]\n    start: 2026-13-01\n")
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.startswith(f"{path}:5: jobs.a.start: ")

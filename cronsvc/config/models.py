@@ -36,6 +36,7 @@ from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError
 from cronsvc.keys import DEFAULT_POOL, EACH_HOST
 from cronsvc.policy import Policy
+from cronsvc.schedule.calendars import WEEKENDS, date_rule, holiday_rule
 from cronsvc.schedule.expand import Spec, validate_cron, zone
 
 #: A job file is a few KB, 10,000 jobs about 1 MB: a bigger one is a mistake or an attack.
@@ -140,6 +141,12 @@ class Job(_Frozen):
     # The file's named limits this job's tags join: (name, runs at once). Set from the
     # file's ``limits:`` section, never written in a job.
     slot_limits: tuple[tuple[str, int], ...] = ()
+    # Days without fires: a calendar's name, {holidays: DE-BY, dates: [...]}, or a list of
+    # those; business_days adds the weekends. Resolved into ``calendar`` with the file's
+    # ``calendars:`` section (cronsvc.schedule.calendars), never written in a job.
+    skip: str | dict[str, Any] | tuple[str | dict[str, Any], ...] | None = None
+    business_days: bool = False
+    calendar: tuple[str, ...] = ()
 
     @field_validator("notify", "notify_on", mode="before")
     @classmethod
@@ -465,6 +472,7 @@ class Config(_Frozen):
     notifier: NotifierSettings = NotifierSettings()
     notify: dict[str, Channel] = {}
     limits: dict[str, int] = {}  # named limits: runs at once of the jobs tagged with the name
+    calendars: dict[str, tuple[str, ...]] = {}  # named calendars: their rules
     jobs: dict[str, Job] = {}
 
     @cached_property
@@ -480,8 +488,10 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "worker": WorkerSettings,
     "notifier": NotifierSettings,
 }
-TOP_KEYS = ("redis", "defaults", "planner", "worker", "notifier", "notify", "limits", "jobs")
-JOB_KEYS = tuple(name for name in Job.model_fields if name not in ("name", "slot_limits"))
+TOP_KEYS = ("redis", "defaults", "planner", "worker", "notifier", "notify", "limits",
+            "calendars", "jobs")
+JOB_KEYS = tuple(name for name in Job.model_fields
+                 if name not in ("name", "slot_limits", "calendar"))
 # What a job is cannot have a default; how it runs can.
 PER_JOB_ONLY = frozenset({"cron", "every", "anchor", "start", "end", "max_runs", "command",
                           "call", "args", "kwargs", "description", "ping"})
@@ -572,11 +582,14 @@ def parse_located(text: str, source: str) -> tuple[Config, Located]:
     notify = _channels(report, data.get("notify"))
     _channels_named(report, jobs, sections.get("notifier"), notify, data.get("notify"))
     limits = _limits(report, data.get("limits"))
-    jobs = {name: job.model_copy(update={"slot_limits": tuple(
-        (tag, limits[tag]) for tag in job.tags if tag in limits)}) if limits else job
-        for name, job in jobs.items()}
+    calendars = {name: rules for name, rules in _calendars(report, data.get("calendars")).items()
+                 if rules is not None}
+    jobs = {name: job.model_copy(update={
+        "slot_limits": tuple((tag, limits[tag]) for tag in job.tags if tag in limits),
+        "calendar": _job_calendar(report, job, calendars)}) for name, job in jobs.items()}
     report.raise_if_any()
-    return Config(source=source, jobs=jobs, notify=notify, limits=limits, **sections), located
+    return Config(source=source, jobs=jobs, notify=notify, limits=limits,
+                  calendars={n: r for n, r in calendars.items()}, **sections), located
 
 
 def _channels(report: Report, value: object) -> dict[str, Channel]:
@@ -592,6 +605,65 @@ def _channels(report: Report, value: object) -> dict[str, Channel]:
         except ValidationError as exc:
             report.validation(exc, _under(where), Channel.model_fields)
     return channels
+
+
+def _calendars(report: Report, value: object) -> dict[str, tuple[str, ...] | None]:
+    """``calendars: {bavaria: {holidays: DE-BY, dates: [2026-12-24]}}``: named calendars."""
+    out: dict[str, tuple[str, ...] | None] = {}
+    for name, spec in (_mapping(report, ("calendars",), value) or {}).items():
+        where = ("calendars", str(name))
+        if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+            report.add(where, f"invalid calendar name: {_NAME_RULE}")
+            continue
+        out[name] = _calendar_rules(report, where, spec, None)
+    return out
+
+
+def _calendar_rules(report: Report, where: KeyPath, spec: object,
+                    named: dict[str, tuple[str, ...]] | None) -> tuple[str, ...] | None:
+    """The rules of one calendar: a mapping {holidays, dates}, a calendar's name (a job's,
+    given the ``named`` calendars), or a list of those; None after reporting a problem."""
+    if isinstance(spec, str) and named is not None:
+        if spec in named:
+            return named[spec]
+        known = ", ".join(sorted(named)) or "none"
+        report.add(where, f"unknown calendar {spec!r} (declared under calendars: {known}; "
+                          "or write {holidays: DE-BY, dates: [...]})")
+        return None
+    if isinstance(spec, (list, tuple)):
+        rules: list[str] = []
+        for i, item in enumerate(spec):
+            found = _calendar_rules(report, (*where, i), item, named)
+            if found is None:
+                return None
+            rules += found
+        return tuple(dict.fromkeys(rules))
+    if not isinstance(spec, dict) or not spec or set(spec) - {"holidays", "dates"}:
+        report.add(where, "expected {holidays: CODE or [CODE...], dates: [YYYY-MM-DD...]}"
+                          + (" or a calendar's name" if named is not None else ""))
+        return None
+    rules = []
+    codes = spec.get("holidays") or []
+    for code in [codes] if isinstance(codes, str) else codes:
+        try:
+            rules.append(holiday_rule(str(code)))
+        except ValueError as exc:
+            report.add((*where, "holidays"), str(exc))
+            return None
+    for day in spec.get("dates") or []:
+        try:
+            rules.append(date_rule(day))
+        except ValueError:
+            report.add((*where, "dates"), f"{day!r}: expected a date YYYY-MM-DD")
+            return None
+    return tuple(rules)
+
+
+def _job_calendar(report: Report, job: Job, named: dict[str, tuple[str, ...]]
+                  ) -> tuple[str, ...]:
+    rules = () if job.skip is None else _calendar_rules(
+        report, ("jobs", job.name, "skip"), job.skip, named) or ()
+    return (*rules, WEEKENDS) if job.business_days else rules
 
 
 def _limits(report: Report, value: object) -> dict[str, int]:

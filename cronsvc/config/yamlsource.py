@@ -143,7 +143,12 @@ class _Builder:
                 f"too many YAML aliases: expanding them builds more than {self.limit:,} "
                 "values (an alias bomb?)", self.site or self.located.line(path))
         if isinstance(node, ScalarNode):
-            return self.constructor.construct_object(node, deep=True)
+            try:
+                return self.constructor.construct_object(node, deep=True)
+            except (ValueError, OverflowError):
+                # A scalar YAML reads as an impossible date (2026-13-01) stays its text, and
+                # the field that gets it says what is wrong with it.
+                return node.value
         if id(node) in self.open:
             raise YamlLimitError("a YAML alias refers to a block that contains it",
                                  alias or self.located.line(path))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from itertools import islice
 from typing import Protocol
@@ -37,6 +37,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsvc.errors import ScheduleError, did_you_mean
 from cronsvc.keys import stable_hash
+from cronsvc.schedule.calendars import skipped
 from cronsvc.schedule.fields import ALIASES, CronFields, normalize_cron, parse, validate_cron
 
 __all__ = ["ALIASES", "Fire", "JobLike", "Spec", "explain", "jitter_ms", "normalize_cron",
@@ -92,11 +93,13 @@ class Spec:
     start_ms: int | None = None
     end_ms: int | None = None
     max_runs: int | None = None
+    calendar: tuple[str, ...] = ()  # days without fires (cronsvc.schedule.calendars)
 
     @classmethod
     def of(cls, job: JobLike) -> Spec:
         """The schedule of ``job``."""
-        return cls(name=job.name, **{f: getattr(job, f) for f in SPEC_FIELDS})
+        return cls(name=job.name, calendar=tuple(getattr(job, "calendar", ())),
+                   **{f: getattr(job, f) for f in SPEC_FIELDS})
 
     def published(self) -> dict[str, object]:
         """The JSON object a planner publishes: the fields that decide the fire times,
@@ -106,6 +109,8 @@ class Spec:
         for f in SPEC_FIELDS[3:]:
             if getattr(self, f) is not None:
                 out[f] = getattr(self, f)
+        if self.calendar:
+            out["calendar"] = list(self.calendar)
         return out
 
     @classmethod
@@ -114,7 +119,9 @@ class Spec:
         known = {f: spec[f] for f in SPEC_FIELDS if spec.get(f) is not None}
         known["jitter"] = float(known.get("jitter") or 0)  # type: ignore[arg-type]
         known.setdefault("timezone", "UTC")
-        return cls(name=name, **known)  # type: ignore[arg-type]
+        calendar = spec.get("calendar")
+        return cls(name=name, calendar=tuple(calendar) if isinstance(calendar, list) else (),
+                   **known)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -269,7 +276,15 @@ def occurrences_ms(job: JobLike, start_ms: int, end_ms: int) -> list[int]:
     """Fires of ``job`` in (start_ms, end_ms], ms since the epoch, ascending, jitter
     included, within the job's ``start``/``end``/``max_runs`` bounds."""
     start_ms, end_ms = _bounded(job, start_ms, end_ms)
-    return _unbounded_ms(job, start_ms, end_ms)
+    found = _unbounded_ms(job, start_ms, end_ms)
+    rules = getattr(job, "calendar", ())
+    return [ms for ms in found if _skipped(rules, job.timezone, ms) is None] if rules else found
+
+
+def _skipped(rules: tuple[str, ...], timezone: str, ms: int) -> str | None:
+    """Why the fire at ``ms`` is skipped by the calendar ``rules`` (the day in the job's
+    zone), or None."""
+    return skipped(rules, datetime.fromtimestamp(ms / 1000, zone(timezone)).date())
 
 
 def _bounded(job: JobLike, start_ms: int, end_ms: int) -> tuple[int, int]:
@@ -387,9 +402,11 @@ def occurrences(job: JobLike, start: datetime, end: datetime) -> Iterator[dateti
 def explain(job: JobLike, start: datetime, end: datetime) -> Iterator[Fire]:
     """Like :func:`occurrences`, with local times, DST notes and the slots a gap skips."""
     tz = zone(job.timezone)
+    rules = tuple(getattr(job, "calendar", ()))
     if job.cron is None or job.every_ms is not None:
-        for utc in occurrences(job, start, end):
-            yield Fire(utc, utc.astimezone(tz))
+        for utc in occurrences(replace(Spec.of(job), calendar=()), start, end):
+            why = _skipped(rules, job.timezone, _ms(utc)) if rules else None
+            yield Fire(utc, utc.astimezone(tz), f"skipped: {why}" if why else None, not why)
         return
     f = parse(job.cron)
     shift = jitter_ms(job)
@@ -407,6 +424,9 @@ def explain(job: JobLike, start: datetime, end: datetime) -> Iterator[Fire]:
             if runs:
                 seen.add(ms)
             utc = _at(ms + shift)
+            why = _skipped(rules, job.timezone, ms + shift) if rules and runs else None
+            if why:
+                note, runs = f"skipped: {why}", False
             yield Fire(utc, utc.astimezone(tz), note, runs)
 
 
