@@ -146,6 +146,8 @@ class Job(_Frozen):
     # ``calendars:`` section (cronsvc.schedule.calendars), never written in a job.
     skip: str | dict[str, Any] | tuple[str | dict[str, Any], ...] | None = None
     business_days: bool = False
+    # Of the days cron names, only the first or last business day of each month.
+    only: Literal["first_business_day", "last_business_day"] | None = None
     calendar: tuple[str, ...] = ()
 
     @field_validator("notify", "notify_on", mode="before")
@@ -228,6 +230,9 @@ class Job(_Frozen):
             raise ValueError(problem)
         if self.command is not None and (self.args or self.kwargs):
             raise ValueError("args and kwargs only apply to call jobs")
+        if self.only is not None and self.cron is None:
+            raise ValueError(f"only: {self.only} picks among the days of a cron schedule: "
+                             "set cron too (its time of day)")
         if self.max_concurrent is not None and self.overlap in ("forbid", "replace"):
             raise ValueError(f"max_concurrent applies with overlap allow or queue (overlap "
                              f"{self.overlap} allows one run at a time)")
@@ -663,7 +668,9 @@ def _job_calendar(report: Report, job: Job, named: dict[str, tuple[str, ...]]
                   ) -> tuple[str, ...]:
     rules = () if job.skip is None else _calendar_rules(
         report, ("jobs", job.name, "skip"), job.skip, named) or ()
-    return (*rules, WEEKENDS) if job.business_days else rules
+    if job.business_days:
+        rules = (*rules, WEEKENDS)
+    return (*rules, job.only) if job.only else rules
 
 
 def _limits(report: Report, value: object) -> dict[str, int]:

@@ -5,7 +5,9 @@ A job's calendar is a tuple of rules, each one string, published with its schedu
 - ``holidays:DE-BY``: the public holidays of a country (ISO code) and, after ``-``, one
   of its subdivisions, as the ``holidays`` package names them;
 - ``date:2026-12-24``: one day;
-- ``weekends``: Saturdays and Sundays (``business_days: true``).
+- ``weekends``: Saturdays and Sundays (``business_days: true``);
+- ``first_business_day`` / ``last_business_day``: every day but the first (last) of its
+  month that no other rule skips and that is not a weekend (``on: last_business_day``).
 
 A fire is skipped when the day it falls on, in the job's zone, matches a rule. The tables
 are the ``holidays`` package's, never written here.
@@ -15,13 +17,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, timedelta
 
 import holidays
 
 HOLIDAYS = "holidays:"
 DATE = "date:"
 WEEKENDS = "weekends"
+FIRST_BUSINESS_DAY = "first_business_day"
+LAST_BUSINESS_DAY = "last_business_day"
+PICKS = (FIRST_BUSINESS_DAY, LAST_BUSINESS_DAY)
 
 
 def holiday_rule(code: str) -> str:
@@ -43,6 +48,48 @@ def date_rule(day: date | str) -> str:
 
 def skipped(rules: Iterable[str], day: date) -> str | None:
     """Why ``day`` is skipped (``Christmas Day (DE)``), or None."""
+    rules = tuple(rules)
+    why = _skipped_by_days(rules, day)
+    if why is not None:
+        return why
+    for pick in (r for r in rules if r in PICKS):
+        step = -1 if pick == FIRST_BUSINESS_DAY else 1
+        other = day + timedelta(days=step)
+        while other.month == day.month:
+            if other.weekday() < 5 and _skipped_by_days(rules, other) is None:
+                return f"not the {pick.replace('_', ' ')} of the month"
+            other += timedelta(days=step)
+    return None
+
+
+def quiet(rules: Iterable[str], why: str | None) -> bool:
+    """A skip not worth showing: with ``only: last_business_day``, every other day of the
+    month is skipped, and saying so of each would bury the holidays that moved the pick."""
+    return why is not None and any(r in PICKS for r in rules) and (
+        why == "weekend" or why.startswith("not the "))
+
+
+def words(rules: Iterable[str]) -> str:
+    """The calendar in words, after the schedule's: ``on business days except the holidays
+    of DE-BY``."""
+    rules = tuple(rules)
+    out = []
+    for pick in (r for r in rules if r in PICKS):
+        out.append(f"only on the {pick.replace('_', ' ')} of the month")
+    if WEEKENDS in rules and not out:
+        out.append("on business days")
+    codes = [r[len(HOLIDAYS):] for r in rules if r.startswith(HOLIDAYS)]
+    dates = [r for r in rules if r.startswith(DATE)]
+    if codes:
+        out.append(f"except the holidays of {', '.join(codes)}")
+    if dates:
+        out.append(f"except {len(dates)} listed day{'' if len(dates) == 1 else 's'}")
+    return ", ".join(out)
+
+
+def _skipped_by_days(rules: tuple[str, ...], day: date) -> str | None:
+    if any(r in PICKS for r in rules) and day.weekday() >= 5:
+        return "weekend"
     for rule in rules:
         if rule == WEEKENDS and day.weekday() >= 5:
             return "weekend"

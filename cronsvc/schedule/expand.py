@@ -37,7 +37,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsvc.errors import ScheduleError, did_you_mean
 from cronsvc.keys import stable_hash
-from cronsvc.schedule.calendars import skipped
+from cronsvc.schedule.calendars import quiet, skipped
 from cronsvc.schedule.fields import ALIASES, CronFields, normalize_cron, parse, validate_cron
 
 __all__ = ["ALIASES", "Fire", "JobLike", "Spec", "explain", "jitter_ms", "normalize_cron",
@@ -406,7 +406,8 @@ def explain(job: JobLike, start: datetime, end: datetime) -> Iterator[Fire]:
     if job.cron is None or job.every_ms is not None:
         for utc in occurrences(replace(Spec.of(job), calendar=()), start, end):
             why = _skipped(rules, job.timezone, _ms(utc)) if rules else None
-            yield Fire(utc, utc.astimezone(tz), f"skipped: {why}" if why else None, not why)
+            if not quiet(rules, why):
+                yield Fire(utc, utc.astimezone(tz), f"skipped: {why}" if why else None, not why)
         return
     f = parse(job.cron)
     shift = jitter_ms(job)
@@ -426,6 +427,8 @@ def explain(job: JobLike, start: datetime, end: datetime) -> Iterator[Fire]:
             utc = _at(ms + shift)
             why = _skipped(rules, job.timezone, ms + shift) if rules and runs else None
             if why:
+                if quiet(rules, why):
+                    continue
                 note, runs = f"skipped: {why}", False
             yield Fire(utc, utc.astimezone(tz), note, runs)
 

@@ -11,6 +11,7 @@ import re
 
 from cronsvc.clock import iso_utc
 from cronsvc.durations import format_duration
+from cronsvc.schedule.calendars import words as calendar_words
 from cronsvc.schedule.expand import Spec
 from cronsvc.schedule.fields import MACROS, normalize_cron
 
@@ -211,7 +212,8 @@ def describe_schedule(spec: Spec) -> str:
         when = describe(spec.cron)
     else:
         return "when triggered (no schedule)"
-    bounds = [f"from {iso_utc(spec.start_ms)}" if spec.start_ms is not None else "",
+    bounds = [calendar_words(spec.calendar),
+              f"from {iso_utc(spec.start_ms)}" if spec.start_ms is not None else "",
               f"until {iso_utc(spec.end_ms)}" if spec.end_ms is not None else "",
               f"at most {spec.max_runs} run{'' if spec.max_runs == 1 else 's'}"
               if spec.max_runs else ""]

@@ -104,3 +104,29 @@ def test_calendar_mistakes_are_located() -> None:
         "or write {holidays: DE-BY, dates: [...]})",
         "s.yaml:12: jobs.b.skip: expected {holidays: CODE or [CODE...], dates: "
         "[YYYY-MM-DD...]} or a calendar's name"]
+
+
+def test_only_the_first_or_last_business_day_of_each_month() -> None:
+    from cronsvc.schedule.words import describe_schedule
+
+    last = parse_config("jobs:\n  close:\n    cron: '0 18 * * *'\n    only: last_business_day\n"
+                        "    timezone: Europe/London\n    command: [x]\n"
+                        "    skip: {holidays: GB-ENG}\n", "s.yaml").jobs["close"]
+    lo = int(datetime(2026, 7, 1, tzinfo=UTC).timestamp() * 1000)
+    hi = int(datetime(2026, 10, 1, tzinfo=UTC).timestamp() * 1000)
+    days = [datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d")
+            for ms in occurrences_ms(last, lo, hi)]
+    # 2026-08-31, the last weekday of August, is the summer bank holiday
+    assert days == ["07-31", "08-28", "09-30"]
+    assert describe_schedule(last.schedule).endswith(
+        "only on the last business day of the month, except the holidays of GB-ENG")
+    first = parse_config("jobs:\n  open:\n    cron: '0 7 * * *'\n    only: first_business_day\n"
+                         "    command: [x]\n    skip: {holidays: DE}\n", "s.yaml").jobs["open"]
+    lo = int(datetime(2026, 12, 15, tzinfo=UTC).timestamp() * 1000)
+    hi = int(datetime(2027, 2, 15, tzinfo=UTC).timestamp() * 1000)
+    days = [datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+            for ms in occurrences_ms(first, lo, hi)]
+    assert days == ["2027-01-04", "2027-02-01"]  # January 1st is a holiday, then a weekend
+    with pytest.raises(ConfigError, match="only: last_business_day picks among the days"):
+        parse_config("jobs:\n  x:\n    every: 1h\n    only: last_business_day\n"
+                     "    command: [x]\n", "s.yaml")
