@@ -36,7 +36,7 @@ from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError
 from cronsvc.keys import DEFAULT_POOL, EACH_HOST
 from cronsvc.policy import Policy
-from cronsvc.schedule.calendars import WEEKENDS, date_rule, holiday_rule
+from cronsvc.schedule.calendars import day_rules, mapping_rules
 from cronsvc.schedule.expand import Spec, validate_cron, zone
 
 #: A job file is a few KB, 10,000 jobs about 1 MB: a bigger one is a mistake or an attack.
@@ -643,34 +643,21 @@ def _calendar_rules(report: Report, where: KeyPath, spec: object,
                 return None
             rules += found
         return tuple(dict.fromkeys(rules))
-    if not isinstance(spec, dict) or not spec or set(spec) - {"holidays", "dates"}:
-        report.add(where, "expected {holidays: CODE or [CODE...], dates: [YYYY-MM-DD...]}"
-                          + (" or a calendar's name" if named is not None else ""))
+    try:
+        return mapping_rules(spec)
+    except ValueError as exc:
+        field, problem = exc.args
+        if not field and named is not None:
+            problem += " or a calendar's name"
+        report.add((*where, field) if field else where, problem)
         return None
-    rules = []
-    codes = spec.get("holidays") or []
-    for code in [codes] if isinstance(codes, str) else codes:
-        try:
-            rules.append(holiday_rule(str(code)))
-        except ValueError as exc:
-            report.add((*where, "holidays"), str(exc))
-            return None
-    for day in spec.get("dates") or []:
-        try:
-            rules.append(date_rule(day))
-        except ValueError:
-            report.add((*where, "dates"), f"{day!r}: expected a date YYYY-MM-DD")
-            return None
-    return tuple(rules)
 
 
 def _job_calendar(report: Report, job: Job, named: dict[str, tuple[str, ...]]
                   ) -> tuple[str, ...]:
     rules = () if job.skip is None else _calendar_rules(
         report, ("jobs", job.name, "skip"), job.skip, named) or ()
-    if job.business_days:
-        rules = (*rules, WEEKENDS)
-    return (*rules, job.only) if job.only else rules
+    return day_rules(rules, job.business_days, job.only)
 
 
 def _limits(report: Report, value: object) -> dict[str, int]:

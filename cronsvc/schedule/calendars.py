@@ -40,6 +40,35 @@ def holiday_rule(code: str) -> str:
     return HOLIDAYS + country.upper() + (f"-{subdiv.upper()}" if subdiv else "")
 
 
+def mapping_rules(spec: object) -> tuple[str, ...]:
+    """The rules of ``{holidays: CODE or [CODE...], dates: [YYYY-MM-DD...]}``; ValueError
+    ``(field, problem)`` args otherwise (field ``holidays``, ``dates``, or '' for the
+    whole)."""
+    if not isinstance(spec, dict) or not spec or set(spec) - {"holidays", "dates"}:
+        raise ValueError("", "expected {holidays: CODE or [CODE...], dates: [YYYY-MM-DD...]}")
+    rules = []
+    codes = spec.get("holidays") or []
+    for code in [codes] if isinstance(codes, str) else codes:
+        try:
+            rules.append(holiday_rule(str(code)))
+        except ValueError as exc:
+            raise ValueError("holidays", str(exc)) from None
+    for day in spec.get("dates") or []:
+        try:
+            rules.append(date_rule(day))
+        except ValueError:
+            raise ValueError("dates", f"{day!r}: expected a date YYYY-MM-DD") from None
+    return tuple(rules)
+
+
+def day_rules(skip: tuple[str, ...], business_days: bool, only: str | None) -> tuple[str, ...]:
+    """A job's whole calendar: its skip rules, weekends, then the one-day-a-month pick."""
+    rules = (*skip, WEEKENDS) if business_days else skip
+    if only is not None and only not in PICKS:
+        raise ValueError(f"{only!r}: one of {', '.join(PICKS)}")
+    return (*rules, only) if only else rules
+
+
 def date_rule(day: date | str) -> str:
     """The rule of one day; ValueError if it is not a date."""
     value = day if isinstance(day, date) else date.fromisoformat(str(day))

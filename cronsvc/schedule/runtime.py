@@ -37,6 +37,7 @@ from typing import Any, Literal
 from cronsvc.clock import dt_to_ms
 from cronsvc.durations import parse_duration
 from cronsvc.errors import BadSchedule, ScheduleError
+from cronsvc.schedule.calendars import day_rules, mapping_rules
 from cronsvc.schedule.expand import Spec, next_fires, occurrences_ms, validate_cron, zone
 from cronsvc.schedule.when import range_problem
 
@@ -72,6 +73,7 @@ class RuntimeSchedule:
     catch_up: str | None = None  # None: the job's
     starting_deadline_ms: int | None = None  # None: the job's
     overlap: str | None = None  # None: the job's
+    calendar: tuple[str, ...] = ()  # days without fires (cronsvc.schedule.calendars)
     rev: int = 0
     created_ms: int = 0
     updated_ms: int = 0
@@ -87,7 +89,7 @@ class RuntimeSchedule:
         """When it fires."""
         return Spec(cron=self.cron, timezone=self.timezone, name=self.id, jitter=self.jitter,
                     every_ms=self.every_ms, anchor_ms=self.anchor_ms, start_ms=self.start_ms,
-                    end_ms=self.end_ms, max_runs=self.max_runs)
+                    end_ms=self.end_ms, max_runs=self.max_runs, calendar=self.calendar)
 
     @property
     def content(self) -> str:
@@ -95,7 +97,8 @@ class RuntimeSchedule:
         when = {k: v for k, v in (
             ("cron", self.cron), ("every_ms", self.every_ms), ("anchor_ms", self.anchor_ms),
             ("timezone", self.timezone), ("start_ms", self.start_ms), ("end_ms", self.end_ms),
-            ("max_runs", self.max_runs), ("jitter", self.jitter or None)) if v is not None}
+            ("max_runs", self.max_runs), ("jitter", self.jitter or None),
+            ("calendar", list(self.calendar) or None)) if v is not None}
         deadline = "" if self.starting_deadline_ms is None else str(self.starting_deadline_ms)
         payload = "" if self.payload is None else _json(self.payload)
         return "|".join((self.job, "1" if self.paused else "0", self.catch_up or "", deadline,
@@ -127,6 +130,7 @@ def parse_stored(sid: str, line: str) -> RuntimeSchedule:
         anchor_ms=w.get("anchor_ms"), timezone=w.get("timezone", "UTC"),
         start_ms=w.get("start_ms"), end_ms=w.get("end_ms"), max_runs=w.get("max_runs"),
         jitter=float(w.get("jitter") or 0.0), payload=json.loads(payload) if payload else None,
+        calendar=tuple(w.get("calendar") or ()),
         paused=paused == "1", catch_up=catch_up or None,
         starting_deadline_ms=int(deadline) if deadline else None, overlap=overlap or None,
         rev=int(rev), created_ms=int(created), updated_ms=int(updated), actor=actor)
@@ -137,12 +141,15 @@ def build(sid: str, *, job: str, now_ms: int, cron: str | None = None,
           start: When = None, end: When = None, max_runs: int | None = None,
           payload: Any = None, paused: bool = False, catch_up: str | None = None,
           starting_deadline: Duration = None, jitter: Duration = None,
-          overlap: str | None = None, actor: str | None = None) -> RuntimeSchedule:
+          overlap: str | None = None, actor: str | None = None, skip: Any = None,
+          business_days: bool = False, only: str | None = None) -> RuntimeSchedule:
     """A checked schedule; BadSchedule naming the schedule and the field otherwise.
 
     Times are aware datetimes, ms since the epoch, or ISO 8601 text (a time without a
     zone is in ``timezone``); durations are ``timedelta``, seconds, or text as in the
     job file (``90m``). ``max_runs`` counts from ``start``, which defaults to now.
+    ``skip`` (``{holidays: DE-BY, dates: [...]}`` or a list of those), ``business_days``
+    and ``only`` are a job's calendar (the job file's named calendars are its own).
     """
     def bad(field: str, problem: str) -> BadSchedule:
         return BadSchedule(f"schedule {sid!r}: {field}: {problem}")
@@ -186,6 +193,7 @@ def build(sid: str, *, job: str, now_ms: int, cron: str | None = None,
     if len(encoded.encode()) > MAX_PAYLOAD_BYTES:
         raise bad("payload", f"{len(encoded.encode()):,} bytes as JSON; at most "
                              f"{MAX_PAYLOAD_BYTES:,}")
+    calendar = _calendar(skip, business_days, only, cron, bad)
     jitter_ms = _duration_ms(jitter, bad, "jitter", least_ms=0)
     deadline_ms = _duration_ms(starting_deadline, bad, "starting_deadline", least_ms=1)
     who = (actor or "").replace("|", "/").replace("\n", " ")[:MAX_ACTOR]
@@ -194,7 +202,25 @@ def build(sid: str, *, job: str, now_ms: int, cron: str | None = None,
         timezone=timezone, start_ms=times["start"], end_ms=times["end"], max_runs=max_runs,
         jitter=(jitter_ms or 0) / 1000, payload=payload, paused=bool(paused),
         catch_up=catch_up, starting_deadline_ms=deadline_ms, overlap=overlap,
-        created_ms=now_ms, updated_ms=now_ms, actor=who)
+        calendar=calendar, created_ms=now_ms, updated_ms=now_ms, actor=who)
+
+
+def _calendar(skip: Any, business_days: bool, only: str | None, cron: str | None,
+              bad: Any) -> tuple[str, ...]:
+    """The calendar rules of a schedule's skip, business_days and only."""
+    rules: list[str] = []
+    for item in skip if isinstance(skip, (list, tuple)) else ([skip] if skip else []):
+        try:
+            rules += mapping_rules(item)
+        except ValueError as exc:
+            field, problem = exc.args
+            raise bad(f"skip.{field}" if field else "skip", problem) from None
+    if only is not None and cron is None:
+        raise bad("only", f"{only} picks among the days of a cron schedule: set cron too")
+    try:
+        return day_rules(tuple(dict.fromkeys(rules)), bool(business_days), only)
+    except ValueError as exc:
+        raise bad("only", str(exc)) from None
 
 
 def with_paused(schedule: RuntimeSchedule, paused: bool, actor: str | None,

@@ -64,11 +64,16 @@ class ScheduleBody(Body):
     starting_deadline: str | int | None = None
     jitter: str | int | None = None
     overlap: str | None = None
+    skip: dict[str, Any] | list[dict[str, Any]] | None = Field(
+        default=None, description="{holidays: 'DE-BY', dates: ['2026-12-24']}, or a list")
+    business_days: bool = False
+    only: str | None = Field(default=None, description="first_business_day or "
+                                                       "last_business_day")
 
     def fields(self) -> dict[str, Any]:
         """The Client's keyword arguments: what was given."""
         return {k: v for k, v in self.model_dump(exclude={"job"}).items()
-                if v is not None and not (k == "paused" and v is False)}
+                if v is not None and not (k in ("paused", "business_days") and v is False)}
 
 
 class Page(BaseModel):

@@ -130,3 +130,22 @@ def test_only_the_first_or_last_business_day_of_each_month() -> None:
     with pytest.raises(ConfigError, match="only: last_business_day picks among the days"):
         parse_config("jobs:\n  x:\n    every: 1h\n    only: last_business_day\n"
                      "    command: [x]\n", "s.yaml")
+
+
+def test_a_runtime_schedule_takes_a_calendar_and_keeps_it_stored() -> None:
+    from cronsvc.errors import BadSchedule
+    from cronsvc.schedule.runtime import build, parse_stored, plan_window
+
+    s = build("tenant-7:report", job="report", now_ms=0, cron="0 7 * * *",
+              timezone="Europe/Berlin", skip={"holidays": "DE-BY"}, business_days=True)
+    again = parse_stored(s.id, s.stored())
+    assert again.calendar == ("holidays:DE-BY", "weekends") == s.calendar
+    lo = int(datetime(2026, 12, 24, tzinfo=UTC).timestamp() * 1000)
+    hi = int(datetime(2026, 12, 29, tzinfo=UTC).timestamp() * 1000)
+    dues, _ = plan_window(again.spec, lo, hi)
+    assert [datetime.fromtimestamp(d / 1000, UTC).strftime("%m-%d") for d in dues] == [
+        "12-24", "12-28"]
+    with pytest.raises(BadSchedule, match=r"skip\.holidays: 'XX'"):
+        build("x", job="report", now_ms=0, cron="@daily", skip={"holidays": "XX"})
+    with pytest.raises(BadSchedule, match="only: .* set cron too"):
+        build("x", job="report", now_ms=0, every="1h", only="last_business_day")
