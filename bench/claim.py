@@ -28,7 +28,13 @@ import redis  # noqa: E402
 from cronsvc.fires import job_of  # noqa: E402
 from cronsvc.keys import Keys  # noqa: E402
 from cronsvc.process.redis_server import RedisServer  # noqa: E402
-from cronsvc.store.scripts import UNHELD_MS, Scripts, ack_keys, claim_keys  # noqa: E402
+from cronsvc.store.scripts import (  # noqa: E402
+    UNHELD_MS,
+    Scripts,
+    ack_args,
+    ack_keys,
+    claim_keys,
+)
 
 K = Keys()
 DIGEST = "0123456789ab"
@@ -91,9 +97,8 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
         if with_ack:  # one ack call for the batch, as a worker's results thread makes
             chunk = fires[i:i + batch]
             jobs = [job_of(fid) for fid in chunk]
-            args: list[object] = [100]
-            for fid, job in zip(chunk, jobs, strict=True):
-                args += [fid, 1, job, '{"status":"ok","worker":"bench","duration_ms":1}']
+            args = ack_args([(fid, 1, job, '{"status":"ok","worker":"bench","duration_ms":1}')
+                             for fid, job in zip(chunk, jobs, strict=True)], 100)
             keys = ack_keys(K, jobs)
             calls.append(["EVALSHA", ack_sha, len(keys), *keys, *args])
     per_trip = 20 * (2 if with_ack else 1)

@@ -11,6 +11,7 @@ schedule ids never contain ``@``, ``#``, ``!``, ``|`` or spaces.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 
@@ -18,7 +19,7 @@ from cronsvc.errors import BadArgument
 
 _B32 = "abcdefghijklmnopqrstuvwxyz234567"
 _FIRE = re.compile(r"^(.+?)@(\d+)(?:#(.+)|!(.+))?$")
-TAG_KINDS = {"trigger": "t", "at": "a"}
+TAG_KINDS = {"trigger": "t", "at": "a", "chain": "c"}
 #: What follows ``!`` in the id of one host's run of an each-host fire, before the host.
 HOST_MARK = "@"
 
@@ -81,7 +82,15 @@ def kind_of(fid: str) -> str:
         if host_of(fid) is not None:
             return "host"
         return "schedule" if "!" in fid else "cron"
-    return "trigger" if tag.startswith(TAG_KINDS["trigger"]) else "at"
+    return next((kind for kind, prefix in TAG_KINDS.items() if tag.startswith(prefix)), "at")
+
+
+def chain_fire(job: str, upstream: str, due_ms: int) -> str:
+    """The fire of ``job`` that the end of fire ``upstream`` triggers: the same id however
+    often that end is recorded, so a chain never runs twice for one upstream fire."""
+    digest = hashlib.sha256(upstream.encode()).digest()
+    tag = TAG_KINDS["chain"] + "".join(_B32[b % 32] for b in digest[:6])
+    return fire_id(job, due_ms, tag)
 
 
 def new_tag(kind: str) -> str:

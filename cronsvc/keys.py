@@ -164,6 +164,12 @@ class Keys:
         return self._k("cron:slots")
 
     @property
+    def chained(self) -> str:
+        """zset: fire id -> when it was queued (ms), of the chain fires queued in the last
+        7 days: an upstream end read twice never queues its downstream fire again."""
+        return self._k("cron:chained")
+
+    @property
     def each_host_marks(self) -> str:
         """hash: fire id of the each-host pool -> ``|host|host|``, the hosts that took their
         copy of it (kept while the fire stays in that pool's queue)."""

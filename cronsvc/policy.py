@@ -4,7 +4,7 @@ The claim script cannot read the job file, so the planner publishes, per job,
 one line the script parses with a single pattern match::
 
     digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition|notify|pause_after|
-    max_concurrent|limits|pool
+    max_concurrent|limits|pool|then
 
 - ``digest``: 12 hex chars of the schedule (cron, zone, jitter); a new digest
   means new fire times, so the old fires are unqueued and planning restarts.
@@ -23,6 +23,8 @@ one line the script parses with a single pattern match::
   fleet-wide (empty: no bound but ``overlap``'s).
 - ``limits``: the named limits the job's tags join, ``db:3,gpu:1`` (empty: none).
 - ``pool``: the pool whose queue holds the job's fires (empty: ``default``).
+- ``then``: the jobs a fire's end triggers, ``s=import,report;f=alert`` (on success; on
+  failure for good); empty: none.
 
 :class:`Policy` is the only writer and reader of the line in Python;
 ``lua/claim-*.lua`` and ``lua/plan-*.lua`` read the same fields.
@@ -39,7 +41,8 @@ from cronsvc.keys import DEFAULT_POOL
 #: ``catch_up: none`` drops a fire this late when the file sets no starting_deadline.
 NONE_DEADLINE_S = 60.0
 FIELDS = ("digest", "catch_up", "deadline_ms", "overlap", "max_attempts", "paused",
-          "definition", "notify", "pause_after", "max_concurrent", "limits", "pool")
+          "definition", "notify", "pause_after", "max_concurrent", "limits", "pool",
+          "then")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class Policy:
     max_concurrent: int = 0
     limits: str = ""
     pool: str = DEFAULT_POOL
+    then: str = ""
 
     @classmethod
     def of(cls, job: Any) -> Policy:
@@ -69,7 +73,8 @@ class Policy:
                    job.overlap, job.max_attempts, bool(job.paused), job.definition,
                    notify_mask(job.notify_on) if job.notify else "",
                    job.pause_after_failures or 0, job.max_concurrent or 0,
-                   ",".join(f"{name}:{cap}" for name, cap in job.slot_limits), job.pool)
+                   ",".join(f"{name}:{cap}" for name, cap in job.slot_limits), job.pool,
+                   chain_field(job.on_success, job.on_failure))
 
     def format(self) -> str:
         """The line as published (empty fields at its end left out)."""
@@ -79,21 +84,29 @@ class Policy:
                          str(self.pause_after) if self.pause_after else "",
                          str(self.max_concurrent) if self.max_concurrent else "",
                          self.limits,
-                         "" if self.pool == DEFAULT_POOL else self.pool)).rstrip("|")
+                         "" if self.pool == DEFAULT_POOL else self.pool,
+                         self.then)).rstrip("|")
 
     @classmethod
     def parse(cls, line: str) -> Policy:
         """A published line; missing or malformed fields read as their defaults."""
         (digest, catch_up, deadline, overlap, attempts, paused, definition, notify, pause,
-         most, limits, pool) = (line.split("|") + [""] * len(FIELDS))[:len(FIELDS)]
+         most, limits, pool, then) = (line.split("|") + [""] * len(FIELDS))[:len(FIELDS)]
         return cls(digest, catch_up, _int(deadline) or 0, overlap, _int(attempts) or 1,
                    paused == "1", definition, notify, _int(pause) or 0, _int(most) or 0, limits,
-                   pool or DEFAULT_POOL)
+                   pool or DEFAULT_POOL, then)
 
 
 def notify_mask(events: Iterable[str]) -> str:
     """The ``notify`` field of the events a job wants: ``,dead,missed,``."""
     return "," + ",".join(sorted(set(events))) + ","
+
+
+def chain_field(on_success: Iterable[str], on_failure: Iterable[str]) -> str:
+    """The ``then`` field: ``s=import,report;f=alert``."""
+    parts = [f"{kind}={','.join(jobs)}" for kind, jobs in (("s", on_success), ("f", on_failure))
+             if jobs]
+    return ";".join(parts)
 
 
 def digest_of(line: str) -> str:

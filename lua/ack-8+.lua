@@ -11,7 +11,8 @@
 --                   pushes the event recovered
 -- KEYS[8 + i]       list: the history of the i-th fire's job, newest first
 -- ARGV[1]   history cap
--- ARGV[2..] per fire (the i-th at ARGV[4i - 2 .. 4i + 1]): fire, token, job, record JSON
+-- ARGV[2..] per fire (the i-th at ARGV[5i - 3 .. 5i + 1]): fire, token, job, record JSON,
+--         the jobs its success triggers ('a,b', or '': none; event chain in KEYS[7])
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
 --   output (null where there is no value); written as the worker sends it.
@@ -21,21 +22,22 @@
 -- @include fires.lua
 -- @include outbox.lua
 local cap = tonumber(ARGV[1])
-local n = (#ARGV - 1) / 4
+local n = (#ARGV - 1) / 5
 local fids = {}
-for i = 1, n do fids[i] = ARGV[4 * i - 2] end
+for i = 1, n do fids[i] = ARGV[5 * i - 3] end
 local current = redis.call('HMGET', KEYS[2], unpack(fids))
 local out, done, jobs, names, tokens = {}, {}, {}, {}, {}
 for i = 1, n do
-  local fid, token, job = ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i]
+  local fid, token, job = ARGV[5 * i - 3], ARGV[5 * i - 2], ARGV[5 * i - 1]
   if tonumber(current[i]) == tonumber(token) and redis.call('ZREM', KEYS[1], fid) == 1 then
     done[#done + 1] = fid
     jobs[#jobs + 1] = owner_of(fid, job)
     names[#names + 1] = job
     tokens[#tokens + 1] = tonumber(token)
-    if redis.call('LPUSH', KEYS[8 + i], ARGV[4 * i + 1]) > cap then
+    if redis.call('LPUSH', KEYS[8 + i], ARGV[5 * i]) > cap then
       redis.call('LTRIM', KEYS[8 + i], 0, cap - 1)
     end
+    if ARGV[5 * i + 1] ~= '' then chained(KEYS[7], job, fid, ARGV[5 * i], ARGV[5 * i + 1]) end
     out[i] = 1
   else
     out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current ' .. tostring(current[i] or 'none')

@@ -7,7 +7,7 @@
 -- KEYS[4]  claims    hash fire -> JSON {worker, token, due, claimed_at[, reclaimed]}
 -- KEYS[5]  jobs      hash job -> policy line (cronsvc/policy.py):
 --                    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition|
---                    notify|pause_after|max_concurrent|limits ('db:3,gpu:1')|pool
+--                    notify|pause_after|max_concurrent|limits ('db:3,gpu:1')|pool|then
 -- KEYS[6]  paused    hash job -> JSON of a runtime pause
 -- KEYS[7]  running   hash job (or '!' .. schedule id) -> fire in flight (overlap forbid/replace)
 -- KEYS[8]  cancels   hash fire -> reason the holder must stop
@@ -120,7 +120,7 @@ local function load_policies(jobs)
     if line then
       local _, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
         pause_after, most, limits = string.match(line, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|'
-          .. '([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?[^|]*$')
+          .. '([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?[^|]*|?[^|]*$')
       local caps = {}
       for name, cap in string.gmatch(limits or '', '([^,:]+):(%d+)') do
         caps[#caps + 1] = {name = name, cap = tonumber(cap)}

@@ -22,6 +22,7 @@
 -- ARGV[8] retry_at_ms
 -- ARGV[9] the events the job wants told, ',failed,dead,' style ('' for none)
 -- ARGV[10] pause the job after this many fires failed in a row (0: never)
+-- ARGV[11] the jobs its failure for good triggers ('a,b', or '': none; event chain)
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
 --   output (null where there is no value). ARGV[5] is written as the worker sends it; out
@@ -81,6 +82,7 @@ else
   push_event(KEYS[9],
     cjson.encode({event = 'dead', fire = fid, attempt = tonumber(token), at = now}))
   tell('dead')
+  if ARGV[11] ~= '' then chained(KEYS[10], job, fid, ARGV[5], ARGV[11]) end
   if tracks(mask, pause_after) then
     fire_failed(KEYS[11], KEYS[12], KEYS[10], job, fid, pause_after, now)
   end

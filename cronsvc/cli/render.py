@@ -127,11 +127,12 @@ def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH, *,
     about = about or {}
     if wide:
         headers = ("JOB", "CRON", "SCHEDULE", "ZONE", "NEXT FIRE", "CATCH UP", "OVERLAP",
-                   "POOL", "ATTEMPTS", "LAST RUN", "PAUSED", "DESCRIPTION")
+                   "POOL", "ATTEMPTS", "THEN", "LAST RUN", "PAUSED", "DESCRIPTION")
         return table(headers, [
             [j.name, j.cron or NONE, j.description or NONE, j.timezone, _next(j, now_ms),
-             catch_up(j), j.overlap, j.pool, j.max_attempts, last_run(j.last_run, now_ms),
-             paused(j, now_ms), about.get(j.name) or NONE] for j in found])
+             catch_up(j), j.overlap, j.pool, j.max_attempts, then_words(j.then) or NONE,
+             last_run(j.last_run, now_ms), paused(j, now_ms), about.get(j.name) or NONE]
+            for j in found])
     narrow = ["JOB", "SCHEDULE", "ZONE", "NEXT FIRE", "CATCH UP", "LAST RUN", "PAUSED",
               "DESCRIPTION"]
     rows = [[j.name, j.description or j.cron or NONE, j.timezone, _next(j, now_ms),
@@ -380,6 +381,14 @@ def status(s: Status) -> str:
                  relative(int(u.get("last_ms") or 0), s.now_ms), u.get("error"))
                 for u in n["undelivered"][:20]])))
     return "\n".join(out)
+
+
+def then_words(then: str) -> str:
+    """``s=import;f=alert`` as ``ok: import; failed: alert``."""
+    names = {"s": "ok", "f": "failed"}
+    return "; ".join(f"{names.get(kind, kind)}: {jobs.replace(',', ', ')}"
+                     for kind, _, jobs in (part.partition("=") for part in then.split(";"))
+                     if jobs)
 
 
 def memory(s: Status) -> str:

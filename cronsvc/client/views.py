@@ -40,6 +40,7 @@ class JobInfo:
     overlap: str  # with its bounds: ``queue, max 3, limit db 2``
     max_attempts: int
     pool: str
+    then: str  # the jobs its fires' ends trigger: ``s=import;f=alert``
     paused: bool  # at run time (cronsvc pause) or in the job file
     pause_note: str | None
     paused_since_ms: int | None
@@ -282,7 +283,7 @@ def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None
         timezone=spec.timezone if spec else "UTC",
         description=describe_schedule(spec) if spec else "", jitter=spec.jitter if spec else 0.0,
         catch_up=policy.catch_up, overlap=bounds(policy),
-        max_attempts=policy.max_attempts, pool=policy.pool,
+        max_attempts=policy.max_attempts, pool=policy.pool, then=policy.then,
         paused=pause is not None or policy.paused_in_file,
         pause_note=(pause.get("note") or None) if pause else None,
         paused_since_ms=integer(pause.get("since")) if pause else None,

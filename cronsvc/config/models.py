@@ -33,7 +33,7 @@ from cronsvc.clock import dt_to_ms
 from cronsvc.config.report import Report
 from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
 from cronsvc.durations import parse_duration
-from cronsvc.errors import ConfigError, ScheduleError
+from cronsvc.errors import ConfigError, ScheduleError, did_you_mean
 from cronsvc.keys import DEFAULT_POOL, EACH_HOST
 from cronsvc.policy import Policy
 from cronsvc.schedule.calendars import day_rules, mapping_rules
@@ -148,9 +148,12 @@ class Job(_Frozen):
     business_days: bool = False
     # Of the days cron names, only the first or last business day of each month.
     only: Literal["first_business_day", "last_business_day"] | None = None
+    # Jobs triggered when a fire of this one ends: succeeded, or failed for good.
+    on_success: tuple[str, ...] = ()
+    on_failure: tuple[str, ...] = ()
     calendar: tuple[str, ...] = ()
 
-    @field_validator("notify", "notify_on", mode="before")
+    @field_validator("notify", "notify_on", "on_success", "on_failure", mode="before")
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return (value,) if isinstance(value, str) else value
@@ -586,6 +589,7 @@ def parse_located(text: str, source: str) -> tuple[Config, Located]:
     jobs = _jobs(report, data, defaults)
     notify = _channels(report, data.get("notify"))
     _channels_named(report, jobs, sections.get("notifier"), notify, data.get("notify"))
+    _chains_checked(report, jobs)
     limits = _limits(report, data.get("limits"))
     calendars = {name: rules for name, rules in _calendars(report, data.get("calendars")).items()
                  if rules is not None}
@@ -610,6 +614,38 @@ def _channels(report: Report, value: object) -> dict[str, Channel]:
         except ValidationError as exc:
             report.validation(exc, _under(where), Channel.model_fields)
     return channels
+
+
+def _chains_checked(report: Report, jobs: dict[str, Job]) -> None:
+    """Every job a chain names exists, and no chain comes back to where it started."""
+    for name, job in jobs.items():
+        for field in ("on_success", "on_failure"):
+            for target in getattr(job, field):
+                if target not in jobs:
+                    report.add(("jobs", name, field), f"unknown job {target!r}"
+                               + (did_you_mean(target, list(jobs)) or ""))
+    edges = {name: [t for t in (*job.on_success, *job.on_failure) if t in jobs]
+             for name, job in jobs.items()}
+    for start in sorted(edges):
+        path, seen = [start], {start}
+        stack = [(start, iter(edges[start]))]
+        while stack:
+            node, rest = stack[-1]
+            nxt = next(rest, None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                continue
+            if nxt == start and start == min(path):  # each cycle once, from its first name
+                field = "on_success" if nxt in jobs[node].on_success else "on_failure"
+                report.add(("jobs", node, field), "a chain that comes back: "
+                           + " -> ".join([*path, start]))
+                stack = []
+                break
+            if nxt not in seen:
+                seen.add(nxt)
+                path.append(nxt)
+                stack.append((nxt, iter(edges[nxt])))
 
 
 def _calendars(report: Report, value: object) -> dict[str, tuple[str, ...] | None]:

@@ -43,7 +43,8 @@ from cronsvc import audit
 from cronsvc.clock import monotonic, redis_ms
 from cronsvc.config.models import Config
 from cronsvc.errors import NotLeader, UnknownJob
-from cronsvc.keys import DEFAULT_POOL, Keys, all_shards
+from cronsvc.fires import chain_fire
+from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.notify.channels import DeliveryError, send
 from cronsvc.notify.events import as_json, from_json, from_outbox
 from cronsvc.notify.fold import Episodes, Told
@@ -141,7 +142,8 @@ class Notifier:
         """One pass: keep the lease; as leader, route the outbox and watch the fleet. A file
         with no channel and no job pausing itself after failures has nothing to send."""
         config = self.config()
-        if not config.notify and not any(j.pause_after_failures for j in config.jobs.values()):
+        if not config.notify and not any(j.pause_after_failures or j.on_success or j.on_failure
+                                         for j in config.jobs.values()):
             if self.leader.is_set():
                 self.scripts.notify_lease(self.home, self.id, 0)
                 self.leader.clear()
@@ -202,6 +204,9 @@ class Notifier:
             told: list[Told] = []
             for item in reversed(raw):  # oldest first
                 entry = _entry(item)
+                if entry is not None and entry.get("event") == "chain":
+                    self._chain(entry)
+                    continue
                 if entry is None or not self._wanted(entry):
                     continue
                 told_now = episodes.seen(entry, now)
@@ -267,6 +272,31 @@ class Notifier:
                                       separators=(",", ":"))
                     out.append((channel, f"{event.id}/{channel}", body))
         return out
+
+    def _chain(self, entry: dict[str, Any]) -> None:
+        """Queue the jobs the end of an upstream fire triggers, each once ever, with the
+        upstream job, fire, status and output tail as their payload."""
+        config = self.config()
+        upstream, job = str(entry.get("fire")), str(entry.get("job"))
+        due = int(entry.get("at") or self.now())
+        payload = {"upstream": {"job": job, "fire": upstream, "status": entry.get("status"),
+                                "attempt": entry.get("attempt"),
+                                "output": entry.get("output")}}
+        for target in str(entry.get("next") or "").split(","):
+            if not target:
+                continue
+            spec = config.jobs.get(target)
+            keys = keys_for(target, config.redis.shards, config.redis.prefix,
+                            spec.pool if spec else DEFAULT_POOL)
+            fid = chain_fire(target, upstream, due)
+            done = self.scripts.chain(keys, fid, due, payload)
+            if done == 1:
+                self.client.publish(keys.wakeup, "chain")
+                log.info("%s: %s ended (%s), queued %s", job, upstream, entry.get("status"),
+                         fid, extra={"job": target, "fire": fid})
+            elif done < 0:
+                log.warning("%s: %s ended, but %s is not published: not queued", job,
+                            upstream, target, extra={"job": target})
 
     def _pause_everywhere(self, entry: dict[str, Any], seen_on: Keys) -> None:
         """A job paused after failures on one shard is paused on the others too, and the

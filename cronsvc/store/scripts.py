@@ -29,7 +29,7 @@ from cronsvc.store.replies import compact, record_json, text
 
 __all__ = [
     "Claim", "ClaimResult", "FailResult", "PlanResult", "PublishResult", "ScriptSource",
-    "Scripts", "ack_keys", "claim_keys", "load_sources", "lua_dir", "script_error",
+    "Scripts", "ack_args", "ack_keys", "claim_keys", "load_sources", "lua_dir", "script_error",
 ]
 
 Pairs = Iterable[tuple[str, int]]  # (fire id, token)
@@ -108,6 +108,15 @@ def ack_keys(k: Keys, jobs: Sequence[str]) -> list[str]:
     """The KEYS of ``lua/ack-8+.lua`` on shard ``k`` for fires of ``jobs``, in order."""
     return [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
             k.failing, *(k.history(job) for job in jobs)]
+
+
+def ack_args(items: Sequence[Any], history_cap: int) -> list[Any]:
+    """The ARGV of ``lua/ack-8+.lua`` for ``(fire, token, job, record[, then])`` items."""
+    args: list[Any] = [int(history_cap)]
+    for fid, token, job, record, *then in items:
+        args += (fid, int(token), job, record if isinstance(record, str) else record_json(record),
+                 then[0] if then else "")
+    return args
 
 
 class Scripts:
@@ -283,29 +292,28 @@ class Scripts:
             raise LeaseLost(lost)
 
     def ack_many(
-        self, keys: Keys | None, acks: Iterable[tuple[str, int, str, Any]],
+        self, keys: Keys | None, acks: Iterable[tuple[str, int, str, Any] |
+                                                 tuple[str, int, str, Any, str]],
         history_cap: int = 100,
     ) -> list[bool]:
-        """Ack ``(fire_id, token, job, record)`` items of one shard; False = lease lost."""
+        """Ack ``(fire_id, token, job, record[, jobs its success triggers 'a,b'])`` items of
+        one shard; False = lease lost."""
         return [lost is None for lost in self._acks(self._k(keys), list(acks), history_cap)]
 
-    def _acks(self, k: Keys, items: list[tuple[str, int, str, Any]],
-              history_cap: int) -> list[str | None]:
+    def _acks(self, k: Keys, items: list[Any], history_cap: int) -> list[str | None]:
         """Per item None if acked, else why not; ACK_CHUNK items per script call."""
         out: list[str | None] = []
         for i in range(0, len(items), ACK_CHUNK):
             chunk = items[i:i + ACK_CHUNK]
-            args: list[Any] = [int(history_cap)]
-            for fid, token, job, record in chunk:
-                args += (fid, int(token), job, record_json(record))
-            res = self.run("ack", ack_keys(k, [job for _, _, job, _ in chunk]), args)
+            res = self.run("ack", ack_keys(k, [item[2] for item in chunk]),
+                           ack_args(chunk, history_cap))
             out += [None if r == 1 else text(r) for r in res]
         return out
 
     def fail(
         self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
         history_cap: int, max_attempts: int, retry_at_ms: int, *, notify: str = "",
-        pause_after: int = 0, now_ms: int | None = None,
+        pause_after: int = 0, on_failure: str = "", now_ms: int | None = None,
     ) -> FailResult:
         """Record a failed attempt: requeued at ``retry_at_ms`` while attempts remain, else
         dead. ``notify`` (the job's :attr:`Policy.notify` mask) and ``pause_after`` say what
@@ -315,7 +323,7 @@ class Scripts:
             k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.dead, k.history(job),
             k.events, k.outbox, k.failing, k.paused,
         ], [_now(now_ms), fire_id, int(token), job, record_json(record), int(history_cap),
-            int(max_attempts), int(retry_at_ms), notify, int(pause_after)])
+            int(max_attempts), int(retry_at_ms), notify, int(pause_after), on_failure])
         return FailResult(text(res[0]), int(res[1]))
 
     def release(self, keys: Keys | None, pairs: Pairs) -> int:
@@ -429,6 +437,13 @@ class Scripts:
                                      k.with_pool(host_pool(host)).queue],
                        [_now(now_ms), host, int(window_ms), int(limit)])
         return int(res[0]), int(res[1])
+
+    def chain(self, keys: Keys | None, fire_id: str, due_ms: int, payload: Any, *,
+              now_ms: int | None = None) -> int:
+        """Queue a chain fire once ever: 1 queued, 0 queued before, -1 job not published."""
+        k = self._k(keys)
+        return int(self.run("chain", [k.queue, k.payloads, k.jobs, k.chained],
+                            [_now(now_ms), fire_id, int(due_ms), compact(payload)]))
 
     # -- notifier --------------------------------------------------------------
     def notify_lease(self, keys: Keys | None, notifier: str, lease_ms: int) -> bool:

@@ -121,6 +121,8 @@ def definition(job: Job | None) -> dict[str, Any] | None:
     out["notify"] = list(job.notify)
     out["notify_on"] = list(job.notify_on) if job.notify else []
     out["pause_after_failures"] = job.pause_after_failures
+    out["on_success"] = list(job.on_success)
+    out["on_failure"] = list(job.on_failure)
     return out
 
 

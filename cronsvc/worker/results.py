@@ -168,7 +168,7 @@ class Results:
             verdict, _ = self.persist(lambda: w.scripts.fail(
                 run.keys, claim.fire_id, claim.token, claim.job, record, w.history_cap,
                 job.max_attempts, retry_at, notify=policy.notify,
-                pause_after=policy.pause_after,
+                pause_after=policy.pause_after, on_failure=",".join(job.on_failure),
             ))
         except LeaseLost as exc:
             log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)
@@ -184,8 +184,9 @@ class Results:
 
     def _ack(self, keys: Keys, items: list[tuple[Running, Outcome, HistoryRecord]]) -> None:
         w = self.w
-        acks = [(run.claim.fire_id, run.claim.token, run.claim.job, record)
-                for run, _, record in items]
+        acks = [(run.claim.fire_id, run.claim.token, run.claim.job, record,
+                 ",".join(run.job.on_success) if outcome.status == "ok" else "")
+                for run, outcome, record in items]
         try:
             recorded = self.persist(lambda: w.scripts.ack_many(keys, acks, w.history_cap))
         except REDIS_ERRORS as exc:

@@ -11,9 +11,12 @@
 --                       pause_after in a row
 --   succeeded(failing, outbox, jobs, fids, attempts, now)  fires of these jobs succeeded:
 --                       close their episodes, event recovered
+--   chained(outbox, job, fid, record, next)  a fire of job ended as its history record
+--                       says: event chain, for the notifier to queue the jobs of next
+--                       ('a,b'), at the time the run ended
 local OUTBOX_FIELDS = {'event', 'job', 'fire', 'attempt', 'at', 'status', 'reason',
-  'exit_code', 'output', 'count'}
-local outbox_line, wants, tracks, attempt_failed, fire_failed, succeeded
+  'exit_code', 'output', 'count', 'next'}
+local outbox_line, wants, tracks, attempt_failed, fire_failed, succeeded, chained
 do
   function outbox_line(e)
     local parts = {}
@@ -44,6 +47,15 @@ do
       redis.call('LPUSH', outbox, outbox_line({event = 'paused', job = job, fire = fid,
         at = now, reason = note, count = n}))
     end
+  end
+  function chained(outbox, job, fid, record, next)
+    local ok, r = pcall(cjson.decode, record)
+    if not ok or type(r) ~= 'table' then r = {} end
+    local started, took = tonumber(r.started), tonumber(r.duration_ms)
+    local output = type(r.output) == 'string' and string.sub(r.output, -2000) or nil
+    redis.call('LPUSH', outbox, outbox_line({event = 'chain', job = job, fire = fid,
+      attempt = tonumber(r.attempt), at = started and (started + (took or 0)) or nil,
+      status = type(r.status) == 'string' and r.status or nil, output = output, next = next}))
   end
   function succeeded(failing, outbox, jobs, fids, attempts, now)
     if redis.call('HLEN', failing) == 0 then return end
