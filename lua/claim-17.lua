@@ -119,8 +119,9 @@ local function load_policies(jobs)
     local line = lines[i]
     if line then
       local _, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
-        pause_after, most, limits = string.match(line, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|'
-          .. '([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?[^|]*|?[^|]*$')
+        pause_after, most, limits, chain = string.match(line, '^([^|]*)|([^|]*)|([^|]*)|'
+          .. '([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?[^|]*|?'
+          .. '([^|]*)$')
       local caps = {}
       for name, cap in string.gmatch(limits or '', '([^,:]+):(%d+)') do
         caps[#caps + 1] = {name = name, cap = tonumber(cap)}
@@ -129,6 +130,7 @@ local function load_policies(jobs)
         mask = mask, pause_after = tonumber(pause_after) or 0,
         most = tonumber(most) or 0, limits = caps,
         bounded = (tonumber(most) or 0) > 0 or #caps > 0,
+        on_failure = string.match(chain or '', 'f=([^;]*)'),
         overlap = overlap, max_attempts = tonumber(max_attempts) or 1,
         paused = paused == '1' or (pauses[i] or false) ~= false,
         -- A line without a definition (an older planner's) needs the job, in any version.
@@ -320,6 +322,10 @@ if #stale > 0 then
       dropped[#dropped + 1] = {fid, p and 'dead' or 'dead: job removed'}
       event('dead', fid, p and 'lease lost on the last attempt' or 'job removed')
       tell(p, 'dead', fid, job, n, 'lease lost on the last attempt')
+      if p and p.on_failure then
+        chained(KEYS[15], job, fid, '{"status":"dead","attempt":' .. n .. ',"started":'
+          .. now_s .. '}', p.on_failure)
+      end
       if p and tracks(p.mask, p.pause_after) then
         fire_failed(KEYS[16], KEYS[6], KEYS[15], job, fid, p.pause_after, now)
       end

@@ -133,3 +133,15 @@ def test_pause_after_failures_pauses_the_job_once_with_actor_auto(s: Scripts,
     [c] = s.claim(K, "w", now_ms=T0 + 4 * MIN).claimed
     fail(s, c, pause_after=2, now=T0 + 4 * MIN)
     assert not r.hexists(K.paused, "a")
+
+
+def test_a_fire_dead_of_a_lost_last_lease_triggers_its_failure_chain(s: Scripts,
+                                                                       r: redis.Redis) -> None:
+    chain_line = f"{D1}|all|0|allow|1|0|def|||||" + "|s=next;f=alert"
+    s.publish(K, [("a", "-", chain_line, SPEC)], generation=1, now_ms=T0)
+    s.plan(K, [("a", D1, T0 + 10 * MIN, [T0 + MIN])])
+    [c] = s.claim(K, "w1", lease_ms=1000, now_ms=T0 + MIN).claimed
+    r.hset(K.attempts, c.fire_id, 3)  # its last attempt: the lapse makes it dead
+    s.claim(K, "w2", lease_ms=1000, now_ms=T0 + MIN + 2000)
+    [chain] = [e for e in outbox(r) if e["event"] == "chain"]
+    assert (chain["fire"], chain["status"], chain["next"]) == (c.fire_id, "dead", "alert")
