@@ -111,6 +111,7 @@ class Worker:
         self.shards = all_shards(config.redis.shards, config.redis.prefix)
         self.pools = pools or config.worker.pools
         self.host = host or config.worker.host or this_host()
+        self._queues = self._queues_of(config)
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
         self._ended = 0  # runs in _running that have ended (their result is being written)
@@ -163,6 +164,7 @@ class Worker:
             config = config.model_copy(update={"redis": self.config.redis,
                                                "worker": self.config.worker})
         self.config, self.held = config, held_digest(config)
+        self._queues = self._queues_of(config)
         self._held_at = -HELD_RENEW_EVERY  # write the new definitions at once
         log.info("reloaded %s: %d jobs", self.config_path, len(config.jobs))
         return True
@@ -251,7 +253,7 @@ class Worker:
         """Claim up to the free slots from every shard; return seconds to sleep."""
         wake_at: float | None = None  # monotonic time of the earliest next fire
         failed: list[Exception] = []
-        queues = self.queues()
+        queues = self._queues
         n = len(queues)
         start = self._rotation % n
         self._rotation = (self._rotation + 1) % n  # no shard or pool always goes first
@@ -299,12 +301,12 @@ class Worker:
             return MAX_SLEEP
         return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))
 
-    def queues(self) -> list[Keys]:
+    def _queues_of(self, config: Config) -> list[Keys]:
         """What the claim loop takes from, in turn: the queue of each pool served on each
         shard (so no pool or shard starves), and this host's own, while the file has jobs
         that run on each host."""
         pools = list(self.pools)
-        if any(job.pool == EACH_HOST for job in self.config.jobs.values()):
+        if any(job.pool == EACH_HOST for job in config.jobs.values()):
             pools.append(host_pool(self.host))
         return [k.with_pool(pool) for k in self.shards for pool in pools]
 
