@@ -6,6 +6,7 @@ reads Redis (and the server clock), so it is safe to call from anywhere.
 
 from __future__ import annotations
 
+import collections
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from cronsvc.fires import job_of, kind_of, parse_fire, placed_by
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.notify.notifier import pending
 from cronsvc.policy import Policy
-from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
+from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
 from cronsvc.schedule.expand import Fire, next_fires, upcoming
 from cronsvc.store.replies import integer, opt_text, text
 from cronsvc.store.scripts import UNHELD_MS
@@ -77,57 +78,52 @@ class FleetReader:
         return {name: Policy.parse(text(line)).pool if line is not None else DEFAULT_POOL
                 for name, line in zip(names, lines, strict=True)}
 
-    def pools(self) -> list[str]:
-        """Every pool the published jobs or the live workers name, ``default`` first."""
-        found = {DEFAULT_POOL}
+    def _pool_jobs(self) -> collections.Counter[str]:
+        """How many published jobs each pool has."""
+        pipe = self.redis.pipeline(transaction=False)
         for keys in self._shards():
-            lines = self.redis.hgetall(keys.jobs).values()
-            found |= {Policy.parse(text(line)).pool for line in lines}
-        for raw in self.redis.hgetall(self._shards()[0].worker_info).values():
-            found |= set(json.loads(text(raw)).get("pools") or [])
-        return sorted(found, key=lambda p: (p != DEFAULT_POOL, p))
+            pipe.hgetall(keys.jobs)
+        return collections.Counter(Policy.parse(text(line)).pool
+                                   for lines in pipe.execute() for line in lines.values())
 
-    def served_pools(self, now_ms: int) -> set[str]:
-        """The pools some live worker serves."""
+    def _workers(self, now_ms: int) -> list[Member]:
+        """Every worker that reported in, live or not, with what it said of itself."""
         keys = self._shards()[0]
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrange(keys.workers, 0, -1, withscores=True)
         pipe.hgetall(keys.worker_info)
         seen, infos = pipe.execute()
-        out: set[str] = set()
-        for wid, at in seen:
-            info = infos.get(wid)
-            if alive(score_ms(at), now_ms, WORKER_STALE_MS) and info is not None:
-                out |= set(json.loads(text(info)).get("pools") or [DEFAULT_POOL])
-        return out
+        return [member(text(w), at, infos.get(w), now_ms, WORKER_STALE_MS) for w, at in seen]
+
+    def pools(self) -> list[str]:
+        """Every pool the published jobs or the workers name, ``default`` first."""
+        found = {DEFAULT_POOL, *self._pool_jobs(),
+                 *_serving(self._workers(self.server_ms()), live_only=False)}
+        return sorted(found, key=lambda p: (p != DEFAULT_POOL, p))
+
+    def served_pools(self, now_ms: int) -> set[str]:
+        """The pools some live worker serves."""
+        return set(_serving(self._workers(now_ms)))
 
     def pool_views(self, now_ms: int, workers: list[Member]) -> list[PoolView]:
         """Each pool: its jobs, the live workers serving it, its due fires."""
-        jobs: dict[str, int] = {}
-        for keys in self._shards():
-            for line in self.redis.hgetall(keys.jobs).values():
-                pool = Policy.parse(text(line)).pool
-                jobs[pool] = jobs.get(pool, 0) + 1
-        serving: dict[str, int] = {}
-        for w in workers:
-            if w.alive:
-                for pool in w.info.get("pools") or [DEFAULT_POOL]:
-                    serving[pool] = serving.get(pool, 0) + 1
+        jobs, serving = self._pool_jobs(), _serving(workers)
         names = sorted({DEFAULT_POOL, *jobs, *serving}, key=lambda p: (p != DEFAULT_POOL, p))
+        pipe = self.redis.pipeline(transaction=False)
+        for pool in names:
+            for keys in self._shards():
+                pipe.zcount(keys.with_pool(pool).queue, "-inf", now_ms)
+                pipe.zrange(keys.with_pool(pool).queue, 0, 0, withscores=True)
+        replies = iter(pipe.execute())
         views = []
         for pool in names:
-            due, oldest = 0, None
-            for keys in self._shards():
-                q = keys.with_pool(pool).queue
-                pipe = self.redis.pipeline(transaction=False)
-                pipe.zcount(q, "-inf", now_ms)
-                pipe.zrange(q, 0, 0, withscores=True)
-                n, first = pipe.execute()
+            due, firsts = 0, []
+            for _ in self._shards():
+                n, first = next(replies), next(replies)
                 due += int(n)
                 if n and first:
-                    at = score_ms(first[0][1])
-                    oldest = at if oldest is None else min(oldest, at)
-            views.append(PoolView(pool, jobs.get(pool, 0), serving.get(pool, 0), due, oldest))
+                    firsts.append(score_ms(first[0][1]))
+            views.append(PoolView(pool, jobs[pool], serving[pool], due, min(firsts, default=None)))
         return views
 
     def _queues(self) -> list[Keys]:
@@ -531,3 +527,9 @@ def _warnings(server: ServerSettings, planners: list[Member], workers: list[Memb
         found.append(f"no live worker can run {', '.join(unrunnable)}: their fires wait, and are "
                      f"recorded as missed after {UNHELD_MS // 60_000} minutes")
     return found
+
+
+def _serving(workers: list[Member], *, live_only: bool = True) -> collections.Counter[str]:
+    """How many (live) workers serve each pool, as they said."""
+    return collections.Counter(pool for w in workers if w.alive or not live_only
+                               for pool in w.info.get("pools") or [DEFAULT_POOL])

@@ -627,25 +627,30 @@ def _chains_checked(report: Report, jobs: dict[str, Job]) -> None:
     edges = {name: [t for t in (*job.on_success, *job.on_failure) if t in jobs]
              for name, job in jobs.items()}
     for start in sorted(edges):
-        path, seen = [start], {start}
-        stack = [(start, iter(edges[start]))]
-        while stack:
-            node, rest = stack[-1]
-            nxt = next(rest, None)
-            if nxt is None:
-                stack.pop()
-                path.pop()
-                continue
-            if nxt == start and start == min(path):  # each cycle once, from its first name
-                field = "on_success" if nxt in jobs[node].on_success else "on_failure"
-                report.add(("jobs", node, field), "a chain that comes back: "
-                           + " -> ".join([*path, start]))
-                stack = []
-                break
-            if nxt not in seen:
+        cycle = _cycle_from(start, edges)
+        if cycle:
+            last = cycle[-2]
+            field = "on_success" if start in jobs[last].on_success else "on_failure"
+            report.add(("jobs", last, field), "a chain that comes back: " + " -> ".join(cycle))
+
+
+def _cycle_from(start: str, edges: dict[str, list[str]]) -> list[str] | None:
+    """A chain from ``start`` back to it through names after it (so each cycle is found
+    once, from its first name), or None."""
+    seen = {start}
+
+    def walk(path: list[str]) -> list[str] | None:
+        for nxt in edges[path[-1]]:
+            if nxt == start:
+                return [*path, start]
+            if nxt > start and nxt not in seen:
                 seen.add(nxt)
-                path.append(nxt)
-                stack.append((nxt, iter(edges[nxt])))
+                found = walk([*path, nxt])
+                if found:
+                    return found
+        return None
+
+    return walk([start])
 
 
 def _calendars(report: Report, value: object) -> dict[str, tuple[str, ...] | None]:

@@ -108,13 +108,12 @@ class FleetCollector:
         queues = [k.with_pool(pool) for k in shards for pool in pools]
         now = redis_ms(self.client)
         pipe = self.client.pipeline(transaction=False)
-        for keys in queues:
+        for keys in queues:  # each pool's queue and working set
             pipe.zcard(keys.queue)
             pipe.zcount(keys.queue, "-inf", now)
             pipe.zrange(keys.queue, 0, 0, withscores=True)
             pipe.zcard(keys.working)
-            # Dead letters, pauses and schedule counts are the shard's: counted with its
-            # default pool only.
+        for keys in shards:  # what the pools of a shard share
             pipe.zcard(keys.dead)
             pipe.hkeys(keys.paused)
             pipe.hgetall(keys.schedule_counts)
@@ -133,17 +132,19 @@ class FleetCollector:
                       labels=["job"])
         per_job: dict[str, int] = {}
         for i, keys in enumerate(queues):
-            size, n_due, head, working, n_dead, held, counts = replies[7 * i:7 * i + 7]
-            if keys.pool == DEFAULT_POOL:
-                for job, count in counts.items():
-                    per_job[text(job)] = per_job.get(text(job), 0) + int(count)
-                paused.update(text(j) for j in held)
+            size, n_due, head, working = replies[4 * i:4 * i + 4]
             depth.add_metric([str(keys.shard or 0), keys.pool], size)
             due_of[keys.pool] = due_of.get(keys.pool, 0) + n_due
             due, in_flight = due + n_due, in_flight + working
-            dead += n_dead if keys.pool == DEFAULT_POOL else 0
             if head and (oldest is None or head[0][1] < oldest):
                 oldest = int(head[0][1])
+        shared = replies[4 * len(queues):]
+        for i in range(len(shards)):
+            n_dead, held, counts = shared[3 * i:3 * i + 3]
+            for job, count in counts.items():
+                per_job[text(job)] = per_job.get(text(job), 0) + int(count)
+            paused.update(text(j) for j in held)
+            dead += n_dead
         busy = slots = 0
         serving: dict[str, int] = dict.fromkeys(pools, 0)
         if live:

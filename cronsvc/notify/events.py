@@ -140,13 +140,8 @@ def _due(fire: str | None) -> int | None:
         return None
 
 
-def as_json(event: Event) -> str:
-    """An event as stored with its message (every field, to rebuild it)."""
-    return json.dumps(asdict(event), separators=(",", ":"))
-
-
 def from_json(raw: str | dict[str, Any]) -> Event:
-    """An event stored by :func:`as_json`."""
+    """An event stored with its message (every field, as ``asdict`` gives them)."""
     d = json.loads(raw) if isinstance(raw, str) else raw
     return Event(**{k: v for k, v in d.items() if k in Event.__dataclass_fields__})
 

@@ -34,7 +34,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import redis
@@ -46,7 +46,7 @@ from cronsvc.errors import NotLeader, UnknownJob
 from cronsvc.fires import chain_fire
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.notify.channels import DeliveryError, send
-from cronsvc.notify.events import as_json, from_json, from_outbox
+from cronsvc.notify.events import from_json, from_outbox
 from cronsvc.notify.fold import Episodes, Told
 from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
 from cronsvc.store.faults import REDIS_ERRORS
@@ -187,16 +187,13 @@ class Notifier:
 
     def route(self) -> int:
         """Route what the outboxes hold; the number of messages queued."""
-        config = self.config()
         home = self.home
         now = self.now()
-        episodes = Episodes({text(k): text(v) for k, v in
-                             self.client.hgetall(home.notify_episodes).items()},
-                            int(config.notifier.fold * 1000))
+        episodes = self._episodes(home)
         queued = 0
         summaries = episodes.due(now)
         if summaries:
-            queued += self._queue(home, 0, episodes, self._messages(summaries, now), now)
+            queued += self._queue(home, 0, episodes, self._messages(summaries, now))
         for keys in self.shards():
             raw = self.client.lrange(keys.outbox, -ROUTE_BATCH, -1)
             if not raw:
@@ -216,14 +213,20 @@ class Notifier:
                     self._pause_everywhere(entry, keys)
             messages = self._messages(told, now)
             if keys == home:
-                queued += self._queue(home, len(raw), episodes, messages, now)
+                queued += self._queue(home, len(raw), episodes, messages)
             else:
-                queued += self._queue(home, 0, episodes, messages, now)
+                queued += self._queue(home, 0, episodes, messages)
                 self.client.ltrim(keys.outbox, 0, -len(raw) - 1)
         return queued
 
+    def _episodes(self, home: Keys) -> Episodes:
+        """The episodes as Redis holds them, folded by the file's window."""
+        raw = self.client.hgetall(home.notify_episodes)
+        return Episodes({text(k): text(v) for k, v in raw.items()},
+                        int(self.config().notifier.fold * 1000))
+
     def _queue(self, home: Keys, routed: int, episodes: Episodes,
-               messages: list[tuple[str, str, str]], now: int) -> int:
+               messages: list[tuple[str, str, str]]) -> int:
         changes = episodes.changes()
         episodes.changed.clear()
         if not routed and not changes and not messages:
@@ -267,7 +270,7 @@ class Notifier:
                 channels = spec.notify if spec else ()
             for channel in channels:
                 if channel in config.notify:
-                    body = json.dumps({"event": json.loads(as_json(event)), "channel": channel,
+                    body = json.dumps({"event": asdict(event), "channel": channel,
                                        "first_ms": now, "attempts": 0, "error": None},
                                       separators=(",", ":"))
                     out.append((channel, f"{event.id}/{channel}", body))
@@ -409,9 +412,7 @@ class Notifier:
             conditions["no_planner"] = (
                 not any(alive(int(s), now, stale) for _, s in planners),
                 "no live planner: no new fires are being planned", "a planner is live again")
-        episodes = Episodes({text(k): text(v) for k, v in
-                             self.client.hgetall(home.notify_episodes).items()},
-                            int(settings.fold * 1000))
+        episodes = self._episodes(home)
         told = []
         for kind, (active, begun, ended) in conditions.items():
             if active:
@@ -423,7 +424,7 @@ class Notifier:
             if t is not None:
                 told.append(t)
         if told or episodes.changed:
-            self._queue(home, 0, episodes, self._messages(told, now), now)
+            self._queue(home, 0, episodes, self._messages(told, now))
 
 
 def _entry(raw: Any) -> dict[str, Any] | None:

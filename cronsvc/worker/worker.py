@@ -311,9 +311,11 @@ class Worker:
         return [k.with_pool(pool) for k in self.shards for pool in pools]
 
     def served(self) -> list[str]:
-        """The pools this worker runs fires of, as it tells the fleet."""
-        each = any(job.pool == EACH_HOST for job in self.config.jobs.values())
-        return [*self.pools, *([EACH_HOST, host_pool(self.host)] if each else [])]
+        """The pools this worker runs fires of, as it tells the fleet (each-host's through
+        its host's own, while it claims from that)."""
+        mine = host_pool(self.host)
+        each = any(k.pool == mine for k in self._queues)
+        return [*self.pools, *([EACH_HOST, mine] if each else [])]
 
     def _start(self, keys: Keys, claim: Claim, claimed_at: float) -> None:
         job = self.config.jobs.get(claim.job)
