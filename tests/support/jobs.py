@@ -41,11 +41,7 @@ def tagged(path: str, tag: str, ctx: Any = None) -> None:
 def block(path: str, release: str, ctx: Any = None, limit: float = 60.0) -> None:
     """Note the start, then hold the slot until the file ``release`` exists."""
     _append(path, "start", ctx)
-    deadline = time.monotonic() + limit
-    while not Path(release).exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{release} never appeared")
-        time.sleep(0.02)  # a job that waits for a signal from the test, not a test wait
+    _until_exists(Path(release), limit)
     _append(path, "end", ctx)
 
 
@@ -53,13 +49,16 @@ def hold(path: str, releases: str, ctx: Any = None, limit: float = 60.0) -> None
     """Note the start, hold the slot until the file ``releases/<fire id>`` exists (each run
     is let go on its own), then note the end."""
     _append(path, "start", ctx)
-    release = Path(releases) / ctx.fire_id.replace("/", "_")
+    _until_exists(Path(releases) / ctx.fire_id.replace("/", "_"), limit)
+    _append(path, "end", ctx)
+
+
+def _until_exists(release: Path, limit: float) -> None:
     deadline = time.monotonic() + limit
     while not release.exists():
         if time.monotonic() > deadline:
             raise TimeoutError(f"{release} never appeared")
         time.sleep(0.02)  # a job that waits for a signal from the test, not a test wait
-    _append(path, "end", ctx)
 
 
 def read_ledger(path: str | Path) -> list[dict[str, Any]]:
