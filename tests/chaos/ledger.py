@@ -424,11 +424,14 @@ UNEXPLAINED_RUN_MS = 10_000
 
 
 def _died(start: dict[str, Any], faults: list[Fault], lease_ms: int) -> int:
+    # A worker is killed once, and starts nothing after: its kill ends its runs, even one
+    # whose start line its command wrote a few ms after the kill (spawned before it).
+    for f in faults:
+        if f.kind == "kill" and f.target == start["worker"]:
+            return max(f.start_ms, int(start["at_ms"]))
     for f in sorted(faults, key=lambda f: f.start_ms):
         if f.start_ms < start["at_ms"]:
             continue
-        if f.kind == "kill" and f.target == start["worker"]:
-            return f.start_ms
         if (f.kind == "freeze" and f.target == start["worker"]) or f.kind in REDIS_FAULTS:
             return f.start_ms + lease_ms
     return int(start["at_ms"]) + UNEXPLAINED_RUN_MS

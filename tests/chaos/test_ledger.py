@@ -98,3 +98,7 @@ def test_runs_of_a_named_limit_over_its_cap_are_caught_and_a_kill_ends_a_run() -
     # Without the kill, b is still running when c starts: three at once.
     problems, most = limits_kept(files, ok, [], 1000)
     assert most == {"db": (3, 2)} and problems and problems[0].startswith("limit db: 3 runs")
+    # The command of a killed worker may write its start line a few ms after the kill: the
+    # kill still ends that run (the worker starts nothing after it).
+    late = _runs(("a", 0, 100, "w1"), ("b", 55, None, "w2"), ("c", 60, 120, "w3"))
+    assert limits_kept(files, late, [kill], 1000) == ([], {"db": (2, 2)})
