@@ -96,10 +96,10 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
         calls.append(["EVALSHA", claim_sha, *claim_args])
         if with_ack:  # one ack call for the batch, as a worker's results thread makes
             chunk = fires[i:i + batch]
-            jobs = [job_of(fid) for fid in chunk]
-            args = ack_args([(fid, 1, job, '{"status":"ok","worker":"bench","duration_ms":1}')
-                             for fid, job in zip(chunk, jobs, strict=True)], 100)
-            keys = ack_keys(K, jobs)
+            items = [(fid, 1, job_of(fid), '{"status":"ok","worker":"bench","duration_ms":1}')
+                     for fid in chunk]
+            args = ack_args(items, 100)
+            keys = ack_keys(K, items)
             calls.append(["EVALSHA", ack_sha, len(keys), *keys, *args])
     per_trip = 20 * (2 if with_ack else 1)
     conn = r.connection_pool.get_connection()

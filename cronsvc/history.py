@@ -8,10 +8,11 @@ Fields, in this order (JSON null where there is no value)::
 - ``status``: ``ok``, ``failed``, ``timeout``, ``cancelled``, ``replaced``,
   ``shutdown`` or ``lease lost`` (a run); ``lost`` (an attempt whose lease lapsed
   before its result was recorded); ``dead``, ``missed`` or ``skipped`` (a fire the
-  claim script did not run, or ran out of attempts).
+  claim script did not run, or ran out of attempts); ``backfill`` (the line a backfill
+  writes: who asked, how many fires, the range; cronsvc/client/backfill.py).
 - ``scheduled`` and ``started``: ms since the epoch, UTC, on the Redis clock.
 
-:func:`record` is the only builder in Python; ``lua/fail-12.lua`` writes the same
+:func:`record` is the only builder in Python; ``lua/fail-13.lua`` writes the same
 fields for a dead fire. The reasons a fire is dropped or a run is stopped are
 :class:`Drop` and :class:`Cancel`.
 """

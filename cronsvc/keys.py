@@ -180,6 +180,12 @@ class Keys:
         held-definitions digest is ``digest`` (written by its workers, expiring unless renewed)."""
         return self._k(f"cron:held:{digest}")
 
+    def ran(self, owner: str, period: int) -> str:
+        """string: the record of the fires of ``owner`` (a job, or ``!<schedule id>``) that
+        ran, due in one period of :data:`cronsvc.ran.PERIOD_MS` (its number ``period``):
+        4 bytes per fire (cronsvc/ran.py), expiring a while after the period ends."""
+        return self._k("cron:ran") + f":{owner}:{period}"
+
     def history(self, job: str) -> str:
         """list: the job's last runs, newest first (JSON), capped."""
         return self._k("cron:history") + ":" + job

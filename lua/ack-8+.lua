@@ -1,5 +1,5 @@
 -- ack: finish fires held with these tokens and record each run in its job's history.
--- Any number of fires in one call: the cost per fire is one ZREM and one LPUSH.
+-- Any number of fires in one call: the cost per fire is one ZREM, one LPUSH and one APPEND.
 -- KEYS[1] working   zset fire -> lease deadline, ms
 -- KEYS[2] attempts  hash fire -> fencing token of the current claim
 -- KEYS[3] claims    hash fire -> claim
@@ -9,9 +9,14 @@
 -- KEYS[7] outbox    list of events to tell people about, newest first
 -- KEYS[8] failing   hash job -> fires failed in a row: a success closes the episode and
 --                   pushes the event recovered
--- KEYS[8 + i]       list: the history of the i-th fire's job, newest first
+-- KEYS[8 + i]       two keys per fire; of the f-th fire, KEYS[7 + 2f] is the list of its
+--                   job's history, newest first, and KEYS[8 + 2f] the string of the record
+--                   of runs it goes to (lua/includes/ran.lua), or any key of the shard for
+--                   a fire that is not recorded (a one-off)
 -- ARGV[1]   history cap
--- ARGV[2..] per fire (the i-th at ARGV[5i - 3 .. 5i + 1]): fire, token, job, record JSON,
+-- ARGV[2]   record period, ms
+-- ARGV[3]   how long a record outlives its period, ms
+-- ARGV[4..] per fire (the f-th at ARGV[5f - 1 .. 5f + 3]): fire, token, job, record JSON,
 --         the jobs its success triggers ('a,b', or '': none; event chain in KEYS[7])
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
@@ -21,23 +26,27 @@
 -- fire must not be finished by an older holder).
 -- @include fires.lua
 -- @include outbox.lua
-local cap = tonumber(ARGV[1])
-local n = (#ARGV - 1) / 5
+-- @include ran.lua
+local cap, period, reach = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = (#ARGV - 3) / 5
 local fids = {}
-for i = 1, n do fids[i] = ARGV[5 * i - 3] end
+for i = 1, n do fids[i] = ARGV[5 * i - 1] end
 local current = redis.call('HMGET', KEYS[2], unpack(fids))
 local out, done, jobs, names, tokens = {}, {}, {}, {}, {}
 for i = 1, n do
-  local fid, token, job = ARGV[5 * i - 3], ARGV[5 * i - 2], ARGV[5 * i - 1]
+  local fid, token, job = ARGV[5 * i - 1], ARGV[5 * i], ARGV[5 * i + 1]
   if tonumber(current[i]) == tonumber(token) and redis.call('ZREM', KEYS[1], fid) == 1 then
     done[#done + 1] = fid
     jobs[#jobs + 1] = owner_of(fid, job)
     names[#names + 1] = job
     tokens[#tokens + 1] = tonumber(token)
-    if redis.call('LPUSH', KEYS[8 + i], ARGV[5 * i]) > cap then
-      redis.call('LTRIM', KEYS[8 + i], 0, cap - 1)
+    if redis.call('LPUSH', KEYS[7 + 2 * i], ARGV[5 * i + 2]) > cap then
+      redis.call('LTRIM', KEYS[7 + 2 * i], 0, cap - 1)
     end
-    if ARGV[5 * i + 1] ~= '' then chained(KEYS[7], job, fid, ARGV[5 * i], ARGV[5 * i + 1]) end
+    record_ran(KEYS[8 + 2 * i], fid, period, reach)
+    if ARGV[5 * i + 3] ~= '' then
+      chained(KEYS[7], job, fid, ARGV[5 * i + 2], ARGV[5 * i + 3])
+    end
     out[i] = 1
   else
     out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current ' .. tostring(current[i] or 'none')

@@ -38,6 +38,8 @@
 --   n_claimed, then per claim: fire, token, due_ms, reclaimed 0/1, payload JSON or '',
 --     the claim JSON of the holder whose lease lapsed (reclaimed) or '',
 --   n_dropped, then per drop: fire, reason
+-- A fire with attempts 0 (queued by hand: a backfill, a dead retry) is not judged by its
+-- starting deadline nor catch_up, and waits for a slot its bounds do not have now.
 -- Reasons: removed, 'schedule removed' (its runtime schedule was deleted or now runs another
 -- job), paused, missed, 'catch_up latest', 'overlap forbid', dead (its lease
 -- lapsed on the last attempt), 'dead: job removed' (lapsed after its job was removed),
@@ -396,11 +398,16 @@ if #claimed < batch then
       elseif not n and not oneoff and p.catch_up == 'latest' and latest[owner] > due then
         reason = 'catch_up latest'
       else
-        -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
+        -- Bounds: overlap (one run of the owner), max_concurrent and named limits. A fire
+        -- queued by hand with attempts 0 (a backfill, a dead retry) waits for its slot: it
+        -- is neither dropped (forbid) nor stops the run in its way (replace).
         local why, ahead
+        local asked = n == 0
         if p.overlap ~= 'allow' and p.most == 0 then
           ahead = holder(owner)
-          if ahead and p.overlap == 'forbid' then
+          if ahead and asked then
+            why = 'overlap ' .. p.overlap
+          elseif ahead and p.overlap == 'forbid' then
             reason = 'overlap forbid'
           elseif ahead and p.overlap == 'replace' then
             redis.call('HSET', KEYS[8], ahead, 'replaced')
@@ -409,10 +416,13 @@ if #claimed < batch then
             why = 'overlap queue'
           end
         end
-        if not reason and not why and p.bounded and p.overlap ~= 'replace' then
+        if not reason and not why and p.bounded and (p.overlap ~= 'replace' or asked) then
           why, ahead = full(p, owner)
         end
-        if why and p.overlap == 'queue' then
+        if why and asked then
+          skipped = true
+          leave[fid] = true
+        elseif why and p.overlap == 'queue' then
           local w = waiter(owner)
           if w and w ~= fid and redis.call('ZSCORE', KEYS[1], w) then
             reason = 'overlap queue: ' .. w .. ' waits already'

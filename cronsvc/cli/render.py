@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from cronsvc.client.backfill import Backfill, BackfillFire
 from cronsvc.client.views import (
     DeadFire,
     FireView,
@@ -473,3 +474,42 @@ def schedule(s: RuntimeSchedule, now_ms: int, count: int = 5) -> str:
                          else ("none while paused" if s.paused else "none")),
     ]
     return "\n".join(lines)
+
+
+# -- backfill -------------------------------------------------------------------------------
+_LEFT_ALONE = ("ran", "queued already", "in flight", "dead")
+
+
+def backfill_plan(plan: Backfill, *, dry_run: bool = True) -> str:
+    """``cronsvc backfill``: the range and what the backfill does with its fires; in a dry
+    run, each fire with ``would run`` or why it is left alone."""
+    tz = plan.timezone
+    what = "would run" if dry_run else "to run"
+    counts = [f"{len(plan.to_run)} {what}"] + [
+        f"{plan.count(s)} {s}" for s in _LEFT_ALONE if plan.count(s)]
+    head = (f"backfill {plan.target} from {local(plan.from_ms, tz)} to {local(plan.to_ms, tz)}"
+            f"{' (dry run)' if dry_run else ''}: {_fires(len(plan.fires))}, "
+            + ", ".join(counts))
+    if not dry_run or not plan.fires:
+        return head
+    return head + "\n" + "\n".join(backfill_fire(f, tz, what) for f in plan.fires)
+
+
+def _fires(n: int) -> str:
+    return f"{n} fire" if n == 1 else f"{n} fires"
+
+
+def backfill_fire(fire: BackfillFire, tz: str, to_run: str = "to run") -> str:
+    """One fire of a backfill: its id, due time and state (``ran``, ``would run``, ...)."""
+    state = to_run if fire.state == "to run" else fire.state
+    if fire.state != "to run" and not fire.queued:
+        state += ", left alone"
+    return f"  {fire.fire}  {local(fire.due_ms, tz)}  {state}"
+
+
+def backfill_done(done: Backfill) -> str:
+    """The last line of a backfill that ran."""
+    ran = [f for f in done.fires if f.queued]
+    outcome = ", ".join(f"{sum(1 for f in ran if f.state == s)} {s}"
+                        for s in ("ran", "dead", "not run") if any(f.state == s for f in ran))
+    return f"backfilled {done.target}: {_fires(len(ran))} queued: {outcome or 'none ended'}"

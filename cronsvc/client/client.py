@@ -22,6 +22,7 @@ from typing import Any
 import redis
 
 from cronsvc.client.audit import AuditLog, default_actor
+from cronsvc.client.backfill import BackfillOps
 from cronsvc.client.fleet import FleetReader
 from cronsvc.client.schedules import ScheduleOps
 from cronsvc.client.views import Pause, Policy, Resumed, in_flight, spec_of
@@ -51,12 +52,13 @@ _CATCH_UP_WINDOW_MS = 3_600_000
 _CATCH_UP_WINDOW_MAX_MS = 32 * 86_400_000
 
 
-class Client(AuditLog, ScheduleOps, FleetReader):
+class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
     """Operations on the fleet that uses one Redis (or one set of shards).
 
     The reading half (jobs, next_fires, history, queue, dead, status, ...) is
     :class:`cronsvc.client.fleet.FleetReader`, runtime schedules
-    :class:`cronsvc.client.schedules.ScheduleOps`, the audit log
+    :class:`cronsvc.client.schedules.ScheduleOps`, backfill
+    :class:`cronsvc.client.backfill.BackfillOps`, the audit log
     :class:`cronsvc.client.audit.AuditLog`; this class adds what changes state. Every
     change is written to the audit log as done by ``actor`` (by default the OS user).
     """

@@ -1,4 +1,5 @@
-"""WHEN of ``cronsvc at``: an ISO 8601 time, ``+10m`` from now, or ``now``; and the range
+"""WHEN of ``cronsvc at`` (an ISO 8601 time, ``+10m`` from now, or ``now``), the ends of a
+``cronsvc backfill`` range, and the range
 of times a one-off run may have (``at``, ``trigger``, ``Client.enqueue``)."""
 
 from __future__ import annotations
@@ -48,17 +49,39 @@ def parse_when(text: str, now_ms: int, tz: str | None = None) -> int:
         if seconds * 1000 > RANGE_MS:
             raise ValueError(f"{text!r} is more than {RANGE_YEARS} years ahead")
         return now_ms + round(seconds * 1000)
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"{text!r}: not an ISO 8601 time (e.g. 2030-01-31T09:00, "
-                         "2030-01-31T09:00:00+01:00) nor a delay such as +10m") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=zone(tz or "UTC"))
-    due = dt_to_ms(parsed)
+    due = _iso_ms(text, tz, "+10m")
     if due < now_ms - PAST_SLACK_MS:
         raise ValueError(f"{text!r} is in the past")
     problem = range_problem(due, now_ms)
     if problem:
         raise ValueError(f"{text!r} {problem}")
     return due
+
+
+def parse_past(text: str, now_ms: int, tz: str | None = None) -> int:
+    """ms since the epoch for an end of a range in the past (``cronsvc backfill``): ISO 8601
+    (a date alone is its midnight; without an offset it is read in ``tz``, else UTC),
+    ``now``, or ``-6h`` / ``-2d`` before ``now_ms``."""
+    value = text.strip()
+    if value.lower() == "now":
+        return now_ms
+    if value[:1] == "-":
+        try:
+            seconds = parse_duration(value[1:])
+        except ValueError:
+            raise ValueError(f"{text!r}: not a delay ({HINT}, after '-')") from None
+        if seconds * 1000 > RANGE_MS:
+            raise ValueError(f"{text!r} is more than {RANGE_YEARS} years ago")
+        return now_ms - round(seconds * 1000)
+    return _iso_ms(text, tz, "-6h")
+
+
+def _iso_ms(text: str, tz: str | None, delay: str) -> int:
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r}: not an ISO 8601 time (e.g. 2030-01-31T09:00, "
+                         f"2030-01-31T09:00:00+01:00) nor a delay such as {delay}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=zone(tz or "UTC"))
+    return dt_to_ms(parsed)

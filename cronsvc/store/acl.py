@@ -16,8 +16,9 @@ CONNECTION_COMMANDS = ("ping", "select")
 SCRIPT_COMMANDS = ("evalsha", "script|load")
 #: Called from inside lua/*.lua.
 LUA_COMMANDS = (
-    "del", "get", "hdel", "hexists", "hget", "hincrby", "hlen", "hmget", "hset", "hsetnx",
-    "lpush", "ltrim", "set", "time", "zadd", "zrange", "zrangebyscore", "zrem",
+    "append", "del", "get", "hdel", "hexists", "hget", "hincrby", "hlen", "hmget", "hset",
+    "hsetnx", "lpush", "ltrim", "pexpireat", "set", "time", "zadd", "zrange", "zrangebyscore",
+    "zrem",
     "zremrangebyrank", "zremrangebyscore", "zscore",
 )
 #: Sent directly: planner (job state, generations, presence), worker (presence, wake-ups,

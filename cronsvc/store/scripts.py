@@ -21,8 +21,9 @@ import redis
 from redis.commands.core import Script
 
 from cronsvc.errors import LeaseLost, ScriptError
-from cronsvc.fires import job_of
+from cronsvc.fires import job_of, parse_fire
 from cronsvc.keys import EACH_HOST, Keys, host_pool
+from cronsvc.ran import PERIOD_MS, REACH_MS, period_of, ran_key
 from cronsvc.store.faults import is_outage
 from cronsvc.store.loader import ScriptSource, load_sources, lua_dir, script_error
 from cronsvc.store.replies import compact, record_json, text
@@ -104,15 +105,20 @@ def claim_keys(k: Keys, held: str | None = None) -> list[str]:
             k.outbox, k.failing, k.slots]
 
 
-def ack_keys(k: Keys, jobs: Sequence[str]) -> list[str]:
-    """The KEYS of ``lua/ack-8+.lua`` on shard ``k`` for fires of ``jobs``, in order."""
-    return [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
-            k.failing, *(k.history(job) for job in jobs)]
+def ack_keys(k: Keys, items: Sequence[Sequence[Any]]) -> list[str]:
+    """The KEYS of ``lua/ack-8+.lua`` on shard ``k`` for ``(fire, token, job, ...)`` items,
+    in order: per fire its job's history and its record of runs."""
+    keys = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
+            k.failing]
+    for fid, _, job, *_ in items:
+        history = k.history(job)
+        keys += (history, ran_key(k, fid) or history)
+    return keys
 
 
 def ack_args(items: Sequence[Any], history_cap: int) -> list[Any]:
     """The ARGV of ``lua/ack-8+.lua`` for ``(fire, token, job, record[, then])`` items."""
-    args: list[Any] = [int(history_cap)]
+    args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS]
     for fid, token, job, record, *then in items:
         args += (fid, int(token), job, record if isinstance(record, str) else record_json(record),
                  then[0] if then else "")
@@ -305,7 +311,7 @@ class Scripts:
         out: list[str | None] = []
         for i in range(0, len(items), ACK_CHUNK):
             chunk = items[i:i + ACK_CHUNK]
-            res = self.run("ack", ack_keys(k, [item[2] for item in chunk]),
+            res = self.run("ack", ack_keys(k, chunk),
                            ack_args(chunk, history_cap))
             out += [None if r == 1 else text(r) for r in res]
         return out
@@ -321,9 +327,10 @@ class Scripts:
         k = self._k(keys)
         res = self.run("fail", [
             k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.dead, k.history(job),
-            k.events, k.outbox, k.failing, k.paused,
+            k.events, k.outbox, k.failing, k.paused, ran_key(k, fire_id) or k.history(job),
         ], [_now(now_ms), fire_id, int(token), job, record_json(record), int(history_cap),
-            int(max_attempts), int(retry_at_ms), notify, int(pause_after), on_failure])
+            int(max_attempts), int(retry_at_ms), notify, int(pause_after), on_failure,
+            PERIOD_MS, REACH_MS])
         return FailResult(text(res[0]), int(res[1]))
 
     def release(self, keys: Keys | None, pairs: Pairs) -> int:
@@ -417,6 +424,26 @@ class Scripts:
         k = self._k(keys)
         return self.run("retry", [k.dead, k.queue, k.attempts, k.events],
                         [_now(now_ms), fire_id]) == 1
+
+    def backfill(
+        self, keys: Keys | None, owner: str, job: str, fires: Sequence[str], *, queue: bool,
+        line: Any = None, history_cap: int = 100, now_ms: int | None = None,
+    ) -> list[str]:
+        """Queue the ``fires`` of ``owner`` (``job``, or ``!<schedule id>``) that did not run,
+        with attempts 0 (``queue``), or only say which: per fire ``queued`` / ``to run``,
+        ``queued already``, ``in flight``, ``dead`` or ``ran``. ``keys``: the shard and pool
+        of the fires; ``line``, a history record added to ``job``'s history if any is
+        queued."""
+        k = self._k(keys)
+        if not fires:
+            return []
+        periods = sorted({period_of(parse_fire(fid)[1]) for fid in fires})
+        res = self.run("backfill", [
+            k.queue, k.working, k.dead, k.attempts, k.events, k.history(job),
+            *(k.ran(owner, p) for p in periods),
+        ], [_now(now_ms), "1" if queue else "0", record_json(line) if line else "",
+            int(history_cap), PERIOD_MS, *fires])
+        return [text(r) for r in res]
 
     def purge_dead(
         self, keys: Keys | None, job: str | None = None, fires: Sequence[str] = (), *,

@@ -1,0 +1,67 @@
+"""The record of fires that ran: what ``backfill`` reads so it never runs a fire twice.
+
+The history of a job is capped (100 records by default), so it cannot tell whether a
+fire of last month ran. The scripts that record the end of a run (``lua/ack-8+.lua``,
+``lua/fail-13.lua`` when the fire dies) also append the fire to a compact record:
+
+- one Redis string per *owner* (the job, or ``!<schedule id>`` for a runtime schedule's
+  fires) per period of ``PERIOD_MS`` (2**30 ms, 12.4 days), named by :meth:`Keys.ran`;
+- 4 bytes per fire that ran: its due time's offset in the period, big-endian;
+- kept until ``REACH_MS`` (35 days) after its period ends.
+
+So every fire due in the last ``REACH_MS`` that ran is in the record: a minutely job
+costs about 23 KB a week. Only fires of the job's own schedule and of runtime
+schedules are recorded (their ids are stable, ``job@due`` and ``job@due!id``):
+one-offs have fresh ids and each-host copies belong to one host.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from cronsvc.fires import HOST_MARK, parse_fire
+from cronsvc.keys import Keys
+
+__all__ = ["PERIOD_BITS", "PERIOD_MS", "REACH_MS", "decode", "owner_of", "period_of",
+           "ran_key"]
+
+PERIOD_BITS = 30
+#: The span of one record string: a due time's offset in it fits 4 bytes.
+PERIOD_MS = 1 << PERIOD_BITS
+#: How long a period's record outlives the period: how far back ``backfill`` can reach.
+REACH_MS = 35 * 86_400_000
+_OFFSET = struct.Struct(">I")
+
+
+def owner_of(fid: str) -> str | None:
+    """Whose record holds ``fid``: its job, ``!<schedule id>``, or None (not recorded)."""
+    try:
+        job, _, tag = parse_fire(fid)
+    except ValueError:
+        return None
+    if tag is not None:
+        return None
+    bang = fid.find("!")
+    if bang < 0:
+        return job
+    sid = fid[bang + 1:]
+    return None if sid.startswith(HOST_MARK) else "!" + sid
+
+
+def period_of(due_ms: int) -> int:
+    return due_ms >> PERIOD_BITS
+
+
+def ran_key(keys: Keys, fid: str) -> str | None:
+    """The record string ``fid`` goes to on its shard ``keys``; None if it is not recorded."""
+    owner = owner_of(fid)
+    return None if owner is None else keys.ran(owner, period_of(parse_fire(fid)[1]))
+
+
+def decode(blob: bytes | None, period: int) -> set[int]:
+    """The due times (ms) a record string of ``period`` holds."""
+    if not blob:
+        return set()
+    start = period << PERIOD_BITS
+    usable = len(blob) - len(blob) % _OFFSET.size
+    return {start + offset for (offset,) in _OFFSET.iter_unpack(blob[:usable])}

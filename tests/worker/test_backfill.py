@@ -1,0 +1,125 @@
+"""Backfill with real processes: after a worker outage, a backfill of the range runs
+exactly the fires that were skipped, each once, and the same backfill again runs nothing;
+the CLI's dry run lists them first, and the history and audit log say who asked."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from cronsvc.cli.main import main
+from cronsvc.clock import redis_ms
+from cronsvc.fires import fire_id
+from cronsvc.ran import REACH_MS
+from tests.support.cli import error_line, ok
+from tests.support.fleet import Fleet, history
+from tests.support.jobs import read_ledger
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def started(fleet: Fleet) -> Counter[str]:
+    return Counter(e["fire"] for e in read_ledger(fleet.ledger) if e["event"] == "start")
+
+
+def test_a_backfill_over_an_outage_runs_exactly_the_missing_fires_once(
+        tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
+    fleet = Fleet(tmp_path, redis_url, {})
+    # Every second; after an outage, catch_up latest runs the newest fire and skips the rest.
+    fleet.write({"tick": {"every": "1s", "catch_up": "latest", "call": "tests.support.jobs:record",
+                          "kwargs": {"path": fleet.ledger}}})
+    fleet.planner()
+    fleet.worker("w1")
+    client = fleet.client()
+    wait_for(lambda: len(started(fleet)) >= 2, message="the first runs")
+    fleet.signal("w1")  # the outage (a worker stopped: what it ran, it finished)
+    fleet.wait("w1")
+    down = redis_ms(r)
+    wait_for(lambda: redis_ms(r) > down + 4000, message="four fires due while no worker runs")
+    fleet.worker("w2")
+
+    def skipped() -> set[str]:
+        return {h["fire"] for h in history(r, "tick") if h["status"] == "skipped"}
+
+    wait_for(lambda: len(skipped()) >= 3, message="the worker back, skipping the missed fires")
+    missing = skipped()
+    start_ms = min(int(f.split("@")[1]) for f in started(fleet))
+    end_ms = max(int(f.split("@")[1]) for f in missing)
+    before = started(fleet)
+    due = {fire_id("tick", d) for d in range(start_ms, end_ms + 1, 1000)}
+    assert missing <= due and not missing & set(before)
+
+    dry = client.backfill("tick", start_ms, end_ms, dry_run=True)
+    assert {f.fire for f in dry.to_run} == missing == due - set(before)
+    assert started(fleet) == before  # a dry run runs nothing
+
+    done = client.backfill("tick", start_ms, end_ms, max_concurrent=2)
+    assert {f.fire for f in done.fires if f.queued} == missing
+    assert {f.state for f in done.fires if f.queued} == {"ran"}
+    after = started(fleet)
+    assert {f for f in after if f in due} == due  # every fire of the range ran...
+    assert max(after[f] for f in due) == 1  # ...once
+
+    again = client.backfill("tick", start_ms, end_ms)
+    assert again.to_run == [] and {f.state for f in again.fires} == {"ran"}
+    assert max(started(fleet)[f] for f in due) == 1
+    [line] = [h for h in history(r, "tick") if h["status"] == "backfill"]
+    assert line["reason"].startswith(f"{client.actor}: {len(missing)} of {len(due)}, ")
+    [entry] = [a for a in client.audit().actions if a.action == "backfill"]
+    assert entry.target == "tick" and entry.detail["fires"] == len(missing)
+    fleet.stop_all()
+
+
+def test_the_cli_dry_run_lists_the_fires_and_refuses_what_it_cannot_do(
+        tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
+    fleet = Fleet(tmp_path, redis_url, {})
+    fleet.write({"report": fleet.call_job("0 * * * *", timezone="Europe/Berlin"),
+                 "hook": {"call": "tests.support.jobs:record",
+                          "kwargs": {"path": fleet.ledger}}})
+    client = fleet.client()
+    client.publish_config()
+    now = redis_ms(r)
+    hour = now - now % 3_600_000
+    runner = CliRunner()
+
+    def cli(*args: str) -> Result:
+        return runner.invoke(main, ["backfill", *args, "--config", str(fleet.config),
+                                    "--redis-url", redis_url])
+
+    lines = ok(cli("report", "--from", "-3h", "--dry-run")).splitlines()
+    fires = [fire_id("report", hour - k * 3_600_000) for k in (2, 1, 0)]
+    assert lines[0].startswith("backfill report from ")
+    assert lines[0].endswith("(dry run): 3 fires, 3 would run"), lines[0]
+    assert [line.split()[0] for line in lines[1:]] == fires
+    assert all(line.endswith("would run") and ("CET" in line or "CEST" in line)
+               for line in lines[1:])
+    as_json = json.loads(ok(cli("report", "--from", "-3h", "--dry-run", "--json")))
+    assert [f["fire"] for f in as_json["fires"]] == fires
+    assert not set(fires) & set(r.zrange("cron:queue", 0, -1))  # a dry run queues nothing
+
+    assert "unknown job 'reprot'" in error_line(cli("reprot", "--from", "-1h"), 1)
+    assert "nor a runtime schedule" in error_line(cli("reprot", "--from", "-1h"), 1)
+    days = REACH_MS // 86_400_000
+    assert f"more than {days} days ago" in error_line(cli("report", "--from", "-40d"), 1)
+    assert "no schedule" in error_line(cli("hook", "--from", "-1h"), 1)
+    assert "not an ISO 8601 time" in error_line(cli("report", "--from", "yesterday"), 1)
+    assert "is empty" in error_line(cli("report", "--from", "-1h", "--to", "-2h"), 1)
+    fleet.worker("w1")
+    try:
+        out = ok(cli("report", "--from", "-3h", "--max-concurrent", "2")).splitlines()
+    finally:
+        fleet.stop_all()
+    assert out[0].endswith(": 3 fires, 3 to run")
+    assert sorted(line.split()[0] for line in out[1:4]) == fires  # as each ended
+    assert all(line.endswith("  ran") for line in out[1:4]) and len(out) == 5
+    assert out[-1] == "backfilled report: 3 fires queued: 3 ran"
+    assert ok(cli("report", "--from", "-3h")).splitlines()[0].endswith(
+        ": 3 fires, 0 to run, 3 ran")
+    client.pause("report")
+    assert "is paused" in error_line(cli("report", "--from", "-1h"), 1)
