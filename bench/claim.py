@@ -31,8 +31,7 @@ from cronsvc.process.redis_server import RedisServer  # noqa: E402
 from cronsvc.store.scripts import (  # noqa: E402
     UNHELD_MS,
     Scripts,
-    ack_args,
-    ack_keys,
+    ack_call,
     claim_keys,
 )
 
@@ -98,8 +97,7 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
             chunk = fires[i:i + batch]
             items = [(fid, 1, job_of(fid), '{"status":"ok","worker":"bench","duration_ms":1}')
                      for fid in chunk]
-            args = ack_args(items, 100)
-            keys = ack_keys(K, items)
+            keys, args = ack_call(K, items, 100)
             calls.append(["EVALSHA", ack_sha, len(keys), *keys, *args])
     per_trip = 20 * (2 if with_ack else 1)
     conn = r.connection_pool.get_connection()

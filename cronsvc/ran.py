@@ -23,7 +23,7 @@ from cronsvc.fires import HOST_MARK, parse_fire
 from cronsvc.keys import Keys
 
 __all__ = ["PERIOD_BITS", "PERIOD_MS", "REACH_MS", "decode", "owner_of", "period_of",
-           "ran_key"]
+           "ran_entry"]
 
 PERIOD_BITS = 30
 #: The span of one record string: a due time's offset in it fits 4 bytes.
@@ -52,10 +52,21 @@ def period_of(due_ms: int) -> int:
     return due_ms >> PERIOD_BITS
 
 
-def ran_key(keys: Keys, fid: str) -> str | None:
-    """The record string ``fid`` goes to on its shard ``keys``; None if it is not recorded."""
-    owner = owner_of(fid)
-    return None if owner is None else keys.ran(owner, period_of(parse_fire(fid)[1]))
+def ran_entry(keys: Keys, fid: str) -> tuple[str, bytes] | None:
+    """The record string ``fid`` goes to on its shard ``keys`` and the 4 bytes it appends
+    there; None if it is not recorded. No pattern: every ack asks, for each fire."""
+    at = fid.find("@")
+    rest = fid[at + 1:]
+    if at < 0 or "#" in rest:
+        return None
+    bang = rest.find("!")
+    if bang < 0:
+        owner, due = fid[:at], int(rest)
+    elif rest.startswith(HOST_MARK, bang + 1):
+        return None
+    else:
+        owner, due = "!" + rest[bang + 1:], int(rest[:bang])
+    return keys.ran(owner, due >> PERIOD_BITS), _OFFSET.pack(due & (PERIOD_MS - 1))
 
 
 def decode(blob: bytes | None, period: int) -> set[int]:

@@ -16,8 +16,9 @@
 -- ARGV[1]   history cap
 -- ARGV[2]   record period, ms
 -- ARGV[3]   how long a record outlives its period, ms
--- ARGV[4..] per fire (the f-th at ARGV[5f - 1 .. 5f + 3]): fire, token, job, record JSON,
---         the jobs its success triggers ('a,b', or '': none; event chain in KEYS[7])
+-- ARGV[4..] per fire (the f-th at ARGV[6f - 2 .. 6f + 3]): fire, token, job, record JSON,
+--         the jobs its success triggers ('a,b', or '': none; event chain in KEYS[7]), its
+--         entry in the record of runs ('': not recorded)
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
 --   output (null where there is no value); written as the worker sends it.
@@ -28,24 +29,24 @@
 -- @include outbox.lua
 -- @include ran.lua
 local cap, period, reach = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local n = (#ARGV - 3) / 5
+local n = (#ARGV - 3) / 6
 local fids = {}
-for i = 1, n do fids[i] = ARGV[5 * i - 1] end
+for i = 1, n do fids[i] = ARGV[6 * i - 2] end
 local current = redis.call('HMGET', KEYS[2], unpack(fids))
 local out, done, jobs, names, tokens = {}, {}, {}, {}, {}
 for i = 1, n do
-  local fid, token, job = ARGV[5 * i - 1], ARGV[5 * i], ARGV[5 * i + 1]
+  local fid, token, job = ARGV[6 * i - 2], ARGV[6 * i - 1], ARGV[6 * i]
   if tonumber(current[i]) == tonumber(token) and redis.call('ZREM', KEYS[1], fid) == 1 then
     done[#done + 1] = fid
     jobs[#jobs + 1] = owner_of(fid, job)
     names[#names + 1] = job
     tokens[#tokens + 1] = tonumber(token)
-    if redis.call('LPUSH', KEYS[7 + 2 * i], ARGV[5 * i + 2]) > cap then
+    if redis.call('LPUSH', KEYS[7 + 2 * i], ARGV[6 * i + 1]) > cap then
       redis.call('LTRIM', KEYS[7 + 2 * i], 0, cap - 1)
     end
-    record_ran(KEYS[8 + 2 * i], fid, period, reach)
-    if ARGV[5 * i + 3] ~= '' then
-      chained(KEYS[7], job, fid, ARGV[5 * i + 2], ARGV[5 * i + 3])
+    record_ran(KEYS[8 + 2 * i], ARGV[6 * i + 3], fid, period, reach)
+    if ARGV[6 * i + 2] ~= '' then
+      chained(KEYS[7], job, fid, ARGV[6 * i + 1], ARGV[6 * i + 2])
     end
     out[i] = 1
   else

@@ -27,6 +27,7 @@
 -- ARGV[11] the jobs its failure for good triggers ('a,b', or '': none; event chain)
 -- ARGV[12] record period, ms
 -- ARGV[13] how long a record outlives its period, ms
+-- ARGV[14] the fire's entry in the record of runs ('': not recorded), kept if it dies
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
 --   output (null where there is no value). ARGV[5] is written as the worker sends it; out
@@ -75,7 +76,7 @@ else
   -- Attempts and payload stay, so the dead fire can be retried by hand.
   verdict, at = 'dead', now
   redis.call('ZADD', KEYS[7], now, fid)
-  record_ran(KEYS[13], fid, tonumber(ARGV[12]), tonumber(ARGV[13]))
+  record_ran(KEYS[13], ARGV[14], fid, tonumber(ARGV[12]), tonumber(ARGV[13]))
   -- The reason names the last attempt's error: what `cronsvc dead` shows.
   local why = last.reason or last.status
   redis.call('LPUSH', KEYS[8], history_line({

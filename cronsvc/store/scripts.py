@@ -23,14 +23,14 @@ from redis.commands.core import Script
 from cronsvc.errors import LeaseLost, ScriptError
 from cronsvc.fires import job_of, parse_fire
 from cronsvc.keys import EACH_HOST, Keys, host_pool
-from cronsvc.ran import PERIOD_MS, REACH_MS, period_of, ran_key
+from cronsvc.ran import PERIOD_MS, REACH_MS, period_of, ran_entry
 from cronsvc.store.faults import is_outage
 from cronsvc.store.loader import ScriptSource, load_sources, lua_dir, script_error
 from cronsvc.store.replies import compact, record_json, text
 
 __all__ = [
     "Claim", "ClaimResult", "FailResult", "PlanResult", "PublishResult", "ScriptSource",
-    "Scripts", "ack_args", "ack_keys", "claim_keys", "load_sources", "lua_dir", "script_error",
+    "Scripts", "ack_call", "claim_keys", "load_sources", "lua_dir", "script_error",
 ]
 
 Pairs = Iterable[tuple[str, int]]  # (fire id, token)
@@ -105,24 +105,20 @@ def claim_keys(k: Keys, held: str | None = None) -> list[str]:
             k.outbox, k.failing, k.slots]
 
 
-def ack_keys(k: Keys, items: Sequence[Sequence[Any]]) -> list[str]:
-    """The KEYS of ``lua/ack-8+.lua`` on shard ``k`` for ``(fire, token, job, ...)`` items,
-    in order: per fire its job's history and its record of runs."""
+def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int
+             ) -> tuple[list[str], list[Any]]:
+    """The KEYS and ARGV of ``lua/ack-8+.lua`` on shard ``k`` for ``(fire, token, job,
+    record[, then])`` items: per fire its job's history and its record of runs."""
     keys = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
             k.failing]
-    for fid, _, job, *_ in items:
-        history = k.history(job)
-        keys += (history, ran_key(k, fid) or history)
-    return keys
-
-
-def ack_args(items: Sequence[Any], history_cap: int) -> list[Any]:
-    """The ARGV of ``lua/ack-8+.lua`` for ``(fire, token, job, record[, then])`` items."""
     args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS]
     for fid, token, job, record, *then in items:
+        history = k.history(job)
+        ran = ran_entry(k, fid)
+        keys += (history, ran[0] if ran else history)
         args += (fid, int(token), job, record if isinstance(record, str) else record_json(record),
-                 then[0] if then else "")
-    return args
+                 then[0] if then else "", ran[1] if ran else "")
+    return keys, args
 
 
 class Scripts:
@@ -311,8 +307,7 @@ class Scripts:
         out: list[str | None] = []
         for i in range(0, len(items), ACK_CHUNK):
             chunk = items[i:i + ACK_CHUNK]
-            res = self.run("ack", ack_keys(k, chunk),
-                           ack_args(chunk, history_cap))
+            res = self.run("ack", *ack_call(k, chunk, history_cap))
             out += [None if r == 1 else text(r) for r in res]
         return out
 
@@ -325,12 +320,13 @@ class Scripts:
         dead. ``notify`` (the job's :attr:`Policy.notify` mask) and ``pause_after`` say what
         goes into the outbox, and when the job is paused."""
         k = self._k(keys)
+        ran = ran_entry(k, fire_id)
         res = self.run("fail", [
             k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.dead, k.history(job),
-            k.events, k.outbox, k.failing, k.paused, ran_key(k, fire_id) or k.history(job),
+            k.events, k.outbox, k.failing, k.paused, ran[0] if ran else k.history(job),
         ], [_now(now_ms), fire_id, int(token), job, record_json(record), int(history_cap),
             int(max_attempts), int(retry_at_ms), notify, int(pause_after), on_failure,
-            PERIOD_MS, REACH_MS])
+            PERIOD_MS, REACH_MS, ran[1] if ran else ""])
         return FailResult(text(res[0]), int(res[1]))
 
     def release(self, keys: Keys | None, pairs: Pairs) -> int:

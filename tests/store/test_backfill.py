@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from cronsvc.fires import fire_id, host_fire
-from cronsvc.ran import PERIOD_MS, REACH_MS, decode, owner_of, period_of, ran_key
+from cronsvc.ran import PERIOD_MS, REACH_MS, decode, owner_of, period_of, ran_entry
 from cronsvc.store.scripts import Scripts
 from tests.store.test_scripts import D1, MIN, SPEC, K, line
 
@@ -52,7 +52,7 @@ def test_the_record_holds_the_fires_that_ran_and_no_others(s: Scripts, r: redis.
                   now_ms=T0 + 3 * MIN).verdict == "dead"
     # The third fire is in flight: not recorded until it ends.
     assert ran(redis_url, "a", T0) == {T0 + MIN, T0 + 2 * MIN}
-    assert owner_of("a@5#tqqqqqq") is None and ran_key(K, "a@5#tqqqqqq") is None
+    assert owner_of("a@5#tqqqqqq") is None and ran_entry(K, "a@5#tqqqqqq") is None
     ttl = r.pttl(K.ran("a", period_of(T0)))
     assert 0 < ttl <= PERIOD_MS + REACH_MS
 
