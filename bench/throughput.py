@@ -19,7 +19,7 @@ import time
 import redis
 
 from bench import common
-from bench.claim import ceiling, prepare
+from bench.claim import ack_cost, ceiling, prepare
 from bench.common import Figure, K, Section
 from cronsvc.store.scripts import Scripts
 from tests.support.wait import wait_for
@@ -73,6 +73,7 @@ def measure(fires: int = 100_000) -> Section:
             prepare(r, s, fires, JOBS, common.server_ms(r) - DAY_MS)
             queued = [str(fid) for fid in r.zrange(K.queue, 0, -1)]
             ceilings[with_ack] = ceiling(r, s, queued, CONCURRENCY, with_ack)
+        with_record, without = ack_cost(r, s)
     share = per_second / ceilings[False]
     section.figures.append(Figure(
         "dispatch throughput", f"{common.rate(per_second)} fires/s",
@@ -81,6 +82,10 @@ def measure(fires: int = 100_000) -> Section:
         f"claim + ack ceiling {common.rate(ceilings[True])} fires/s "
         f"(ratio {per_second / ceilings[True]:.2f})",
         per_second >= 20_000 and share >= 0.25))
+    section.figures.append(Figure(
+        "server time per acked fire", f"{with_record:.1f} µs",
+        reference=f"{without:.1f} µs without the record of runs (+{with_record - without:.1f} "
+                  "µs, one APPEND per fire), same server, alternating rounds"))
     *workers, redis_cpu = cpu.per_process
     section.notes.append(
         f"{fires:,} fires of {JOBS:,} jobs queued due, then {WORKERS} workers --concurrency "

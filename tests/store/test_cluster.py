@@ -111,6 +111,8 @@ def test_scripts_on_every_shard(cluster: LocalCluster, rc: redis.Redis, shards: 
         assert s.ack_many(k, [(second.fire_id, second.token, job, {"status": "ok"}),
                               (first.fire_id, first.token, job, {"status": "ok"})]) == [True, False]
         assert len(rc.lrange(k.history(job), 0, -1)) == 2
+        # A backfill reads the record of runs of the fires' own shard: one slot.
+        assert s.backfill(k, job, job, [fire_id(job, T0 + 9 * MIN)], queue=False) == ["to run"]
 
         # Paused: the cron fire is dropped, an explicit trigger still runs, with its payload.
         rc.hset(k.paused, job, json.dumps({"note": "cluster test", "since": T0}))

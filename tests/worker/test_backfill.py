@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 
 from cronsvc.cli.main import main
 from cronsvc.clock import redis_ms
+from cronsvc.errors import CronsvcError
 from cronsvc.fires import fire_id
 from cronsvc.ran import REACH_MS
 from tests.support.cli import error_line, ok
@@ -80,6 +81,7 @@ def test_the_cli_dry_run_lists_the_fires_and_refuses_what_it_cannot_do(
         tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
     fleet = Fleet(tmp_path, redis_url, {})
     fleet.write({"report": fleet.call_job("0 * * * *", timezone="Europe/Berlin"),
+                 "everywhere": fleet.call_job("0 * * * *", pool="each-host"),
                  "hook": {"call": "tests.support.jobs:record",
                           "kwargs": {"path": fleet.ledger}}})
     client = fleet.client()
@@ -108,6 +110,7 @@ def test_the_cli_dry_run_lists_the_fires_and_refuses_what_it_cannot_do(
     days = REACH_MS // 86_400_000
     assert f"more than {days} days ago" in error_line(cli("report", "--from", "-40d"), 1)
     assert "no schedule" in error_line(cli("hook", "--from", "-1h"), 1)
+    assert "each-host cannot be backfilled" in error_line(cli("everywhere", "--from", "-1h"), 1)
     assert "not an ISO 8601 time" in error_line(cli("report", "--from", "yesterday"), 1)
     assert "is empty" in error_line(cli("report", "--from", "-1h", "--to", "-2h"), 1)
     fleet.worker("w1")
@@ -123,3 +126,31 @@ def test_the_cli_dry_run_lists_the_fires_and_refuses_what_it_cannot_do(
         ": 3 fires, 0 to run, 3 ran")
     client.pause("report")
     assert "is paused" in error_line(cli("report", "--from", "-1h"), 1)
+
+
+def test_a_runtime_schedule_is_backfilled_under_its_fire_ids_with_its_payload(
+        tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
+    fleet = Fleet(tmp_path, redis_url, {})
+    fleet.write({"report": fleet.call_job("0 0 1 1 *")})
+    client = fleet.client()
+    client.publish_config()
+    now = redis_ms(r)
+    client.upsert_schedule("acct-7", job="report", cron="0 * * * *", payload={"acct": 7},
+                           start=now - 86_400_000)
+    hour = now - now % 3_600_000
+    fires = [fire_id("report", hour - k * 3_600_000, schedule="acct-7") for k in (2, 1, 0)]
+    fleet.worker("w1")
+    try:
+        done = client.backfill("acct-7", "-3h", max_concurrent=3)
+        again = client.backfill("acct-7", "-3h")
+    finally:
+        fleet.stop_all()
+    assert [f.fire for f in done.fires] == fires and done.schedule == "acct-7"
+    assert [f.state for f in done.fires] == ["ran"] * 3
+    runs = [e for e in read_ledger(fleet.ledger) if e["event"] == "start"]
+    assert sorted(e["fire"] for e in runs) == fires
+    assert all(e["payload"] == {"acct": 7} for e in runs)
+    assert again.to_run == [] and [f.state for f in again.fires] == ["ran"] * 3
+    client.pause_schedule("acct-7")
+    with pytest.raises(CronsvcError, match="schedule acct-7 is paused"):
+        client.backfill("acct-7", "-3h")
