@@ -120,33 +120,35 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
 
 def ack_cost(r: redis.Redis, s: Scripts, fires: int = 20_000, jobs: int = 1000,
              rounds: int = 3) -> tuple[float, float]:
-    """Server time per acked fire (Redis's own commandstats, in µs), with the record of runs
-    (cronsvc/ran.py) and with its entries left out; alternating ``rounds`` times, the
-    medians. The fires are of ``jobs`` jobs, a batch's fires each of another job: an APPEND
-    per fire, the most the record costs."""
-    sha = s._scripts["ack"].sha
+    """Time per acked fire in µs, the median of ack calls of 100 fires timed one at a time,
+    with the record of runs (cronsvc/ran.py) and with its entries left out. The calls of the
+    two alternate one by one, so a busy neighbour slows both alike. A batch's fires are each
+    of another job: an APPEND per fire, the most the record costs."""
+    digest = r.script_load(s.sources["ack"].text)
     base = server_ms(r) - 86_400_000
-    items = [(f"job{i % jobs:05d}@{base + i * 1000}", 1, f"job{i % jobs:05d}",
-              '{"status":"ok","worker":"bench","duration_ms":1}') for i in range(fires)]
-    usec: dict[bool, list[float]] = {True: [], False: []}
-    for _ in range(rounds):
-        for with_record in (True, False):
-            r.flushall()
-            pipe = r.pipeline(transaction=False)
-            for fid, *_ in items:
-                pipe.zadd(K.working, {fid: base + 86_400_000 * 2})
-                pipe.hset(K.attempts, fid, 1)
-            pipe.execute()
-            r.config_resetstat()
-            pipe = r.pipeline(transaction=False)
-            for i in range(0, fires, 100):
-                keys, args = ack_call(K, items[i:i + 100], 100)
+    record = '{"status":"ok","worker":"bench","duration_ms":1}'
+    took: dict[bool, list[float]] = {True: [], False: []}
+    for n in range(rounds):
+        r.flushall()
+        calls = []
+        pipe = r.pipeline(transaction=False)
+        for i in range(0, fires, 100):
+            for with_record in (True, False):
+                items = [(f"job{j % jobs:05d}@{base + (2 * j + with_record) * 1000 + n}", 1,
+                          f"job{j % jobs:05d}", record) for j in range(i, i + 100)]
+                for fid, *_ in items:
+                    pipe.zadd(K.working, {fid: base + 86_400_000 * 2})
+                    pipe.hset(K.attempts, fid, 1)
+                keys, args = ack_call(K, items, 100)
                 if not with_record:
                     args = ["" if isinstance(a, bytes) else a for a in args]
-                pipe.evalsha(sha, len(keys), *keys, *args)
-            assert all(x == 1 for reply in pipe.execute() for x in reply)
-            usec[with_record].append(r.info("commandstats")["cmdstat_evalsha"]["usec"] / fires)
-    return statistics.median(usec[True]), statistics.median(usec[False])
+                calls.append((with_record, keys, args))
+        pipe.execute()
+        for with_record, keys, args in calls:
+            t0 = time.perf_counter()
+            reply = r.evalsha(digest, len(keys), *keys, *args)
+            took[with_record].append((time.perf_counter() - t0) * 1e6 / len(reply))
+    return statistics.median(took[True]), statistics.median(took[False])
 
 
 def memory_per_fire(r: redis.Redis, s: Scripts, fires: int, jobs: int) -> float:
