@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from cronsvc.client.views import spec_of
 from cronsvc.clock import dt_to_ms, iso_utc, ms_to_dt
 from cronsvc.errors import (
     BadArgument,
@@ -110,7 +111,7 @@ class BackfillOps:
     def backfill(self, target: str, start: Instant, end: Instant = "now", *,
                  dry_run: bool = False, max_concurrent: int = 1, tz: str | None = None,
                  note: str | None = None, progress: Progress | None = None,
-                 poll: float = 0.1) -> Backfill:
+                 poll: float = 0.05) -> Backfill:
         """Run the fires of ``target`` (a job, else a runtime schedule id) due from ``start``
         to ``end`` (both included; an end past now is now) that did not run,
         ``max_concurrent`` at a time, in due order; returns once the last one ended
@@ -175,7 +176,6 @@ class BackfillOps:
             raise BadArgument(f"backfill {target}: a job with pool: each-host cannot be "
                               "backfilled (which hosts ran a past fire is not recorded)")
         raw = self.redis.hget(keys.specs, target)
-        from cronsvc.client.views import spec_of
         spec = spec_of(target, text(raw)) if raw is not None else None
         if spec is None or (spec.cron is None and spec.every_ms is None):
             raise BadArgument(f"backfill {target}: the job has no schedule (it runs when "

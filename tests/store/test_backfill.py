@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from cronsvc.fires import fire_id, host_fire
-from cronsvc.ran import PERIOD_MS, REACH_MS, decode, owner_of, period_of, ran_entry
+from cronsvc.ran import PERIOD_MS, REACH_MS, decode, period_of, ran_entry
 from cronsvc.store.scripts import Scripts
 from tests.store.test_scripts import D1, MIN, SPEC, K, line
 
@@ -52,7 +52,7 @@ def test_the_record_holds_the_fires_that_ran_and_no_others(s: Scripts, r: redis.
                   now_ms=T0 + 3 * MIN).verdict == "dead"
     # The third fire is in flight: not recorded until it ends.
     assert ran(redis_url, "a", T0) == {T0 + MIN, T0 + 2 * MIN}
-    assert owner_of("a@5#tqqqqqq") is None and ran_entry(K, "a@5#tqqqqqq") is None
+    assert ran_entry(K, "a@5#tqqqqqq") is None
     ttl = r.pttl(K.ran("a", period_of(T0)))
     assert 0 < ttl <= PERIOD_MS + REACH_MS
 
@@ -63,9 +63,11 @@ def test_a_schedule_fire_is_recorded_under_its_schedule(s: Scripts, r: redis.Red
     r.zadd(K.working, {fid: T0 + 2 * MIN})  # as a claim leaves it
     r.hset(K.attempts, fid, 1)
     s.ack(K, fid, 1, "a", {"status": "ok"})
-    assert owner_of(fid) == "!s-1" and ran(redis_url, "!s-1", T0) == {T0 + MIN}
+    entry = ran_entry(K, fid)
+    assert entry is not None and entry[0] == K.ran("!s-1", period_of(T0 + MIN))
+    assert ran(redis_url, "!s-1", T0) == {T0 + MIN}
     assert ran(redis_url, "a", T0) == set()
-    assert owner_of(host_fire(fire_id("a", T0), "h1")) is None  # one host's run
+    assert ran_entry(K, host_fire(fire_id("a", T0), "h1")) is None  # one host's run
 
 
 def test_backfill_queues_only_the_fires_that_did_not_run(s: Scripts, r: redis.Redis) -> None:
