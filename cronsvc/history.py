@@ -9,7 +9,8 @@ Fields, in this order (JSON null where there is no value)::
   ``shutdown`` or ``lease lost`` (a run); ``lost`` (an attempt whose lease lapsed
   before its result was recorded); ``dead``, ``missed`` or ``skipped`` (a fire the
   claim script did not run, or ran out of attempts); ``backfill`` (the line a backfill
-  writes: who asked, how many fires, the range; cronsvc/client/backfill.py).
+  writes: who asked, how many fires, the range; cronsvc/client/backfill.py); ``chained``
+  (a fire queued by the end of another: the reason names that fire and how it ended).
 - ``scheduled`` and ``started``: ms since the epoch, UTC, on the Redis clock.
 
 :func:`record` is the only builder in Python; ``lua/fail-13.lua`` writes the same

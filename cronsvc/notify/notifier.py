@@ -44,6 +44,7 @@ from cronsvc.clock import monotonic, redis_ms
 from cronsvc.config.models import Config
 from cronsvc.errors import NotLeader, UnknownJob
 from cronsvc.fires import chain_fire
+from cronsvc.history import record
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.notify.channels import DeliveryError, send
 from cronsvc.notify.events import from_json, from_outbox
@@ -292,7 +293,8 @@ class Notifier:
             keys = keys_for(target, config.redis.shards, config.redis.prefix,
                             spec.pool if spec else DEFAULT_POOL)
             fid = chain_fire(target, upstream, due)
-            done = self.scripts.chain(keys, fid, due, payload)
+            line = record(fid, "chained", reason=f"after {upstream}: {entry.get('status')}")
+            done = self.scripts.chain(keys, fid, due, payload, line, config.worker.history)
             if done == 1:
                 self.client.publish(keys.wakeup, "chain")
                 log.info("%s: %s ended (%s), queued %s", job, upstream, entry.get("status"),

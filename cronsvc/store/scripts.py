@@ -461,12 +461,15 @@ class Scripts:
                        [_now(now_ms), host, int(window_ms), int(limit)])
         return int(res[0]), int(res[1])
 
-    def chain(self, keys: Keys | None, fire_id: str, due_ms: int, payload: Any, *,
-              now_ms: int | None = None) -> int:
-        """Queue a chain fire once ever: 1 queued, 0 queued before, -1 job not published."""
+    def chain(self, keys: Keys | None, fire_id: str, due_ms: int, payload: Any, line: Any,
+              history_cap: int = 100, *, now_ms: int | None = None) -> int:
+        """Queue a chain fire once ever, with ``line`` (a history record of the link) in its
+        job's history: 1 queued, 0 queued before, -1 job not published."""
         k = self._k(keys)
-        return int(self.run("chain", [k.queue, k.payloads, k.jobs, k.chained],
-                            [_now(now_ms), fire_id, int(due_ms), compact(payload)]))
+        return int(self.run("chain", [k.queue, k.payloads, k.jobs, k.chained,
+                                      k.history(job_of(fire_id))],
+                            [_now(now_ms), fire_id, int(due_ms), compact(payload),
+                             record_json(line), int(history_cap)]))
 
     # -- notifier --------------------------------------------------------------
     def notify_lease(self, keys: Keys | None, notifier: str, lease_ms: int) -> bool:

@@ -47,6 +47,11 @@ def test_a_three_step_success_chain_runs_once_each_across_two_workers(
                                           "fire": imp["fire"]}
     assert imp["fire"] == chain_fire("import", first, parse_fire(imp["fire"])[1])
     assert [e["job"] for e in starts(fleet)] == ["export", "import", "report"]
+    # The history of each downstream job names the fire whose end queued its run.
+    [link] = [h for h in history(r, "import") if h["status"] == "chained"]
+    assert (link["fire"], link["reason"]) == (imp["fire"], f"after {first}: ok")
+    [link] = [h for h in history(r, "report") if h["status"] == "chained"]
+    assert link["reason"] == f"after {imp['fire']}: ok"
 
 
 def test_a_failure_for_good_triggers_on_failure_once_and_a_retry_does_not(
@@ -67,6 +72,8 @@ def test_a_failure_for_good_triggers_on_failure_once_and_a_retry_does_not(
     upstream = alert["payload"]["upstream"]
     assert (upstream["fire"], upstream["attempt"]) == (fid, 2)
     assert "upstream 503" in upstream["output"] and starts(fleet, "next") == []
+    assert [h["reason"] for h in history(r, "alert") if h["status"] == "chained"] == [
+        f"after {fid}: failed"]  # its last attempt's status
 
 
 def test_an_upstream_killed_mid_run_triggers_nothing_until_it_really_ends(
