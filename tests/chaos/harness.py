@@ -36,7 +36,7 @@ from tests.support.jobs import read_ledger
 from tests.support.wait import wait_for
 
 K = Keys()
-LEASE = "1"  # seconds: a killed worker's fires run again about a second later
+LEASE = "2"  # seconds: a killed worker's fires run again about two seconds later
 FAULTS = ("kill", "planner", "redis", "stop", "oom", "readonly", "freeze", "deploy")
 
 
