@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 
-from cronsvc.fires import HOST_MARK
+from cronsvc.fires import HOST_MARK, split_fire
 from cronsvc.keys import Keys
 
 __all__ = ["PERIOD_BITS", "PERIOD_MS", "REACH_MS", "decode", "period_of", "ran_entry"]
@@ -39,18 +39,11 @@ def period_of(due_ms: int) -> int:
 
 def ran_entry(keys: Keys, fid: str) -> tuple[str, bytes] | None:
     """The record string ``fid`` goes to on its shard ``keys`` and the 4 bytes it appends
-    there; None if it is not recorded. No pattern: every ack asks, for each fire."""
-    at = fid.find("@")
-    rest = fid[at + 1:]
-    if at < 0 or "#" in rest:
+    there; None if it is not recorded (a one-off, one host's run)."""
+    job, due, tag, bang = split_fire(fid)
+    if tag is not None or (bang is not None and bang.startswith(HOST_MARK)):
         return None
-    bang = rest.find("!")
-    if bang < 0:
-        owner, due = fid[:at], int(rest)
-    elif rest.startswith(HOST_MARK, bang + 1):
-        return None
-    else:
-        owner, due = "!" + rest[bang + 1:], int(rest[:bang])
+    owner = job if bang is None else "!" + bang
     return keys.ran(owner, due >> PERIOD_BITS), _OFFSET.pack(due & (PERIOD_MS - 1))
 
 

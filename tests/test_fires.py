@@ -7,7 +7,7 @@ import re
 import pytest
 
 from cronsvc.errors import BadArgument, CronsvcError
-from cronsvc.fires import TAG_KINDS, fire_id, job_of, kind_of, new_tag, parse_fire
+from cronsvc.fires import TAG_KINDS, fire_id, job_of, kind_of, new_tag, parse_fire, split_fire
 
 
 @pytest.mark.parametrize(("job", "due_ms", "tag", "fid"), [
@@ -98,3 +98,11 @@ def test_a_host_s_run_of_an_each_host_fire_belongs_to_the_job_not_a_schedule() -
     assert host_of("sweep@1800000000000!nightly") is None
     one_off = host_fire("sweep@1800000000000#t2345ab", "b")  # a trigger: on each host too
     assert (host_of(one_off), schedule_of(one_off), placed_by(one_off)) == ("b", None, "sweep")
+
+
+def test_split_fire_reads_every_kind_of_id_as_parse_fire_does() -> None:
+    for fid, bang in (("a.b-c@1763830800000", None), ("job@5#tabcdef", None),
+                      ("job@5!sched-1", "sched-1"), ("job@5!@host-1", "@host-1"),
+                      ("job@5#c!x", None)):
+        job, due, tag = parse_fire(fid)
+        assert split_fire(fid) == (job, due, tag, bang), fid

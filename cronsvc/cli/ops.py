@@ -308,26 +308,29 @@ def backfill(config: str | None, redis_url: str | None, target: str, start: str,
     from cronsvc.cli import render
 
     client = connect_client(config, redis_url)
+    zone = "UTC"
+
+    def planned(plan: Any) -> None:
+        nonlocal zone
+        zone = plan.timezone
+        if not as_json:
+            click.echo(render.backfill_plan(plan))
 
     def told(f: Any) -> None:
         if not as_json:
             click.echo(render.backfill_fire(f, zone))
 
-    zone = "UTC"
     try:
-        plan = client.backfill(target, start, end, dry_run=True, tz=tz)
-        zone = plan.timezone
-        if not as_json:
-            click.echo(render.backfill_plan(plan, dry_run=dry_run))
-        if dry_run or not plan.to_run:
-            if as_json:
-                click.echo(render.as_json(plan))
-            return
-        done = client.backfill(target, plan.from_ms, plan.to_ms, max_concurrent=max_concurrent,
-                               note=note, progress=told)
+        done = client.backfill(target, start, end, dry_run=dry_run, tz=tz,
+                               max_concurrent=max_concurrent, note=note, planned=planned,
+                               progress=told)
     except KeyboardInterrupt:
         raise CronsvcError("stopped: fires queued already still run; the same command again "
                            "goes on where this one stopped") from None
+    if done.dry_run or not done.to_run:
+        if as_json:
+            click.echo(render.as_json(done))
+        return
     click.echo(render.as_json(done) if as_json else render.backfill_done(done))
     if done.count("dead") + done.count("not run"):
         raise SystemExit(1)

@@ -480,10 +480,10 @@ def schedule(s: RuntimeSchedule, now_ms: int, count: int = 5) -> str:
 _LEFT_ALONE = ("ran", "queued already", "in flight", "dead")
 
 
-def backfill_plan(plan: Backfill, *, dry_run: bool = True) -> str:
+def backfill_plan(plan: Backfill) -> str:
     """``cronsvc backfill``: the range and what the backfill does with its fires; in a dry
     run, each fire with ``would run`` or why it is left alone."""
-    tz = plan.timezone
+    tz, dry_run = plan.timezone, plan.dry_run
     what = "would run" if dry_run else "to run"
     counts = [f"{len(plan.to_run)} {what}"] + [
         f"{plan.count(s)} {s}" for s in _LEFT_ALONE if plan.count(s)]

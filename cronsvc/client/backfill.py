@@ -30,13 +30,13 @@ from cronsvc.errors import (
 from cronsvc.fires import fire_id, parse_fire
 from cronsvc.history import record
 from cronsvc.keys import EACH_HOST, Keys, keys_for
+from cronsvc.policy import Policy
 from cronsvc.ran import REACH_MS
 from cronsvc.schedule.expand import Spec, occurrences_ms
 from cronsvc.schedule.when import parse_past
 from cronsvc.store.replies import text
 
 if TYPE_CHECKING:
-    from cronsvc.client.views import JobInfo
     from cronsvc.schedule.runtime import RuntimeSchedule
     from cronsvc.store.scripts import Scripts
 
@@ -102,20 +102,21 @@ class BackfillOps:
         prefix: str
 
         def server_ms(self) -> int: ...
-        def require_job(self, job: str) -> Keys: ...
-        def job(self, job: str) -> JobInfo: ...
+        def keys(self, job: str) -> Keys: ...
+        def _unknown_job(self, job: str, extra: str = "") -> UnknownJob: ...
         def get_schedule(self, id: str) -> RuntimeSchedule: ...
         def audited(self, action: str, target: str, note: str | None = None,
                     **detail: Any) -> None: ...
 
     def backfill(self, target: str, start: Instant, end: Instant = "now", *,
                  dry_run: bool = False, max_concurrent: int = 1, tz: str | None = None,
-                 note: str | None = None, progress: Progress | None = None,
-                 poll: float = 0.05) -> Backfill:
+                 note: str | None = None, planned: Callable[[Backfill], None] | None = None,
+                 progress: Progress | None = None, poll: float = 0.05) -> Backfill:
         """Run the fires of ``target`` (a job, else a runtime schedule id) due from ``start``
         to ``end`` (both included; an end past now is now) that did not run,
         ``max_concurrent`` at a time, in due order; returns once the last one ended
-        (``progress`` is called as each ends). ``dry_run``: only say which.
+        (``planned`` is called with the plan first, ``progress`` as each fire ends).
+        ``dry_run``: only say which.
 
         ``start`` and ``end``: ms since the epoch, aware datetimes, or text: ISO 8601 (a
         date alone is its midnight; without an offset it is read in ``tz``, by default the
@@ -149,6 +150,8 @@ class BackfillOps:
         plan = Backfill(target, t.job, t.schedule, from_ms, to_ms, max_concurrent, dry_run,
                         t.spec.timezone, [BackfillFire(f, d, s) for f, d, s
                                           in zip(fires, dues, states, strict=True)])
+        if planned is not None:
+            planned(plan)
         if dry_run or not plan.to_run:
             return plan
         todo = plan.to_run
@@ -164,38 +167,43 @@ class BackfillOps:
     def _backfill_target(self, target: str) -> _Target:
         """The job of that name, else the runtime schedule of that id."""
         try:
-            keys = self.require_job(target)
+            keys, spec, paused = self._published(target)
         except UnknownJob as unknown:
             try:
                 schedule = self.get_schedule(target)
             except UnknownSchedule:
                 raise UnknownJob(f"{unknown} (nor a runtime schedule of that id)") from None
-            return self._schedule_target(schedule)
-        self._refuse_paused(target)
+            if schedule.paused:
+                raise CronsvcError(f"schedule {target} is paused: resume it first (a "
+                                   "backfilled fire of a paused schedule would only be "
+                                   "skipped)") from None
+            keys, _, paused = self._published(schedule.job)
+            _refuse_paused(schedule.job, paused)
+            return _Target(schedule.job, target, "!" + target,
+                           keys_for(target, self.shards, self.prefix).with_pool(keys.pool),
+                           schedule.spec)
+        _refuse_paused(target, paused)
         if keys.pool == EACH_HOST:
             raise BadArgument(f"backfill {target}: a job with pool: each-host cannot be "
                               "backfilled (which hosts ran a past fire is not recorded)")
-        raw = self.redis.hget(keys.specs, target)
-        spec = spec_of(target, text(raw)) if raw is not None else None
         if spec is None or (spec.cron is None and spec.every_ms is None):
             raise BadArgument(f"backfill {target}: the job has no schedule (it runs when "
                               "triggered): nothing to backfill")
         return _Target(target, None, target, keys, spec)
 
-    def _schedule_target(self, schedule: RuntimeSchedule) -> _Target:
-        if schedule.paused:
-            raise CronsvcError(f"schedule {schedule.id} is paused: resume it first (a "
-                               "backfilled fire of a paused schedule would only be skipped)")
-        pool = self.require_job(schedule.job).pool
-        self._refuse_paused(schedule.job)
-        return _Target(schedule.job, schedule.id, "!" + schedule.id,
-                       keys_for(schedule.id, self.shards, self.prefix).with_pool(pool),
-                       schedule.spec)
-
-    def _refuse_paused(self, job: str) -> None:
-        if self.job(job).paused:
-            raise CronsvcError(f"{job} is paused: resume it first (a backfilled fire of a "
-                               "paused job would only be skipped)")
+    def _published(self, job: str) -> tuple[Keys, Spec | None, bool]:
+        """A published job's keys (with its pool's queue), schedule, and whether it is
+        paused (at run time or in its file), in one round trip; UnknownJob if there is none."""
+        keys = self.keys(job)
+        pipe = self.redis.pipeline(transaction=False)
+        for key in (keys.jobs, keys.specs, keys.paused):
+            pipe.hget(key, job)
+        line, spec, pause = pipe.execute()
+        if line is None:
+            raise self._unknown_job(job)
+        policy = Policy.parse(text(line))
+        return (keys.with_pool(policy.pool), spec_of(job, text(spec)) if spec else None,
+                pause is not None or policy.paused_in_file)
 
     def _feed(self, t: _Target, todo: list[str], line: Any, most: int,
               progress: Progress | None, poll: float) -> list[BackfillFire]:
@@ -241,6 +249,12 @@ class BackfillOps:
             if progress is not None:
                 progress(f)
         return out
+
+
+def _refuse_paused(job: str, paused: bool) -> None:
+    if paused:
+        raise CronsvcError(f"{job} is paused: resume it first (a backfilled fire of a "
+                           "paused job would only be skipped)")
 
 
 def _ms(value: Instant, name: str, now_ms: int, tz: str) -> int:

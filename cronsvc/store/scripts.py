@@ -113,12 +113,17 @@ def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int
             k.failing]
     args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS]
     for fid, token, job, record, *then in items:
-        history = k.history(job)
-        ran = ran_entry(k, fid)
-        keys += (history, ran[0] if ran else history)
+        ran_key, entry = _ran(k, fid, job)
+        keys += (k.history(job), ran_key)
         args += (fid, int(token), job, record if isinstance(record, str) else record_json(record),
-                 then[0] if then else "", ran[1] if ran else "")
+                 then[0] if then else "", entry)
     return keys, args
+
+
+def _ran(k: Keys, fid: str, job: str) -> tuple[str, bytes | str]:
+    """The record-of-runs key and entry a script that ends ``fid`` takes; for a fire that
+    is not recorded, its job's history (a key of the shard, never appended to) and ''."""
+    return ran_entry(k, fid) or (k.history(job), "")
 
 
 class Scripts:
@@ -320,13 +325,13 @@ class Scripts:
         dead. ``notify`` (the job's :attr:`Policy.notify` mask) and ``pause_after`` say what
         goes into the outbox, and when the job is paused."""
         k = self._k(keys)
-        ran = ran_entry(k, fire_id)
+        ran_key, entry = _ran(k, fire_id, job)
         res = self.run("fail", [
             k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.dead, k.history(job),
-            k.events, k.outbox, k.failing, k.paused, ran[0] if ran else k.history(job),
+            k.events, k.outbox, k.failing, k.paused, ran_key,
         ], [_now(now_ms), fire_id, int(token), job, record_json(record), int(history_cap),
             int(max_attempts), int(retry_at_ms), notify, int(pause_after), on_failure,
-            PERIOD_MS, REACH_MS, ran[1] if ran else ""])
+            PERIOD_MS, REACH_MS, entry])
         return FailResult(text(res[0]), int(res[1]))
 
     def release(self, keys: Keys | None, pairs: Pairs) -> int:
