@@ -16,6 +16,9 @@
 -- ARGV[7] the new mark: every fire of the new definition at or before it is in ARGV[9..]
 -- ARGV[8] n: how many fires of the old definition to unqueue
 -- ARGV[9..] the n fire ids to unqueue, then the due times (ms) of the new fires to queue
+-- Like a published job's new digest, the new definition queues fires after now only: a new
+-- fire due by now is left out, since the clock the caller planned from was read before this
+-- call, and a fire of that id may have started (or ended) under the old definition already.
 -- Returns {'created' | 'changed' | 'unchanged', rev}, or {'retry', rev} when the rev or the
 -- mark moved since they were read.
 -- @include now.lua
@@ -49,9 +52,11 @@ for i = 9, 8 + n, 2000 do
 end
 local args = {}
 for i = 9 + n, #ARGV do
-  args[#args + 1] = ARGV[i]
-  args[#args + 1] = job .. '@' .. ARGV[i] .. '!' .. sid
-  if #args >= 2000 then redis.call('ZADD', KEYS[4], 'NX', unpack(args)); args = {} end
+  if tonumber(ARGV[i]) > now then
+    args[#args + 1] = ARGV[i]
+    args[#args + 1] = job .. '@' .. ARGV[i] .. '!' .. sid
+    if #args >= 2000 then redis.call('ZADD', KEYS[4], 'NX', unpack(args)); args = {} end
+  end
 end
 if #args > 0 then redis.call('ZADD', KEYS[4], 'NX', unpack(args)) end
 redis.call('ZADD', KEYS[2], ARGV[7], sid)

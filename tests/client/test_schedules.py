@@ -4,6 +4,7 @@ clients and two planners."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -138,6 +139,27 @@ def test_upsert_queues_the_first_fires_and_a_change_replaces_them(
     assert client.upsert_schedule("s", job="digest", every="20m", payload=[2]) == "changed"
     assert queued(r, "s") == second
     assert client.get_schedule("s").payload == [2]
+
+
+def test_a_change_never_queues_again_a_fire_that_started_under_the_old_definition(
+        client: Client, r: redis.Redis) -> None:
+    # The caller plans the new definition from a clock read before the call; a fire due in
+    # between may have been claimed already, and must not be queued a second time.
+    client.upsert_schedule("s", job="digest", every="1s", payload=[1])
+    old = client.get_schedule("s")
+    read = client.server_ms()
+    due = read - read % 1000 + 1000
+    fid = fire_id("digest", due, schedule="s")
+    claims = client.scripts.claim(K, "w", batch=10, lease_ms=60_000, now_ms=due).claimed
+    assert fid in {c.fire_id for c in claims}
+    changed = dataclasses.replace(old, payload=[2])
+    res = client.scripts.schedule_set(K, "s", old.rev, r.zscore(K.schedule_marks, "s"),
+                                      changed.content, "me", due + 5000, [],
+                                      [due, due + 1000, due + 2000], now_ms=due + 3)
+    assert res[0] == "changed"
+    assert r.zscore(K.queue, fid) is None and r.zscore(K.working, fid) is not None
+    assert {fire_id("digest", due + 1000, schedule="s"),
+            fire_id("digest", due + 2000, schedule="s")} <= set(queued(r, "s"))
 
 
 def test_an_every_second_schedule_holds_a_bounded_number_of_fires(
