@@ -14,10 +14,11 @@ import collections
 import json
 import os
 import random
+import re
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import redis
 
 from cronsvc.config.models import Config, load_config
-from cronsvc.fires import job_of, parse_fire
+from cronsvc.fires import job_of, parse_fire, schedule_of
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
 from tests.chaos.churn import Churn
@@ -129,6 +130,7 @@ class ChaosRun:
         self.version = "v1"  # the file new processes start on
         self.epochs: list[Epoch] = []
         self.faults: list[Fault] = []
+        self.events: list[dict[str, Any]] = []  # Redis's decisions, newest first, once judged
         self.orphans: list[str] = []
         self.workers: list[str] = []
         self.planners: list[str] = []
@@ -394,6 +396,7 @@ class ChaosRun:
         history = [json.loads(x) for job in sorted(names)
                    for x in self.r.lrange(K.history(job), 0, -1)]
         events = [json.loads(x) for x in self.r.lrange(K.events, 0, -1)]
+        self.events = events
         totals = judge({v: c.jobs for v, c in self.files.items()}, self.epochs, start, end,
                        read_ledger(self.fleet.ledger), history, events, self.faults,
                        self.churn.changes if self.churn is not None else None,
@@ -409,6 +412,35 @@ class ChaosRun:
             f"{self.scenario.seconds:.0f} s of faults ({kinds}); files in {self.tmp}",
             *(f"  {line}" for line in totals.lines()),
         ])
+
+    def story(self, problems: Iterable[str], most: int = 3) -> str:
+        """What happened to the first fires named in ``problems``: the faults and schedule
+        calls within 5 s of their due time, Redis's decisions on them (and on their schedule),
+        and every log line naming them. A failure shows it before the logs' tails, which a
+        long report cuts."""
+        fids: list[str] = []
+        for problem in problems:
+            m = re.match(r"(\S+@\S+?):?(?:\s|$)", problem)
+            if m and m.group(1) not in fids:
+                fids.append(m.group(1))
+        out = []
+        for fid in fids[:most]:
+            due, sid = parse_fire(fid)[1], schedule_of(fid)
+            out.append(f"--- what happened to {fid}")
+            out += [f"  fault {f.kind} {f.target} {f.start_ms - due:+d}..{f.end_ms - due:+d} ms"
+                    for f in self.faults if f.start_ms - 5000 <= due <= f.end_ms + 5000]
+            if sid is not None and self.churn is not None:
+                out += [f"  schedule call {c.t0 - due:+d}..{c.t1 - due:+d} ms: "
+                        f"{'deleted' if c.after is None else f'version {c.after.version}'}"
+                        for c in self.churn.changes
+                        if c.sid == sid and c.t0 - 5000 <= due <= c.t1 + 5000]
+            out += [f"  redis {json.dumps(e)}" for e in reversed(self.events)
+                    if e.get("fire") == fid or sid is not None and e.get("schedule") == sid
+                    and abs(int(e.get("at", 0)) - due) <= 5000]
+            for log in sorted(self.tmp.glob("*.log")):  # every process that ran
+                out += [f"  {log.stem}: {line}" for line in
+                        log.read_text(errors="replace").splitlines() if fid in line]
+        return "\n".join(out)
 
     def close(self) -> None:
         if self.churn is not None:

@@ -51,8 +51,8 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
     problems = (totals.lost, totals.unexplained, totals.early, totals.strangers,
                 totals.overlapping, totals.wrong_definition, totals.orphans, totals.stale,
                 totals.over_limit)
-    assert totals.ok(), "\n".join([report, *(p for found in problems for p in found[:20]),
-                                   run.fleet.logs()])
+    named = [p for found in problems for p in found[:20]]
+    assert totals.ok(), "\n".join([report, *named, run.story(named), run.fleet.logs()])
     # Each scenario's faults happened, and did what they are for.
     kinds = {f.kind for f in run.faults}
     assert kinds == set(scenario.faults), report

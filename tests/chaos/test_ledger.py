@@ -4,9 +4,12 @@ never ran."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from cronsvc.fires import fire_id
+from cronsvc.process.redis_server import RedisServer
+from tests.chaos.harness import ChaosRun, Scenario
 from tests.chaos.ledger import Change, Definition, Epoch, Fault, judge
 
 T0 = 1_800_000_000_000
@@ -102,3 +105,29 @@ def test_runs_of_a_named_limit_over_its_cap_are_caught_and_a_kill_ends_a_run() -
     # kill still ends that run (the worker starts nothing after it).
     late = _runs(("a", 0, 100, "w1"), ("b", 55, None, "w2"), ("c", 60, 120, "w3"))
     assert limits_kept(files, late, [kill], 1000) == ([], {"db": (2, 2)})
+
+
+def test_a_failure_tells_what_happened_to_the_fires_in_question(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    run = ChaosRun(tmp_path, redis_server, Scenario("s", 1, ("kill",), churn=True), 1)
+    assert run.churn is not None
+    due = T0 + 6100
+    fid, other = fire_id("latest-0", due, schedule="s"), fire_id("latest-0", T0 + 500)
+    run.faults = [Fault("kill", "worker-2", due + 1000, due + 1000),
+                  Fault("redis", "redis", due + 60_000, due + 61_000)]
+    run.churn.changes = CHANGES
+    run.events = [{"event": "reclaimed", "fire": fid, "at": due + 5},  # newest first
+                  {"event": "schedule changed", "schedule": "s", "at": due + 3},
+                  {"event": "claimed", "fire": other, "at": T0 + 500}]
+    (tmp_path / "worker-3.log").write_text(f"ok {other}\nok {fid} attempt=1\n")
+    (tmp_path / "worker-4.log").write_text(f"ok {fid} attempt=2\n")
+    story = run.story([f"{fid}: attempt 1 on worker-3 at {due + 2}", "limit db: 3 runs at 5"])
+    assert story.splitlines() == [
+        f"--- what happened to {fid}",
+        "  fault kill worker-2 +1000..+1000 ms",
+        "  schedule call -1100..-1080 ms: version 2",
+        "  schedule call +2900..+2920 ms: deleted",
+        f'  redis {{"event": "schedule changed", "schedule": "s", "at": {due + 3}}}',
+        f'  redis {{"event": "reclaimed", "fire": "{fid}", "at": {due + 5}}}',
+        f"  worker-3: ok {fid} attempt=1",
+        f"  worker-4: ok {fid} attempt=2"]
