@@ -201,6 +201,14 @@ def _sentinel_target(parts: Any, query: dict[str, str], tls: bool) -> Target:
                   sentinel_kwargs)
 
 
+#: Seconds a reply may take before the server counts as gone. A Redis that holds the
+#: connection open and answers nothing (frozen, cut off by a partition, a failed master whose
+#: host went dark) sends no reset: without this a worker or planner would wait on it for
+#: ever, and never follow a sentinel or cluster failover. The URL's ``socket_timeout=``
+#: changes it (a long Lua script or an fsync stall must fit in it).
+REPLY_TIMEOUT = 5.0
+
+
 def client_for(
     url: str, *, cluster: bool | None = None, decode_responses: bool = True,
     timeout: float = 5.0, **kwargs: Any,
@@ -210,7 +218,8 @@ def client_for(
     Raises ValueError (bad URL) or a redis-py error (unreachable cluster).
     """
     target = parse_target(url, cluster=cluster)
-    common = {"decode_responses": decode_responses, "socket_connect_timeout": timeout, **kwargs}
+    common = {"decode_responses": decode_responses, "socket_connect_timeout": timeout,
+              "socket_timeout": REPLY_TIMEOUT, "socket_keepalive": True, **kwargs}
     if target.kind == "cluster":
         # Typed as redis.Redis: the command methods cronsvc calls are the same on both.
         return cast(redis.Redis, RedisCluster.from_url(
@@ -223,7 +232,7 @@ def client_for(
             # hold up asking the next one for ten backed-off attempts.
             sentinel_kwargs={"socket_connect_timeout": timeout, "socket_timeout": timeout,
                              "retry": Retry(NoBackoff(), 1), **target.sentinel_kwargs},
-            health_check_interval=30, **target.kwargs, **common,
+            health_check_interval=30, **{**common, **target.kwargs},
         )
         return sentinels.master_for(target.service)
     return redis.Redis.from_url(target.url, health_check_interval=30, **common)

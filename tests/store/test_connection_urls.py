@@ -14,7 +14,7 @@ from redis.connection import parse_url
 from redis.sentinel import SentinelConnectionPool, SentinelManagedSSLConnection
 
 from cronsvc.errors import RedisUnavailable
-from cronsvc.store.connection import client_for, connect, mask_url, parse_target
+from cronsvc.store.connection import REPLY_TIMEOUT, client_for, connect, mask_url, parse_target
 
 TLS_QUERY = ("ssl_ca_certs=/etc/cronsvc/ca.pem&ssl_certfile=/etc/cronsvc/client.pem"
              "&ssl_keyfile=/etc/cronsvc/client.key&ssl_cert_reqs=required")
@@ -60,6 +60,18 @@ def test_tls_sentinel_url_secures_master_and_sentinels() -> None:
     assert first.connection_class is redis.SSLConnection
     assert first.connection_kwargs["password"] == "sentpw"
     assert first.connection_kwargs["ssl_ca_certs"] == "/etc/cronsvc/ca.pem"
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0",
+                                 "redis+sentinel://127.0.0.1:26379/cronsvc"])
+def test_a_server_that_stops_answering_times_out(url: str) -> None:
+    # Whatever redis-py's own default (none before 8.0): a silent master must not hold a
+    # worker for ever, and the URL can give a script or an fsync stall more room.
+    kwargs = client_for(url).connection_pool.connection_kwargs
+    assert (kwargs["socket_timeout"], kwargs["socket_keepalive"]) == (REPLY_TIMEOUT, True)
+    sep = "&" if "?" in url else "?"
+    longer = client_for(f"{url}{sep}socket_timeout=30").connection_pool.connection_kwargs
+    assert longer["socket_timeout"] == 30
 
 
 @pytest.mark.parametrize("url, kind", [

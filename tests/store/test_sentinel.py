@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,7 +16,10 @@ from cronsvc.process.redis_server import RedisServer
 from cronsvc.store.connection import connect, mask_url
 from cronsvc.store.scripts import Scripts
 from tests.support.cluster import SentinelServer
+from tests.support.fleet import Fleet
+from tests.support.jobs import read_ledger
 from tests.support.servers import server_binary
+from tests.support.wait import server_ms, wait_for
 
 T0 = 1_763_830_000_000
 D1 = "d1d1d1d1d1d1"
@@ -71,3 +75,41 @@ def test_wrong_master_password_through_the_sentinel(sentinel: SentinelServer) ->
         connect(url, timeout=2.0)
     assert str(err.value) == (f"cannot reach Redis at {mask_url(url)}: "
                               "invalid username-password pair or user is disabled.")
+
+
+@pytest.mark.slow
+def test_the_fleet_follows_a_failover_away_from_a_master_that_stopped_answering(
+        tmp_path: Path, fresh_server: Callable[..., RedisServer]) -> None:
+    # A master that accepts connections and answers nothing (frozen, cut off by a partition,
+    # its host gone dark) resets nothing: without a reply timeout the planner and the worker
+    # would wait on it for ever, and never ask the sentinel where the new master is.
+    master, replica = fresh_server(), fresh_server()
+    with redis.Redis(port=replica.port, decode_responses=True) as r:
+        r.replicaof("127.0.0.1", master.port)
+        wait_for(lambda: r.info("replication")["master_link_status"] == "up",
+                 message="the replica to sync")
+    watcher = SentinelServer(tmp_path / "sentinel", master, binary=server_binary(),
+                             down_after_ms=1000)
+    watcher.start()
+    admin = redis.Redis(port=watcher.port, decode_responses=True)
+    try:
+        wait_for(lambda: admin.sentinel_slaves("cronsvc"),
+                 message="the sentinel to see the replica")
+        f = Fleet(tmp_path, f"redis+sentinel://127.0.0.1:{watcher.port}/cronsvc", {})
+        f.write({"tick": f.call_job("* * * * * *")})
+        with f.running("worker-a"):
+            wait_for(lambda: read_ledger(f.ledger), timeout=30, message="a first run")
+            assert master.proc is not None
+            master.proc.send_signal(signal.SIGSTOP)
+            try:
+                wait_for(lambda: admin.sentinel_get_master_addr_by_name("cronsvc")[1]
+                         == replica.port, timeout=60, message="the sentinel to fail over")
+                with redis.Redis(port=replica.port, decode_responses=True) as r:
+                    promoted = server_ms(r)
+                wait_for(lambda: any(e["scheduled_ms"] > promoted for e in read_ledger(f.ledger)),
+                         timeout=60, message=f"a fire due after the failover to run:\n{f.logs()}")
+            finally:
+                master.proc.send_signal(signal.SIGCONT)
+    finally:
+        admin.close()
+        watcher.stop()

@@ -121,9 +121,10 @@ class SentinelServer(RedisServer):
 
     def __init__(self, data_dir: Path, master: RedisServer, *, service: str = "cronsvc",
                  binary: str, password: str | None = None,
-                 master_password: str | None = None) -> None:
+                 master_password: str | None = None, down_after_ms: int = 5000) -> None:
         super().__init__(data_dir, binary=binary)
         self.master = master
+        self.down_after_ms = down_after_ms
         self.service = service
         self.password = password
         self.master_password = master_password
@@ -144,7 +145,7 @@ class SentinelServer(RedisServer):
             f"dir {self.data_dir.resolve()}",
             f"logfile {self.log_path.resolve()}",
             f"sentinel monitor {self.service} 127.0.0.1 {self.master.port} 1",
-            f"sentinel down-after-milliseconds {self.service} 5000",
+            f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}",
         ]
         if self.password:
             lines.append(f"requirepass {self.password}")
