@@ -70,8 +70,9 @@ def test_a_server_that_stops_answering_times_out(url: str) -> None:
     kwargs = client_for(url).connection_pool.connection_kwargs
     assert (kwargs["socket_timeout"], kwargs["socket_keepalive"]) == (REPLY_TIMEOUT, True)
     sep = "&" if "?" in url else "?"
-    longer = client_for(f"{url}{sep}socket_timeout=30").connection_pool.connection_kwargs
-    assert longer["socket_timeout"] == 30
+    longer = client_for(f"{url}{sep}socket_timeout=30&socket_connect_timeout=2"
+                        ).connection_pool.connection_kwargs
+    assert (longer["socket_timeout"], longer["socket_connect_timeout"]) == (30, 2)
 
 
 @pytest.mark.parametrize("url, kind", [
