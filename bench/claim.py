@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import struct
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis  # noqa: E402
 
-from cronsvc.fires import job_of  # noqa: E402
+from cronsvc.fires import fire_id, job_of  # noqa: E402
 from cronsvc.keys import Keys  # noqa: E402
 from cronsvc.process.redis_server import RedisServer  # noqa: E402
+from cronsvc.ran import PERIOD_MS, period_of  # noqa: E402
 from cronsvc.store.scripts import (  # noqa: E402
     UNHELD_MS,
     Scripts,
@@ -149,6 +152,32 @@ def ack_cost(r: redis.Redis, s: Scripts, fires: int = 20_000, jobs: int = 1000,
             reply = r.evalsha(digest, len(keys), *keys, *args)
             took[with_record].append((time.perf_counter() - t0) * 1e6 / len(reply))
     return statistics.median(took[True]), statistics.median(took[False])
+
+
+def backfill_cost(r: redis.Redis, s: Scripts, calls: int = 200) -> tuple[float, float, float]:
+    """Server-blocking time of one backfill check (lua/backfill-6+.lua) against a record of
+    runs holding a whole period of a minutely job (17,896 entries, 70 KB), in ms, medians
+    of ``calls``: asked about 1 fire, as a backfill feeding one at a time does per fire,
+    and about 1,000 (a plan); and, the reference, a GET of the same record string. The
+    fires asked about are not in it, the longest search."""
+    r.flushall()
+    period = period_of(server_ms(r))
+    start = period * PERIOD_MS
+    dues = list(range(start, start + PERIOD_MS, 60_000))
+    r.set(K.ran("m", period), b"".join(struct.pack(">I", d - start) for d in dues[:-1000]))
+    asked = [fire_id("m", d) for d in dues[-1000:]]
+
+    def median_ms(call: Callable[[], object]) -> float:
+        took = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            call()
+            took.append((time.perf_counter() - t0) * 1000)
+        return statistics.median(took)
+
+    return (median_ms(lambda: s.backfill(K, "m", "m", asked[-1:], queue=False)),
+            median_ms(lambda: s.backfill(K, "m", "m", asked, queue=False)),
+            median_ms(lambda: r.execute_command("GET", K.ran("m", period), NEVER_DECODE=True)))
 
 
 def memory_per_fire(r: redis.Redis, s: Scripts, fires: int, jobs: int) -> float:

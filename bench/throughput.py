@@ -19,7 +19,7 @@ import time
 import redis
 
 from bench import common
-from bench.claim import ack_cost, ceiling, prepare
+from bench.claim import ack_cost, backfill_cost, ceiling, prepare
 from bench.common import Figure, K, Section
 from cronsvc.store.scripts import Scripts
 from tests.support.wait import wait_for
@@ -74,6 +74,7 @@ def measure(fires: int = 100_000) -> Section:
             queued = [str(fid) for fid in r.zrange(K.queue, 0, -1)]
             ceilings[with_ack] = ceiling(r, s, queued, CONCURRENCY, with_ack)
         with_record, without = ack_cost(r, s)
+        one, plan, get = backfill_cost(r, s)
     share = per_second / ceilings[False]
     section.figures.append(Figure(
         "dispatch throughput", f"{common.rate(per_second)} fires/s",
@@ -86,6 +87,10 @@ def measure(fires: int = 100_000) -> Section:
         "ack time per fire (a call of 100, round trip)", f"{with_record:.1f} µs",
         reference=f"{without:.1f} µs without the record of runs ({with_record - without:+.1f} "
                   "µs: one APPEND per fire); medians of 600 ack calls each, alternating"))
+    section.figures.append(Figure(
+        "backfill check of 1 fire against a minutely job's 70 KB record period",
+        f"{one:.2f} ms", reference=f"GET of that record: {get:.2f} ms; 1,000 fires at once: "
+                                   f"{plan:.2f} ms; medians of 200 calls"))
     *workers, redis_cpu = cpu.per_process
     section.notes.append(
         f"{fires:,} fires of {JOBS:,} jobs queued due, then {WORKERS} workers --concurrency "

@@ -44,7 +44,7 @@ def ran_entry(keys: Keys, fid: str) -> tuple[str, bytes] | None:
     if tag is not None or (bang is not None and bang.startswith(HOST_MARK)):
         return None
     owner = job if bang is None else "!" + bang
-    return keys.ran(owner, due >> PERIOD_BITS), _OFFSET.pack(due & (PERIOD_MS - 1))
+    return keys.ran(owner, period_of(due)), _OFFSET.pack(due & (PERIOD_MS - 1))
 
 
 def decode(blob: bytes | None, period: int) -> set[int]:

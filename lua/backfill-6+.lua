@@ -25,13 +25,20 @@
 -- @include ran.lua
 local queue_them = ARGV[2] == '1'
 local period = tonumber(ARGV[5])
-local ran = {}
+local asks = {}  -- period number -> fires due in it
+for i = 6, #ARGV do
+  local p = math.floor(due_of(ARGV[i]) / period)
+  asks[p] = (asks[p] or 0) + 1
+end
+local ran = {}  -- period number -> its record's test
 for i = 7, #KEYS do
-  for due in pairs(ran_dues(KEYS[i], period)) do ran[due] = true end
+  local p = tonumber(string.match(KEYS[i], ':(%d+)$'))
+  ran[p] = ran_test(KEYS[i], p * period, asks[p] or 0)
 end
 local out, queued, first = {}, 0, nil
 for i = 6, #ARGV do
   local fid = ARGV[i]
+  local due = due_of(fid)
   local state
   if redis.call('ZSCORE', KEYS[1], fid) then
     state = 'queued already'
@@ -39,7 +46,7 @@ for i = 6, #ARGV do
     state = 'in flight'
   elseif redis.call('ZSCORE', KEYS[3], fid) then
     state = 'dead'
-  elseif ran[due_of(fid)] then
+  elseif ran[math.floor(due / period)](due) then
     state = 'ran'
   elseif queue_them then
     redis.call('ZADD', KEYS[1], due_s_of(fid), fid)

@@ -245,8 +245,8 @@ class BackfillOps:
         states = self.scripts.backfill(t.keys, t.owner, t.job, fires, queue=False)
         out = [BackfillFire(f, _due(f), "not run" if s == "to run" else s, queued=True)
                for f, s in zip(fires, states, strict=True)]
-        for f in out:
-            if progress is not None:
+        if progress is not None:
+            for f in out:
                 progress(f)
         return out
 

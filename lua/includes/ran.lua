@@ -4,11 +4,15 @@
 --   record_ran(key, entry, fid, period, reach)  fid ran: append its entry (4 bytes, from
 --                       cronsvc/ran.py; '' for a fire that is not recorded) to its record
 --                       string `key`, whose expiry the first entry sets
---   ran_dues(key, period)  the set (due ms -> true) a record string holds; its period is
---                       the number the key name ends with
-local record_ran, ran_dues
+--   ran_test(key, start, asks)  a function: whether the record string `key`, of the period
+--                       starting at `start` ms, holds a due time; `asks`, how many it will
+--                       be asked about: a few are looked up in the string (a period of a
+--                       minutely job is 70 KB, too much to decode per fire fed), many from
+--                       a set of all of them built once
+local record_ran, ran_test
 do
-  local match, unpack4 = string.match, struct.unpack
+  local match, find, pack4, unpack4 = string.match, string.find, struct.pack, struct.unpack
+  local FEW = 16
   function record_ran(key, entry, fid, period, reach)
     if entry == '' then return end
     if redis.call('APPEND', key, entry) == 4 then
@@ -16,12 +20,21 @@ do
       redis.call('PEXPIREAT', key, string.format('%d', due - due % period + period + reach))
     end
   end
-  function ran_dues(key, period)
-    local dues = {}
+  function ran_test(key, start, asks)
     local blob = redis.call('GET', key)
-    if not blob then return dues end
-    local start = tonumber(match(key, ':(%d+)$')) * period
-    for i = 1, #blob - 3, 4 do dues[start + unpack4('>I4', blob, i)] = true end
-    return dues
+    if not blob then return function() return false end end
+    if asks > FEW then
+      local dues = {}
+      for i = 1, #blob - 3, 4 do dues[start + unpack4('>I4', blob, i)] = true end
+      return function(due) return dues[due] == true end
+    end
+    return function(due)
+      local entry, from = pack4('>I4', due - start), 1
+      while true do
+        local at = find(blob, entry, from, true)
+        if not at or at % 4 == 1 then return at ~= nil end
+        from = at + 1  -- the bytes matched across two entries
+      end
+    end
   end
 end

@@ -117,3 +117,17 @@ def test_a_backfilled_fire_waits_for_a_run_in_its_way(s: Scripts, r: redis.Redis
         assert r.zscore(K.queue, old) is not None and not r.hexists(K.cancels, running.fire_id)
         s.ack(K, running.fire_id, running.token, "a", {"status": "ok"})
         assert [c.fire_id for c in s.claim(K, "w", batch=1, now_ms=T0 + 12 * MIN).claimed] == [old]
+
+
+@pytest.mark.parametrize("others", [0, 40], ids=["few fires: the string searched",
+                                                 "many: a set built"])
+def test_the_record_is_read_entry_by_entry(s: Scripts, redis_url: str, others: int) -> None:
+    # Entries 00000001 and 02000000 hold the bytes 00 01 02 00 across their boundary: the
+    # entry of a fire that did not run, which must not be taken for one that did.
+    start = period_of(T0) * PERIOD_MS
+    with redis.Redis.from_url(redis_url) as raw:
+        raw.set(K.ran("a", period_of(T0)), bytes.fromhex("0000000102000000"))
+    fires = [fire_id("a", start + d) for d in (1, 0x00010200, 0x02000000)]
+    fires += [fire_id("a", start + 60_000 * (n + 1)) for n in range(others)]
+    assert s.backfill(K, "a", "a", fires, queue=False) == (
+        ["ran", "to run", "ran"] + ["to run"] * others)
