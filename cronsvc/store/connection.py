@@ -192,7 +192,10 @@ def _sentinel_target(parts: Any, query: dict[str, str], tls: bool) -> Target:
             sentinel_kwargs[name.removeprefix("sentinel_")] = value
             continue
         parser = cast("Callable[[str], Any] | None", URL_QUERY_ARGUMENT_PARSERS.get(name))
-        kwargs[name] = parser(value) if parser else value
+        try:
+            kwargs[name] = parser(value) if parser else value
+        except ValueError:  # the words redis-py uses for the same slip in a plain URL
+            raise ValueError(f"Invalid value for {name!r} in connection URL.") from None
     if tls:
         kwargs["ssl"] = True
         # The sentinels of a TLS deployment speak TLS with the same certificates.

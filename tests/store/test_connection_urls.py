@@ -118,6 +118,8 @@ def test_sentinel_url_parts() -> None:
     ("redis://h:6379/0?db=-2", "db='-2' is not a database number"),
     ("unix:///run/redis.sock?db=abc", "db='abc' is not a database number"),
     ("redis+sentinel://s1:26379/svc/x", "'x' after the service name is not a database number"),
+    ("redis+sentinel://s1:26379/svc?socket_timeout=abc",
+     "Invalid value for 'socket_timeout' in connection URL."),
 ])
 def test_bad_urls_are_reported_before_connecting(url: str, problem: str) -> None:
     with pytest.raises(ValueError) as err:
