@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from cronsvc.clock import redis_ms
 from cronsvc.schedule.expand import Spec
+from cronsvc.store.faults import describe
 from cronsvc.store.replies import json_object, text
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class FleetCollector:
                 families = self._collect()
                 ok = 1
             except redis.RedisError as exc:
-                log.warning("metrics: cannot read the fleet state: %s", exc)
+                log.warning("metrics: cannot read the fleet state: %s", describe(exc))
                 families, ok = [], 0
         yield GaugeMetricFamily("cronsvc_redis_up", "1 if this scrape could read Redis.", ok)
         yield from families

@@ -62,6 +62,18 @@ def reply_code(exc: BaseException) -> str | None:
     return first.group(1) if first else None
 
 
+def describe(exc: BaseException) -> str:
+    """One line for a log or a status: the message, led by the reply's code where the
+    message lacks it. redis-py 8 takes the code off the replies it turns into classes, so
+    an OOM reply reads ``command not allowed when used memory > 'maxmemory'.``: a log of
+    that alone does not say which fault it was."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    code = reply_code(exc)
+    if code is None or re.search(rf"\b{code}\b", text):
+        return text
+    return f"{code} {text}"
+
+
 def is_outage(exc: BaseException) -> bool:
     """True for errors that pass: Redis unreachable, or an error reply meaning "not now"."""
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError | RedisClusterException):
@@ -90,7 +102,7 @@ class ErrorLog:
     def note(self, exc: BaseException) -> str:
         """Record ``exc``; its code (``OOM``..., or the class name without a reply)."""
         code = reply_code(exc) or type(exc).__name__
-        seen = SeenError(code, " ".join(str(exc).split())[:300], self.clock.now_ms())
+        seen = SeenError(code, describe(exc)[:300], self.clock.now_ms())
         with self._lock:
             self.last = seen
             self.counts[code] = self.counts.get(code, 0) + 1

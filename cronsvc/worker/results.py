@@ -22,7 +22,7 @@ from cronsvc.keys import Keys, keys_for
 from cronsvc.policy import Policy
 from cronsvc.process.logs import batched_lines
 from cronsvc.run.executor import Outcome
-from cronsvc.store.faults import REDIS_ERRORS, is_outage
+from cronsvc.store.faults import REDIS_ERRORS, describe, is_outage
 from cronsvc.store.scripts import Claim
 from cronsvc.worker.records import (
     drop_record,
@@ -126,7 +126,8 @@ class Results:
                     n.keys, n.job, n.record, w.history_cap))
             except REDIS_ERRORS as exc:
                 w.noted(exc)
-                log.error("%s: history line not recorded: %s", note.record.get("fire"), exc)
+                log.error("%s: history line not recorded: %s", note.record.get("fire"),
+                          describe(exc))
 
     def _record_batch(self, batch: list[tuple[Running, Outcome]]) -> None:
         acks: Acks = {}
@@ -136,7 +137,7 @@ class Results:
             except REDIS_ERRORS as exc:
                 self.w.noted(exc)
                 log.error("%s: result not recorded, the fire will run again: %s",
-                          run.claim.fire_id, exc)
+                          run.claim.fire_id, describe(exc))
             except Exception:  # the worker must survive a result it cannot record
                 log.exception("result of %s not recorded", run.claim.fire_id)
         for keys, items in acks.items():
@@ -192,7 +193,7 @@ class Results:
         except REDIS_ERRORS as exc:
             w.noted(exc)
             log.error("%d result(s) not recorded, their fires will run again: %s",
-                      len(items), exc)
+                      len(items), describe(exc))
             return
         if any(bounded(run.job) for run, _, _ in items):
             w.wake()  # a slot is free: a fire waiting for it starts now, not at the next look
@@ -225,7 +226,7 @@ class Results:
                 if not is_outage(exc) or w.hard_stopped.is_set() or monotonic() > deadline:
                     raise
                 w.noted(exc)
-                log.warning("cannot record a result yet, retrying: %s", exc)
+                log.warning("cannot record a result yet, retrying: %s", describe(exc))
                 w.hard_stopped.wait(pause)
                 # Soon after Redis is back, well within a lease: until it is recorded,
                 # the result holds the fire only as long as heartbeats renew its lease.
