@@ -1,9 +1,15 @@
 """A worker's leases: renewed while its runs go on, and runs stopped before a lease lapses.
 
-Two threads. The lease thread renews every held lease a third of a lease apart; the
+Two threads. The lease thread renews every held lease a third of a lease apart, and
+after a renewal that failed tries again every :data:`RETRY_S` until one succeeds; the
 fence thread never waits on Redis and stops a run one margin before its watchdog would
 kill it, so a run whose lease may lapse (another worker may take the fire over then)
 ends in time even while a renewal hangs on a lost connection.
+
+A Redis fault (down, OOM, READONLY) therefore costs a run nothing when it ends before the
+fence: ``lease - 2 * margin`` after the last renewal that succeeded. The last one was at
+most a period before the fault began, so every fault shorter than :func:`ridden_out`
+is ridden out, wherever it falls.
 """
 
 from __future__ import annotations
@@ -12,10 +18,26 @@ import logging
 
 from cronsvc.clock import monotonic
 from cronsvc.history import Cancel
-from cronsvc.store.faults import REDIS_ERRORS
+from cronsvc.run.watchdog import margin
+from cronsvc.store.faults import REDIS_ERRORS, describe
 from cronsvc.worker.running import Holder, Running, by_shard
 
 log = logging.getLogger("cronsvc.worker")
+
+#: Seconds between renewals after one failed: a short fault must not wait out a period.
+RETRY_S = 0.25
+
+
+def period(lease_s: float) -> float:
+    """Seconds between renewals while they succeed."""
+    return max(lease_s / 3, 0.05)
+
+
+def ridden_out(lease_s: float) -> float:
+    """The longest Redis fault every run of a worker with this lease rides out: the fence
+    stops a run ``lease - 2 * margin`` after its last good renewal, which may have been a
+    period before the fault, and the first renewal after it may come a retry later."""
+    return lease_s - 2 * margin(lease_s) - period(lease_s) - RETRY_S
 
 
 class Leases:
@@ -32,8 +54,9 @@ class Leases:
     # -- renewing ---------------------------------------------------------------
     def renew_loop(self) -> None:
         w = self.w
-        period = max(w.lease_ms / 3000, 0.05)
-        while not w.hard_stopped.wait(period):
+        every = period(w.lease_ms / 1000)
+        failed = 0  # renewals failed in a row
+        while not w.hard_stopped.wait(RETRY_S if failed else every):
             if w.stopping.is_set() and not w.running():
                 return
             try:
@@ -41,7 +64,14 @@ class Leases:
             except REDIS_ERRORS as exc:
                 # Runs go on; a lease that cannot be renewed in time is fenced off.
                 w.noted(exc)
-                log.warning("lease renewal failed: %s", exc)
+                if not failed:
+                    log.warning("lease renewal failed, trying again every %.2fs: %s",
+                                RETRY_S, describe(exc))
+                failed += 1
+                continue
+            if failed:
+                log.info("leases renewed again after %d failed tries", failed)
+            failed = 0
 
     def renew_once(self) -> None:
         """Renew every lease this worker holds; stop the runs whose fire is not theirs."""
@@ -76,7 +106,7 @@ class Leases:
         except REDIS_ERRORS as exc:
             w.noted(exc)
             held = 0
-            reason = f"cannot renew its lease: {exc}"
+            reason = f"cannot renew its lease: {describe(exc)}"
         else:
             reason = "its lease was taken over before it started"
         if held == 2 and not run.cancel.is_set():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -24,9 +25,11 @@ from cronsvc.clock import FixedClock
 from cronsvc.config.models import Config, parse_config
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer, free_port
+from cronsvc.run.watchdog import margin
 from cronsvc.store.connection import connect
-from cronsvc.store.faults import ErrorLog, is_outage, reply_code
+from cronsvc.store.faults import ErrorLog, describe, is_outage, reply_code
 from cronsvc.store.scripts import Scripts, load_sources
+from cronsvc.worker.leases import RETRY_S, period
 from cronsvc.worker.worker import Worker
 from tests.support.fleet import Fleet, history
 from tests.support.jobs import read_ledger
@@ -141,6 +144,19 @@ def test_reply_code_and_is_outage_of_real_replies(
         replies: dict[str, BaseException], cause: str, code: str | None, outage: bool) -> None:
     exc = replies[cause]
     assert (reply_code(exc), is_outage(exc)) == (code, outage), repr(exc)
+
+
+@pytest.mark.parametrize("cause", ["OOM of a command", "OOM in a script", "READONLY of a command",
+                                   "READONLY in a script", "unknown script", "BUSY",
+                                   "wrong type", "wrong type in a script"])
+def test_a_described_error_reply_names_its_code_whatever_redis_py_leaves_in_the_message(
+        replies: dict[str, BaseException], cause: str) -> None:
+    # redis-py 8 raises OutOfMemoryError('command not allowed ...'): the code is the class's.
+    exc = replies[cause]
+    code = reply_code(exc)
+    assert code is not None and re.search(rf"(^|[\s:-]){code}\b", describe(exc)), (
+        repr(exc), describe(exc))
+    assert " ".join(str(exc).split()) in describe(exc)
 
 
 def test_error_log_keeps_the_last_error_and_counts_codes(
@@ -351,3 +367,46 @@ def test_a_reclaim_is_logged_and_kept_as_an_attempt_of_its_own(
         (1, "lost", "worker-a", "lease lost: worker worker-a"), (2, "ok", "worker-b", None)]
     assert [(e["attempt"], e["worker"]) for e in starts(f, "slow")] == [
         (1, "worker-a"), (2, "worker-b")]
+
+
+@pytest.mark.slow
+def test_a_fault_that_ends_before_the_fence_costs_the_run_nothing(
+        tmp_path: Path, fresh_server: Callable[..., RedisServer]) -> None:
+    """A write spell that covers two renewals a period apart but ends before the fence: the
+    renewals tried again soon after the first failed one renew the lease in time, and the run
+    goes on as the fire's only attempt (a renewal only every period fenced it off)."""
+    lease = 9.0  # renewed every 3 s; the fence stops a run 7 s after its last renewal
+    spell = 2 * period(lease) + 0.2  # the renewals at +3 s and +6 s both fail
+    fence = lease - 2 * margin(lease)
+    assert spell + RETRY_S < fence - 0.4  # what the retries leave over, for a busy machine
+    server = fresh_server()
+    r = redis.Redis.from_url(server.url, decode_responses=True)
+    f = Fleet(tmp_path, server.url, {})
+    try:
+        f.write({"slow": f.call_job("0 0 1 1 *", func="block")})
+        f.worker("worker-a", "--lease", f"{lease:g}")
+        fid = f.trigger("slow")
+        wait_for(lambda: starts(f, "slow"), message="the run to start")
+        # The spell begins as a renewal lands: the lease then has the most time left.
+        first = wait_for(lambda: r.zscore(K.working, fid), message="the fire's lease")
+        renewed = wait_for(lambda: (s := r.zscore(K.working, fid)) and s > first and s,
+                           timeout=2 * lease, message="a renewal")
+        r.config_set("maxmemory", 1)
+        try:
+            until = renewed - lease * 1000 + spell * 1000  # the renewal was sent at score-lease
+            wait_for(lambda: server_ms(r) >= until, timeout=2 * lease, interval=0.01,
+                     message="the spell to last its while")
+        finally:
+            r.config_set("maxmemory", 0)
+        wait_for(lambda: (r.zscore(K.working, fid) or 0) > renewed, timeout=lease,
+                 message="the lease to be renewed after the spell")
+        Path(f.release).touch()
+        wait_for(lambda: history(r, "slow"), message="the run's result")
+    finally:
+        f.stop_all()
+        r.close()
+    log = f.log("worker-a")
+    assert "lease renewal failed" in log and "OOM" in log, log
+    assert "stopping run" not in log, log
+    assert [(e["fire"], e["attempt"]) for e in starts(f, "slow")] == [(fid, 1)], log
+    assert [(h["status"], h["attempt"]) for h in history(r, "slow")] == [("ok", 1)], log
