@@ -54,6 +54,11 @@ class UnknownFire(ScriptError):
     """The fire id is not queued, in flight or dead."""
 
 
+class Unreadable(CronsvcError):
+    """An entry read back from Redis is not what its key holds (written there by hand or
+    by another program): the message names the key and the entry."""
+
+
 class BadTime(CronsvcError, ValueError):
     """A time given for a one-off run is not one (naive) or is out of range (a
     ValueError too, for callers that catch that)."""

@@ -18,7 +18,12 @@ import secrets
 from cronsvc.errors import BadArgument
 
 _B32 = "abcdefghijklmnopqrstuvwxyz234567"
-_FIRE = re.compile(r"^(.+?)@(\d+)(?:#(.+)|!(.+))?$")
+#: The grammar of a fire id (``well_formed`` in lua/includes/fires.lua is the same): a job
+#: name, ``@``, the due time in at most 15 digits (ms until the year 33658), then nothing,
+#: ``#`` and a tag, or ``!`` and a schedule id; then, for one host's run, ``!@`` and a host.
+FIRE_ID = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*)@(\d{1,15})"
+                     r"(?:#([A-Za-z0-9_.-]+)|!([A-Za-z0-9][A-Za-z0-9_.:/-]*))?"
+                     r"(?:!@([A-Za-z0-9_.-]+))?")
 TAG_KINDS = {"trigger": "t", "at": "a", "chain": "c"}
 #: What follows ``!`` in the id of one host's run of an each-host fire, before the host.
 HOST_MARK = "@"
@@ -37,10 +42,15 @@ def fire_id(job: str, due_ms: int, tag: str | None = None, *,
 def parse_fire(fid: str) -> tuple[str, int, str | None]:
     """``(job, due_ms, tag or None)`` of a fire id; BadArgument (a ValueError) if it is
     not one."""
-    m = _FIRE.match(fid)
+    m = FIRE_ID.fullmatch(fid)
     if m is None:
         raise BadArgument(f"not a fire id: {fid!r} (expected <job>@<due_ms>[#<tag>])")
     return m.group(1), int(m.group(2)), m.group(3)
+
+
+def is_fire_id(text: str) -> bool:
+    """Whether ``text`` is a fire id (what Redis holds may not be)."""
+    return FIRE_ID.fullmatch(text) is not None
 
 
 def split_fire(fid: str) -> tuple[str, int, str | None, str | None]:
@@ -61,9 +71,8 @@ def schedule_of(fid: str) -> str | None:
     host's run)."""
     if "!" not in fid:  # every fire a worker runs asks: most are not a schedule's
         return None
-    m = _FIRE.match(fid)
-    sid = m.group(4) if m else None
-    return sid if sid and not sid.startswith(HOST_MARK) else None
+    m = FIRE_ID.fullmatch(fid)
+    return m.group(4) if m else None
 
 
 def host_fire(fid: str, host: str) -> str:

@@ -119,6 +119,13 @@ class Keys:
         return self._k("cron:dead")
 
     @property
+    def malformed(self) -> str:
+        """list: entries read back from this shard that were not what their key holds (a
+        queue member that is not a fire id), set aside by whoever found them: JSON lines
+        (cronsvc/malformed.py), newest first, capped."""
+        return self._k("cron:malformed")
+
+    @property
     def events(self) -> str:
         """list: capped log of every decision scripts take (JSON lines, newest first)."""
         return self._k("cron:events")

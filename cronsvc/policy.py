@@ -87,6 +87,13 @@ class Policy:
                          "" if self.pool == DEFAULT_POOL else self.pool,
                          self.then)).rstrip("|")
 
+    @staticmethod
+    def is_line(line: str) -> bool:
+        """Whether ``line`` is a policy line as the claim script reads one: at least its
+        first six fields (a line written by hand may be anything; the claim then takes its
+        job for removed)."""
+        return line.count("|") >= 5
+
     @classmethod
     def parse(cls, line: str) -> Policy:
         """A published line; missing or malformed fields read as their defaults."""

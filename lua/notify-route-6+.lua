@@ -10,9 +10,10 @@
 -- ARGV[1]   now_ms, or '' for the server clock
 -- ARGV[2]   notifier id
 -- ARGV[3]   outbox entries routed (removed from the oldest end of KEYS[5])
--- ARGV[4..] a: outbox entries set aside, then a lines of KEYS[6] (cronsvc/malformed.py);
---           then n: episodes changed, then n pairs: field, JSON ('' deletes it); then per
---           message: delivery id, JSON (one already queued or sent is skipped)
+-- ARGV[4]   a: outbox entries set aside
+-- ARGV[5..] a lines of KEYS[6] (cronsvc/malformed.py); then n: episodes changed, then n
+--           pairs: field, JSON ('' deletes it); then per message: delivery id, JSON (one
+--           already queued or sent is skipped)
 -- Returns the number of messages queued, or error NOT_LEADER when ARGV[2] lost the lease.
 -- @include now.lua
 -- @include malformed.lua

@@ -24,7 +24,8 @@ end
 local job = schedule_policy(line)
 redis.call('HDEL', KEYS[1], sid)
 redis.call('ZREM', KEYS[2], sid)
-if redis.call('HINCRBY', KEYS[3], job, -1) <= 0 then redis.call('HDEL', KEYS[3], job) end
+-- A line that is not a stored schedule (written by hand) was never counted.
+if job and redis.call('HINCRBY', KEYS[3], job, -1) <= 0 then redis.call('HDEL', KEYS[3], job) end
 for i = 5, #ARGV, 2000 do
   redis.call('ZREM', KEYS[4], unpack(ARGV, i, math.min(i + 1999, #ARGV)))
 end

@@ -18,7 +18,7 @@ for _ = 1, tonumber(ARGV[1]) do
   local line = redis.call('HGET', KEYS[1], sid)
   local current = redis.call('ZSCORE', KEYS[2], sid)
   if not line or schedule_rev(line) ~= rev or not current
-      or tonumber(current) ~= tonumber(mark) then
+      or tonumber(current) ~= tonumber(mark) or not schedule_policy(line) then
     skipped[#skipped + 1] = sid
   else
     local job = schedule_policy(line)

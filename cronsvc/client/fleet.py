@@ -21,6 +21,7 @@ from cronsvc.client.views import (
     InFlight,
     JobInfo,
     JobQueue,
+    Listing,
     Member,
     PoolView,
     QueuedFire,
@@ -32,18 +33,20 @@ from cronsvc.client.views import (
     member,
     newest_first,
     queued,
+    records,
     score_ms,
     spec_of,
 )
 from cronsvc.clock import ms_to_dt, redis_ms
-from cronsvc.errors import UnknownJob, did_you_mean
-from cronsvc.fires import job_of, kind_of, parse_fire, placed_by
+from cronsvc.errors import ScheduleError, UnknownJob, did_you_mean
+from cronsvc.fires import is_fire_id, job_of, kind_of, parse_fire, placed_by
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
+from cronsvc.malformed import SetAside, named, parse
 from cronsvc.notify.notifier import pending
 from cronsvc.policy import Policy
 from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
 from cronsvc.schedule.expand import Fire, next_fires, upcoming
-from cronsvc.store.replies import integer, opt_text, text
+from cronsvc.store.replies import integer, json_object, opt_text, text
 from cronsvc.store.scripts import UNHELD_MS
 
 __all__ = ["FleetReader"]
@@ -144,7 +147,8 @@ class FleetReader:
         return [k.history(job) for k in self._shards()]
 
     def histories(self, jobs: list[str], count: int) -> list[list[str]]:
-        """Per job, its newest ``count`` history lines (raw JSON), newest first."""
+        """Per job, its newest ``count`` history lines (raw JSON, as Redis holds them: any
+        may not be a record), newest first."""
         pipe = self.redis.pipeline(transaction=False)
         for job in jobs:
             for key in self._history_keys(job):
@@ -183,11 +187,11 @@ class FleetReader:
             "" if known else "; no job is published (is a planner running?)")
         return UnknownJob(f"unknown job {job!r}{extra}{hint}")
 
-    def jobs(self) -> list[JobInfo]:
+    def jobs(self) -> Listing[JobInfo]:
         """Every published job with its schedule, next fire, last run and pause, by name."""
         return self.jobs_named(self.published_jobs())
 
-    def jobs_named(self, names: Sequence[str]) -> list[JobInfo]:
+    def jobs_named(self, names: Sequence[str]) -> Listing[JobInfo]:
         """The published jobs among ``names``, in that order: what a page of a long list
         reads (a few round trips per shard, whatever the number of jobs)."""
         now = self.server_ms()
@@ -204,9 +208,19 @@ class FleetReader:
                 if line is not None:
                     found[name] = (text(line), opt_text(spec), opt_text(pause))
         listed = [n for n in names if n in found]
-        return [job_info(name, *found[name], records, now)
-                for name, records in zip(listed, self.histories(listed, LAST_RUN_SCAN),
-                                         strict=True)]
+        jobs: Listing[JobInfo] = Listing()
+        for name, lines in zip(listed, self.histories(listed, LAST_RUN_SCAN), strict=True):
+            keys = self.keys(name)
+            line, spec, _ = found[name]
+            if not Policy.is_line(line):
+                jobs.unreadable.append(named(keys.jobs, name, "not a policy line"))
+                continue
+            try:
+                jobs.append(job_info(name, *found[name], records(keys.history(name), lines,
+                                                                 jobs.unreadable), now))
+            except (ValueError, TypeError, AttributeError, ScheduleError) as exc:
+                jobs.unreadable.append(named(keys.specs, name, f"{spec!r}: {exc}"))
+        return jobs
 
     def job(self, job: str) -> JobInfo:
         """One published job (UnknownJob with close names if there is none)."""
@@ -228,7 +242,7 @@ class FleetReader:
             return []
         return upcoming(spec, ms_to_dt(self.server_ms()), count)
 
-    def history(self, job: str, count: int = 20) -> list[dict[str, Any]]:
+    def history(self, job: str, count: int = 20) -> Listing[dict[str, Any]]:
         """The newest ``count`` history records of ``job``, newest first.
 
         A job removed from the file keeps its history until it expires by cap;
@@ -237,14 +251,17 @@ class FleetReader:
         raw = self.histories([job], count)[0]
         if not raw and not self.redis.hexists(self.keys(job).jobs, job):
             raise self._unknown_job(job)
-        return [json.loads(r) for r in raw]
+        unreadable: list[str] = []
+        found = records(self.keys(job).history(job), raw, unreadable)
+        return Listing(found, unreadable)
 
     def zones(self) -> dict[str, str]:
         """Job -> time zone of every published job (times in tables are local to it)."""
         found: dict[str, str] = {}
         for keys in self._shards():
             for name, spec in self._hash(keys.specs).items():
-                found[name] = json.loads(spec).get("timezone") or "UTC"
+                zone = (json_object(spec) or {}).get("timezone")
+                found[name] = zone if isinstance(zone, str) else "UTC"
         return found
 
     def _scored(self, key: str) -> list[tuple[str, float]]:
@@ -272,13 +289,14 @@ class FleetReader:
         for key in self._history_keys(job):
             pipe.lrange(key, 0, -1)
         queued, lease, dead, claim, *histories = pipe.execute()
-        attempts = sorted((r for records in histories for r in map(json.loads, map(text, records))
-                           if r.get("fire") == fid),
-                          key=lambda r: (r.get("attempt") or 0, r.get("started") or 0))
+        lines = [text(raw) for one in histories for raw in one]
+        attempts = sorted(
+            (r for r in records(keys.history(job), lines, []) if r.get("fire") == fid),
+            key=lambda r: (integer(r.get("attempt")) or 0, integer(r.get("started")) or 0))
         held = {"queued": queued, "running": lease, "dead": dead}
         state = next((name for name, score in held.items() if score is not None),
                      "done" if attempts else "unknown")
-        holder = json.loads(text(claim)).get("worker") if claim and lease is not None else None
+        holder = (json_object(claim) or {}).get("worker") if lease is not None else None
         return FireView(fid, job, kind_of(fid), due, state, attempts, holder,
                         score_ms(lease) if lease is not None else None)
 
@@ -301,6 +319,8 @@ class FleetReader:
             dead = dead_of[0] if dead_of else []
             cut = cut or size > scan
             for fid, score in queued:
+                if not is_fire_id(text(fid)):  # left for the claim to set aside
+                    continue
                 job, at = job_of(text(fid)), score_ms(score)
                 row = counts.setdefault(job, [0, 0, 0, 0])
                 row[0 if at <= now else 1] += 1
@@ -308,7 +328,8 @@ class FleetReader:
                     oldest[job] = min(oldest.get(job, at), at)
             for i, fires in ((2, working), (3, dead)):
                 for fid in fires:
-                    counts.setdefault(job_of(text(fid)), [0, 0, 0, 0])[i] += 1
+                    if is_fire_id(text(fid)):
+                        counts.setdefault(job_of(text(fid)), [0, 0, 0, 0])[i] += 1
         return [JobQueue(job, due, ahead, held, died, oldest.get(job))
                 for job, (due, ahead, held, died) in sorted(counts.items())], cut
 
@@ -320,6 +341,7 @@ class FleetReader:
         due: list[QueuedFire] = []
         ahead: list[QueuedFire] = []
         held: list[InFlight] = []
+        unreadable: list[str] = []
         due_count = ahead_count = 0
         oldest: int | None = None
         served = self.served_pools(now)
@@ -337,43 +359,59 @@ class FleetReader:
             if due_raw:
                 first = score_ms(due_raw[0][1])
                 oldest = first if oldest is None else min(oldest, first)
-            listed = [text(f) for f, _ in due_raw + ahead_raw]
+            due_raw = self._fires(keys.queue, due_raw, unreadable)
+            ahead_raw = self._fires(keys.queue, ahead_raw, unreadable)
+            listed = [f for f, _ in due_raw + ahead_raw]
             used = self.redis.hmget(keys.attempts, listed) if listed else []
             tries = {f: opt_text(n) for f, n in zip(listed, used, strict=True)}
             on = keys.pool in served
-            due += [queued(text(f), s, tries[text(f)], keys.pool, on) for f, s in due_raw]
-            ahead += [queued(text(f), s, tries[text(f)], keys.pool, on) for f, s in ahead_raw]
-            held += self._in_flight(keys, working)
+            due += [queued(f, s, tries[f], keys.pool, on) for f, s in due_raw]
+            ahead += [queued(f, s, tries[f], keys.pool, on) for f, s in ahead_raw]
+            held += self._in_flight(keys, self._fires(keys.working, working, unreadable))
         return QueueView(
             now_ms=now, due_count=due_count, ahead_count=ahead_count, oldest_due_ms=oldest,
             due=sorted(due, key=lambda q: q.at_ms)[:limit],
             ahead=sorted(ahead, key=lambda q: q.at_ms)[:limit],
-            in_flight=sorted(held, key=lambda f: f.lease_until_ms),
+            in_flight=sorted(held, key=lambda f: f.lease_until_ms), unreadable=unreadable,
         )
 
-    def _in_flight(self, keys: Keys, working: Iterable[tuple[Any, float]]) -> list[InFlight]:
-        pairs = [(text(f), s) for f, s in working]
+    @staticmethod
+    def _fires(key: str, scored: Iterable[tuple[Any, float]], unreadable: list[str]
+               ) -> list[tuple[str, float]]:
+        """The members of a queue or working set that are fire ids; the others named (the
+        next claim sets them aside)."""
+        found = []
+        for raw, score in scored:
+            fid = text(raw)
+            if is_fire_id(fid):
+                found.append((fid, score))
+            else:
+                unreadable.append(named(key, fid, "not a fire id"))
+        return found
+
+    def _in_flight(self, keys: Keys, working: Iterable[tuple[str, float]]) -> list[InFlight]:
+        pairs = list(working)
         if not pairs:
             return []
         claims = self.redis.hmget(keys.claims, [f for f, _ in pairs])
         return [in_flight(f, s, opt_text(c)) for (f, s), c in zip(pairs, claims, strict=True)]
 
     # -- dead fires --------------------------------------------------------------
-    def dead(self, job: str | None = None) -> list[DeadFire]:
+    def dead(self, job: str | None = None) -> Listing[DeadFire]:
         """Dead fires (of ``job`` only, if given), most recently dead first."""
         shards = self._shards_of(job)
-        found: list[DeadFire] = []
+        found: Listing[DeadFire] = Listing()
         for keys in shards:
-            entries = self._scored(keys.dead)
+            entries = self._fires(keys.dead, self._scored(keys.dead), found.unreadable)
             if job:
-                entries = [(f, s) for f, s in entries if parse_fire(f)[0] == job]
+                entries = [(f, s) for f, s in entries if job_of(f) == job]
             if not entries:
                 continue
             fids = [f for f, _ in entries]
             pipe = self.redis.pipeline(transaction=False)
             pipe.hmget(keys.attempts, fids)
             pipe.hmget(keys.payloads, fids)
-            jobs = sorted({parse_fire(f)[0] for f in fids})
+            jobs = sorted({job_of(f) for f in fids})
             for name in jobs:
                 pipe.lrange(keys.history(name), 0, -1)
             results: list[Any] = pipe.execute()
@@ -381,19 +419,23 @@ class FleetReader:
             latest = self._latest_records(histories)
             for (fid, died), n, payload in zip(entries, tries, payloads, strict=True):
                 name, due, _ = parse_fire(fid)
+                try:
+                    value = json.loads(payload) if payload else None
+                except ValueError:
+                    found.unreadable.append(named(keys.payloads, fid, "its payload is not JSON"))
+                    value = None
                 found.append(DeadFire(
                     fire=fid, job=name, kind=kind_of(fid), due_ms=due, died_ms=score_ms(died),
-                    attempts=int(n or 0), payload=json.loads(payload) if payload else None,
-                    last=latest.get(fid)))
-        return sorted(found, key=lambda d: d.died_ms, reverse=True)
+                    attempts=integer(n) or 0, payload=value, last=latest.get(fid)))
+        found.sort(key=lambda d: d.died_ms, reverse=True)
+        return found
 
     def _latest_records(self, histories: list[list[Any]]) -> dict[str, dict[str, Any]]:
         """Fire -> its newest record, over lists that are newest first."""
         latest: dict[str, dict[str, Any]] = {}
-        for records in histories:
-            for raw in records:
-                record = json.loads(text(raw))
-                latest.setdefault(record.get("fire", ""), record)
+        for lines in histories:
+            for record in records("", map(text, lines), []):
+                latest.setdefault(str(record.get("fire", "")), record)
         return latest
 
     # -- the fleet -------------------------------------------------------------
@@ -412,7 +454,8 @@ class FleetReader:
         planners = []
         for pid, seen in planners_raw:
             info = planner_info.get(pid)
-            tick = float(json.loads(info).get("tick", 60)) if info else 60.0
+            tick = (json_object(info) or {}).get("tick")
+            tick = float(tick) if isinstance(tick, int | float) and tick > 0 else 60.0
             planners.append(member(text(pid), seen, info, now, planner_stale_ms(tick)))
         workers = [member(text(w), seen, worker_info.get(w), now, WORKER_STALE_MS)
                    for w, seen in workers_raw]
@@ -422,6 +465,11 @@ class FleetReader:
         schedules = sum(int(self.redis.hlen(k.schedules)) for k in self._shards())
         notifications = pending(self.redis, keys, self._shards())
         warnings = _warnings(server, planners, workers, newest, gaps, unrunnable, now)
+        aside = self.malformed(limit=1)
+        if aside.total:
+            warnings.append(f"{aside.total} entries of Redis were not what their key holds "
+                            f"and were set aside, the newest: {aside.entries[0]} "
+                            "(cronsvc malformed lists them)")
         pools = self.pool_views(now, workers)
         for p in pools:
             if not p.workers and (p.jobs or p.due) and any(w.alive for w in workers):
@@ -432,7 +480,19 @@ class FleetReader:
                             "see notifications below")
         return Status(now, server.version, server.aof, server.policy, planners, workers,
                       warnings, server.used_memory, server.maxmemory, newest, gaps, unrunnable,
-                      schedules, notifications, pools)
+                      schedules, notifications, pools, aside.total)
+
+    def malformed(self, limit: int = 100) -> Aside:
+        """The entries set aside (cronsvc/malformed.py), newest first, of every shard: the
+        first ``limit``, and how many there are."""
+        pipe = self.redis.pipeline(transaction=False)
+        for keys in self._shards():
+            pipe.llen(keys.malformed)
+            pipe.lrange(keys.malformed, 0, limit - 1)
+        replies = pipe.execute()
+        entries = [parse(raw) for lines in replies[1::2] for raw in lines]
+        entries.sort(key=lambda e: e.at_ms, reverse=True)
+        return Aside(sum(int(n) for n in replies[0::2]), entries[:limit])
 
     def _definitions(self, workers: list[Member]
                      ) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
@@ -466,6 +526,14 @@ class FleetReader:
                               None if aof is None else bool(int(aof)),
                               info.get("maxmemory_policy"), integer(info.get("used_memory")),
                               integer(info.get("maxmemory")))
+
+
+@dataclass(frozen=True)
+class Aside:
+    """Entries set aside: how many are kept, and the newest of them."""
+
+    total: int
+    entries: list[SetAside]
 
 
 @dataclass(frozen=True)

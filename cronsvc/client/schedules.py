@@ -9,12 +9,13 @@ step. If a planner or another client moved the schedule meanwhile, it reads agai
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from cronsvc.errors import BadSchedule, CronsvcError, UnknownSchedule, did_you_mean
+from cronsvc.errors import BadSchedule, CronsvcError, UnknownSchedule, Unreadable, did_you_mean
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys, keys_for
+from cronsvc.malformed import named
 from cronsvc.presence import WAKE_WITHIN_MS
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.schedule.runtime import (
@@ -52,6 +53,7 @@ class SchedulePage:
 
     schedules: list[RuntimeSchedule]
     cursor: str | None
+    unreadable: list[str] = field(default_factory=list)  # entries that are no schedule
 
 
 class ScheduleOps:
@@ -142,10 +144,11 @@ class ScheduleOps:
     # -- reading ---------------------------------------------------------------------
     def get_schedule(self, id: str) -> RuntimeSchedule:
         """The schedule ``id``; UnknownSchedule if there is none."""
-        raw = self.redis.hget(self._keys(id).schedules, id)
+        keys = self._keys(id)
+        raw = self.redis.hget(keys.schedules, id)
         if raw is None:
             raise UnknownSchedule(f"no schedule {id!r}")
-        return parse_stored(id, text(raw))
+        return _stored(keys, id, text(raw))
 
     def schedules(self, *, job: str | None = None, prefix: str | None = None,
                   cursor: str | None = None, limit: int = 100) -> SchedulePage:
@@ -156,19 +159,24 @@ class ScheduleOps:
         shards = self._shards()
         shard, scan = _parse_cursor(cursor, len(shards))
         found: list[RuntimeSchedule] = []
+        unreadable: list[str] = []
         pattern = _glob(prefix) + "*" if prefix else None
         while shard < len(shards) and len(found) < limit:
             scan, page = self.redis.hscan(shards[shard].schedules, scan, match=pattern,
                                           count=limit)
             for sid, raw in cast("dict[Any, Any]", page).items():
-                s = parse_stored(text(sid), text(raw))
+                try:
+                    s = _stored(shards[shard], text(sid), text(raw))
+                except Unreadable as exc:
+                    unreadable.append(str(exc))
+                    continue
                 if job is None or s.job == job:
                     found.append(s)
             if scan == 0:
                 shard, scan = shard + 1, 0
         more = shard < len(shards)
         return SchedulePage(sorted(found, key=lambda s: s.id),
-                            f"{shard}:{scan}" if more else None)
+                            f"{shard}:{scan}" if more else None, unreadable)
 
     def count_schedules(self, *, job: str | None = None) -> int:
         """How many schedules there are (of ``job``, if given)."""
@@ -266,12 +274,13 @@ class ScheduleOps:
         out = []
         for i, sid in enumerate(ids):
             raw, mark = replies[2 * i], replies[2 * i + 1]
-            out.append((parse_stored(sid, text(raw)) if raw is not None else None,
+            out.append((_stored(keys, sid, text(raw)) if raw is not None else None,
                         float(mark) if mark is not None else None, lowest))
         return out
 
     def _keys(self, sid: str) -> Keys:
         return keys_for(sid, self.shards, self.prefix)
+
 
     def _check_mirrored(self, groups: Mapping[Keys, Sequence[RuntimeSchedule]]) -> None:
         """In a sharded fleet, a schedule's fires are claimed on the shard of its id, by the
@@ -320,3 +329,12 @@ def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, int]:
 def _glob(text: str) -> str:
     """``text`` with the glob characters of HSCAN MATCH escaped."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _stored(keys: Keys, sid: str, line: str) -> RuntimeSchedule:
+    """The schedule of a stored line; Unreadable naming it if the line is none (the
+    planner sets such a line aside when it comes to plan it)."""
+    try:
+        return parse_stored(sid, line)
+    except ValueError as exc:
+        raise Unreadable(named(keys.schedules, sid, str(exc).split(": ", 1)[-1])) from None

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from cronsvc.fires import kind_of, parse_fire
 from cronsvc.keys import DEFAULT_POOL
+from cronsvc.malformed import named
 from cronsvc.policy import Policy
 from cronsvc.presence import alive
 from cronsvc.schedule.expand import Spec, next_fires
@@ -25,6 +26,31 @@ from cronsvc.store.replies import integer
 # History records read per job to find its last run among skips.
 LAST_RUN_SCAN = 20
 _INT64_MAX = 2**63 - 1
+T = TypeVar("T")
+
+
+class Listing(list[T]):
+    """What a listing could read, in order, and what it could not (:attr:`unreadable`,
+    one line each naming the key and the entry): data written into Redis by hand is left
+    out, and said so, never the end of the listing."""
+
+    def __init__(self, items: Iterable[T] = (), unreadable: Iterable[str] = ()) -> None:
+        super().__init__(items)
+        self.unreadable = list(unreadable)
+
+
+def records(key: str, lines: Iterable[Any], unreadable: list[str]) -> list[dict[str, Any]]:
+    """The history records among raw ``lines`` of ``key`` (JSON objects with a status);
+    each line that is not one is named in ``unreadable``."""
+    found = []
+    for raw in lines:
+        record = _record(raw)
+        if isinstance(record.get("status"), str):
+            found.append(record)
+        else:
+            unreadable.append(named(key, raw if isinstance(raw, str) else str(raw),
+                                    "not a history record"))
+    return found
 
 
 @dataclass(frozen=True)
@@ -129,6 +155,7 @@ class QueueView:
     due: list[QueuedFire]
     ahead: list[QueuedFire]
     in_flight: list[InFlight]
+    unreadable: list[str] = field(default_factory=list)  # members that are no fire id
 
     @property
     def lateness_ms(self) -> int:
@@ -207,6 +234,7 @@ class Status:
     # what waits to be told: outbox entries, messages queued, and those given up on
     notifications: dict[str, Any] = field(default_factory=dict)
     pools: list[PoolView] = field(default_factory=list)
+    malformed: int = 0  # entries set aside (cronsvc/malformed.py), on every shard
 
 
 def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str, str]]
@@ -235,8 +263,15 @@ def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str
 
 
 def spec_of(job: str, spec_json: str) -> Spec:
-    """The published schedule of ``job`` (``Keys.specs``) as a :class:`Spec`."""
-    return Spec.from_published(job, json.loads(spec_json))
+    """The published schedule of ``job`` (``Keys.specs``) as a :class:`Spec`; ValueError if
+    it is not one."""
+    value = json.loads(spec_json)
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON {type(value).__name__}, not a published schedule")
+    try:
+        return Spec.from_published(job, value)
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"not a published schedule: {exc}") from None
 
 
 def newest_first(lists: list[list[str]], count: int) -> list[str]:
@@ -253,12 +288,11 @@ def newest_first(lists: list[list[str]], count: int) -> list[str]:
     return merged[:count]
 
 
-def last_run(records: list[str]) -> dict[str, Any] | None:
-    """The newest record of a run (it has a start) among ``records`` (newest first), else
+def last_run(history: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest record of a run (it has a start) among ``history`` (newest first), else
     the newest record: a job skipped for a while shows why."""
-    decoded = [_record(r) for r in records]
-    return next((r for r in decoded if r.get("started") is not None),
-                decoded[0] if decoded else None)
+    return next((r for r in history if r.get("started") is not None),
+                history[0] if history else None)
 
 
 def bounds(policy: Policy) -> str:
@@ -271,8 +305,8 @@ def bounds(policy: Policy) -> str:
 
 
 def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None,
-             records: list[str], now_ms: int) -> JobInfo:
-    """A job from its policy line, spec, pause and newest history records (raw JSON)."""
+             history: list[dict[str, Any]], now_ms: int) -> JobInfo:
+    """A job from its policy line, spec, pause and newest history records."""
     policy = Policy.parse(line)
     # publish writes the spec with the policy line; a spec missing shows an empty schedule
     spec = spec_of(name, spec_json) if spec_json else None
@@ -288,8 +322,8 @@ def job_info(name: str, line: str, spec_json: str | None, pause_json: str | None
         pause_note=(pause.get("note") or None) if pause else None,
         paused_since_ms=integer(pause.get("since")) if pause else None,
         paused_in_file=policy.paused_in_file, next_fire_ms=upcoming[0] if upcoming else None,
-        last_run=last_run(records), starting_deadline_ms=policy.deadline_ms,
-        recent=[str(_record(r).get("status") or "") for r in records[:LAST_RUN_SCAN]],
+        last_run=last_run(history), starting_deadline_ms=policy.deadline_ms,
+        recent=[str(r.get("status") or "") for r in history[:LAST_RUN_SCAN]],
     )
 
 

@@ -7,7 +7,7 @@ takes over within :data:`LEASE_MS` when it stops.
 
 1. *Route*: the outbox of every shard is read oldest first. Each event is filtered by what
    its job wants, folded (:mod:`cronsvc.notify.fold`) and turned into one message per
-   channel of the job; ``lua/notify-route-5+.lua`` queues the messages, writes the episodes
+   channel of the job; ``lua/notify-route-6+.lua`` queues the messages, writes the episodes
    and takes the events out of the outbox in one step, checking the lease. A message id is
    the event id and the channel, and a message queued or sent before is not queued again:
    two notifiers, or one that died between the two steps on a sharded fleet, send nothing
@@ -33,7 +33,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -46,12 +46,13 @@ from cronsvc.errors import NotLeader, UnknownJob
 from cronsvc.fires import chain_fire
 from cronsvc.history import record
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
+from cronsvc.malformed import SetAside
 from cronsvc.notify.channels import DeliveryError, send
-from cronsvc.notify.events import from_json, from_outbox
+from cronsvc.notify.events import from_json, from_outbox, outbox_entry
 from cronsvc.notify.fold import Episodes, Told
 from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
-from cronsvc.store.faults import REDIS_ERRORS
-from cronsvc.store.replies import text
+from cronsvc.store.faults import REDIS_ERRORS, describe
+from cronsvc.store.replies import json_object, text
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.notify")
@@ -132,7 +133,7 @@ class Notifier:
             except REDIS_ERRORS as exc:
                 self.leader.clear()
                 if not self._lost:
-                    log.warning("notifier: cannot reach Redis, trying again: %s", exc)
+                    log.warning("notifier: cannot reach Redis, trying again: %s", describe(exc))
                 self._lost = True
             except Exception:  # the notifier outlives any one bad pass
                 log.exception("notifier pass failed")
@@ -200,12 +201,19 @@ class Notifier:
             if not raw:
                 continue
             told: list[Told] = []
+            aside: list[str] = []
             for item in reversed(raw):  # oldest first
-                entry = _entry(item)
-                if entry is not None and entry.get("event") == "chain":
+                try:
+                    entry = outbox_entry(text(item))
+                except ValueError as exc:  # written by hand: kept, never routed
+                    found = SetAside(keys.outbox, text(item), str(exc), now)
+                    log.warning("set aside %s (`cronsvc malformed` lists it)", found)
+                    aside.append(found.line())
+                    continue
+                if entry.get("event") == "chain":
                     self._chain(entry)
                     continue
-                if entry is None or not self._wanted(entry):
+                if not self._wanted(entry):
                     continue
                 told_now = episodes.seen(entry, now)
                 if told_now is not None:
@@ -214,9 +222,9 @@ class Notifier:
                     self._pause_everywhere(entry, keys)
             messages = self._messages(told, now)
             if keys == home:
-                queued += self._queue(home, len(raw), episodes, messages)
+                queued += self._queue(home, len(raw), episodes, messages, aside)
             else:
-                queued += self._queue(home, 0, episodes, messages)
+                queued += self._queue(home, 0, episodes, messages, aside)
                 self.client.ltrim(keys.outbox, 0, -len(raw) - 1)
         return queued
 
@@ -227,13 +235,13 @@ class Notifier:
                         int(self.config().notifier.fold * 1000))
 
     def _queue(self, home: Keys, routed: int, episodes: Episodes,
-               messages: list[tuple[str, str, str]]) -> int:
+               messages: list[tuple[str, str, str]], aside: Sequence[str] = ()) -> int:
         changes = episodes.changes()
         episodes.changed.clear()
-        if not routed and not changes and not messages:
+        if not routed and not changes and not messages and not aside:
             return 0
         try:
-            return self.scripts.notify_route(home, self.id, routed, changes, messages)
+            return self.scripts.notify_route(home, self.id, routed, changes, messages, aside)
         except NotLeader:
             self.leader.clear()
             return 0
@@ -327,7 +335,7 @@ class Notifier:
             try:
                 sent = self.deliver(channel)
             except REDIS_ERRORS as exc:
-                log.warning("notify.%s: cannot reach Redis: %s", channel, exc)
+                log.warning("notify.%s: cannot reach Redis: %s", channel, describe(exc))
                 self.stopping.wait(1.0)
                 continue
             if not sent:
@@ -429,15 +437,6 @@ class Notifier:
             self._queue(home, 0, episodes, self._messages(told, now))
 
 
-def _entry(raw: Any) -> dict[str, Any] | None:
-    try:
-        entry = json.loads(text(raw))
-    except ValueError:
-        log.warning("notify: an outbox entry is not JSON, skipped: %.200s", raw)
-        return None
-    return entry if isinstance(entry, dict) else None
-
-
 def pending(client: redis.Redis, home: Keys, shards: list[Keys]) -> dict[str, Any]:
     """What waits to be told: outbox entries, messages queued, and those given up on."""
     pipe = client.pipeline(transaction=False)
@@ -446,17 +445,17 @@ def pending(client: redis.Redis, home: Keys, shards: list[Keys]) -> dict[str, An
     pipe.hlen(home.notify_deliveries)
     pipe.hgetall(home.notify_dead)
     *outboxes, queued, dead = pipe.execute()
-    undelivered = []
+    undelivered: list[dict[str, Any]] = []
     for mid, raw in dead.items():
-        try:
-            message = json.loads(text(raw))
-        except ValueError:
+        message = json_object(raw)
+        if message is None:
             continue
-        event = message.get("event") or {}
+        event = message["event"] if isinstance(message.get("event"), dict) else {}
+        last = message.get("last_ms")
         undelivered.append({"id": text(mid), "channel": message.get("channel"),
                             "job": event.get("job"), "event": event.get("event"),
                             "attempts": message.get("attempts"), "error": message.get("error"),
-                            "last_ms": message.get("last_ms")})
-    undelivered.sort(key=lambda u: -(u.get("last_ms") or 0))
+                            "last_ms": last if isinstance(last, int) else None})
+    undelivered.sort(key=lambda u: -(u["last_ms"] or 0))
     return {"outbox": sum(int(n) for n in outboxes), "queued": int(queued),
             "undelivered": undelivered}

@@ -34,7 +34,7 @@ from cronsvc.planner.ticker import Ticker
 from cronsvc.policy import Policy
 from cronsvc.presence import WAKE_WITHIN_MS, alive, planner_stale_ms, process_id
 from cronsvc.schedule.expand import occurrences_ms
-from cronsvc.store.faults import REDIS_ERRORS, ErrorLog
+from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
 from cronsvc.store.replies import json_object, text, texts
 from cronsvc.store.scripts import Scripts
 
@@ -91,6 +91,7 @@ class Planner:
         self.generation: int | None = None  # the generation this planner's file is, if newest
         self.verdict: Verdict | None = None
         self.newest = Newest()
+        self._said: set[str] = set()  # runtime schedules of jobs this file lacks, said once
         self.metrics = metrics or NO_METRICS
         self.metrics.watch_fleet(redis_client, lambda: self.config)
 
@@ -244,7 +245,7 @@ class Planner:
                 retry = True
                 self._noted(exc)
                 log.warning("cannot publish to shard %s, trying again at the next tick: %s",
-                            keys.shard, exc)
+                            keys.shard, describe(exc))
         self._needs_sync = retry
 
     def _sync_shard(self, keys: Keys, jobs: list[Job], now: int, generation: int) -> bool:
@@ -313,7 +314,7 @@ class Planner:
         except REDIS_ERRORS as exc:  # the first shard may be down while others plan on
             self._noted(exc)
             log.warning("cannot read the published generation; keeping the last decision: %s",
-                        exc)
+                        describe(exc))
             verdict = Verdict.CURRENT if self.generation is not None else Verdict.YIELD
         if verdict is Verdict.YIELD:
             self._say_yielding()
@@ -325,7 +326,7 @@ class Planner:
             self._heartbeat(stats)
         except REDIS_ERRORS as exc:  # its shard may be down while others plan on
             self._noted(exc)
-            log.warning("cannot record this planner's heartbeat: %s", exc)
+            log.warning("cannot record this planner's heartbeat: %s", describe(exc))
         self.metrics.ticked(stats.added)
         failed = f", {stats.failed_shards} shard(s) unreachable" if stats.failed_shards else ""
         log.info("tick: %d jobs, %d fires added, %d stale, planned to %s (%.0f ms)%s",
@@ -354,15 +355,16 @@ class Planner:
             try:
                 if jobs:
                     self._plan_shard(keys, jobs, now, upto, stats)
-                added, seen = plan_schedules(self.client, self.scripts, keys, now, upto,
-                                             MIN_LOOKBACK_MS, self.tick_interval, self._pool_of)
+                added, seen = plan_schedules(self.scripts, keys, now, upto, MIN_LOOKBACK_MS,
+                                             self.tick_interval, self._pool_of,
+                                             self.config.jobs.__contains__, self._said)
                 stats.added += added
                 stats.schedules += seen
             except REDIS_ERRORS as exc:
                 self._noted(exc)
                 stats.failed_shards += 1
                 log.warning("cannot plan shard %s, trying again at the next tick: %s",
-                            keys.shard, exc)
+                            keys.shard, describe(exc))
         return stats
 
     def _pool_of(self, job: str) -> str:
@@ -447,7 +449,7 @@ class Planner:
             try:
                 self.unregister()
             except REDIS_ERRORS as exc:
-                log.warning("cannot remove this planner from the live list: %s", exc)
+                log.warning("cannot remove this planner from the live list: %s", describe(exc))
             log.info("planner %s stopped", self.planner_id)
 
     def stop(self) -> None:
@@ -466,7 +468,7 @@ class Planner:
             self.tick()
         except REDIS_ERRORS as exc:
             self._noted(exc)
-            log.warning("tick failed, trying again at the next one: %s", exc)
+            log.warning("tick failed, trying again at the next one: %s", describe(exc))
         except Exception:  # the planner outlives any one bad tick
             log.exception("tick failed")
 

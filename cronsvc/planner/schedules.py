@@ -12,13 +12,11 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
 
-import redis
-
+from cronsvc.errors import ScheduleError
 from cronsvc.keys import DEFAULT_POOL, Keys
+from cronsvc.malformed import named
 from cronsvc.schedule.runtime import MAX_AHEAD, parse_stored, plan_schedule
-from cronsvc.store.replies import text
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.planner")
@@ -27,34 +25,50 @@ log = logging.getLogger("cronsvc.planner")
 PAGE = 1000
 #: Schedules planned per tick at most (the rest at the next tick, oldest mark first).
 PER_TICK = 200_000
+#: Schedules of jobs the file lacks that a planner says it leaves, at most (once each).
+SAID = 10_000
 
 
-def plan_schedules(client: redis.Redis, scripts: Scripts, keys: Keys, now: int, upto: int,
+def plan_schedules(scripts: Scripts, keys: Keys, now: int, upto: int,
                    lookback_ms: int, tick_s: float,
-                   pool_of: Callable[[str], str] = lambda _: DEFAULT_POOL) -> tuple[int, int]:
+                   pool_of: Callable[[str], str] = lambda _: DEFAULT_POOL,
+                   known: Callable[[str], bool] = lambda _: True,
+                   said: set[str] | None = None) -> tuple[int, int]:
     """Queue the fires of the shard's schedules up to ``upto``, each in the queue of its
     job's pool (``pool_of``); (fires added, schedules looked at). A schedule changed
-    meanwhile is skipped: its changer planned it."""
+    meanwhile is skipped: its changer planned it. One of a job this planner's file does not
+    have (``known``) is left for a planner whose file has it, and said once (``said``
+    holds the ids said); one whose line does not read is set aside."""
     ahead = max(MAX_AHEAD, math.ceil(3 * tick_s))  # an every-second schedule outlasts a tick
-    added = seen = 0
+    said = set() if said is None else said
+    added = seen = left = 0
     while seen < PER_TICK:
-        due: list[tuple[Any, float]] = client.zrangebyscore(  # type: ignore[assignment]
-            keys.schedule_marks, "-inf", f"({upto}", start=0, num=PAGE, withscores=True)
+        due, aside = scripts.schedule_due(keys, upto, left, PAGE)
+        if aside:
+            log.warning("set aside %d runtime schedule entries that do not read "
+                        "(`cronsvc malformed` lists them)", aside)
         if not due:
             break
-        ids = [text(sid) for sid, _ in due]
-        lines = client.hmget(keys.schedules, ids)
         entries: dict[str, list[tuple[str, int, float, int, list[int]]]] = {}
-        for sid, (_, mark), raw in zip(ids, due, lines, strict=True):
-            if raw is None:
-                continue  # deleted between the two reads
+        for sid, mark, line in due:
             try:
-                schedule = parse_stored(sid, text(raw))
-            except ValueError as exc:
-                log.warning("%s: not planned: %s", sid, exc)
+                schedule = parse_stored(sid, line)
+                if not known(schedule.job):
+                    left += 1
+                    if sid not in said and len(said) < SAID:
+                        said.add(sid)
+                        log.info("%s: not planned here: this planner's file has no job %s",
+                                 sid, schedule.job)
+                    continue
+                dues, new_mark = plan_schedule(schedule, max(mark, now - lookback_ms), upto,
+                                               ahead)
+            except (ValueError, TypeError, ScheduleError) as exc:
+                if not scripts.schedule_aside(keys, sid, line.split("|", 1)[0], str(exc)):
+                    left += 1  # changed meanwhile: read again at the next tick
+                else:
+                    log.warning("set aside %s (`cronsvc malformed` lists it)",
+                                named(keys.schedules, sid, str(exc)))
                 continue
-            after = max(int(mark), now - lookback_ms)
-            dues, new_mark = plan_schedule(schedule, after, upto, ahead)
             entries.setdefault(pool_of(schedule.job), []).append(
                 (sid, schedule.rev, mark, new_mark, dues))
         seen += len(due)

@@ -118,22 +118,38 @@ _STORED = re.compile(r"^(\d+)\|(\d+)\|(\d+)\|([^|]*)\|([^|]*)\|([01])\|([^|]*)\|
 
 
 def parse_stored(sid: str, line: str) -> RuntimeSchedule:
-    """A schedule from its stored line; ValueError if the line is not one."""
+    """A schedule from its stored line; ValueError if the line is not one (a line written
+    by hand may hold anything: what is not a stored schedule's field is said so)."""
     m = _STORED.match(line)
     if m is None:
         raise ValueError(f"schedule {sid!r}: not a stored schedule: {line[:80]!r}")
     rev, created, updated, actor, job, paused, catch_up, deadline, overlap, when, payload = (
         m.groups())
-    w = json.loads(when)
-    return RuntimeSchedule(
-        id=sid, job=job, cron=w.get("cron"), every_ms=w.get("every_ms"),
-        anchor_ms=w.get("anchor_ms"), timezone=w.get("timezone", "UTC"),
-        start_ms=w.get("start_ms"), end_ms=w.get("end_ms"), max_runs=w.get("max_runs"),
-        jitter=float(w.get("jitter") or 0.0), payload=json.loads(payload) if payload else None,
-        calendar=tuple(w.get("calendar") or ()),
-        paused=paused == "1", catch_up=catch_up or None,
-        starting_deadline_ms=int(deadline) if deadline else None, overlap=overlap or None,
-        rev=int(rev), created_ms=int(created), updated_ms=int(updated), actor=actor)
+    try:
+        w = json.loads(when)
+        if not isinstance(w, dict):
+            raise TypeError(f"its schedule is {type(w).__name__}, not an object")
+        return RuntimeSchedule(
+            id=sid, job=job, cron=_opt(w, "cron", str), every_ms=_opt(w, "every_ms", int),
+            anchor_ms=_opt(w, "anchor_ms", int), timezone=_opt(w, "timezone", str) or "UTC",
+            start_ms=_opt(w, "start_ms", int), end_ms=_opt(w, "end_ms", int),
+            max_runs=_opt(w, "max_runs", int), jitter=float(w.get("jitter") or 0.0),
+            payload=json.loads(payload) if payload else None,
+            calendar=tuple(_opt(w, "calendar", list) or ()),
+            paused=paused == "1", catch_up=catch_up or None,
+            starting_deadline_ms=int(deadline) if deadline else None, overlap=overlap or None,
+            rev=int(rev), created_ms=int(created), updated_ms=int(updated), actor=actor)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"schedule {sid!r}: not a stored schedule: {exc}") from None
+
+
+def _opt(when: dict[str, Any], name: str, kind: type) -> Any:
+    """A field of a stored schedule's ``when``, None if absent; TypeError if of another
+    type (a bool is no int)."""
+    value = when.get(name)
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    raise TypeError(f"its {name} is {value!r}")
 
 
 def build(sid: str, *, job: str, now_ms: int, cron: str | None = None,

@@ -210,6 +210,10 @@ def _sentinel_target(parts: Any, query: dict[str, str], tls: bool) -> Target:
 #: ever, and never follow a sentinel or cluster failover. The URL's ``socket_timeout=``
 #: changes it (a long Lua script or an fsync stall must fit in it).
 REPLY_TIMEOUT = 5.0
+#: How a reply that is not UTF-8 reads: with U+FFFD in place of the bytes. Every value
+#: cronsvc writes is UTF-8; another one was written by hand or by another program, and must
+#: reach the code that judges it (and sets it aside) rather than fail the whole reply.
+ENCODING_ERRORS = "replace"
 
 
 def client_for(
@@ -222,7 +226,8 @@ def client_for(
     """
     target = parse_target(url, cluster=cluster)
     common = {"decode_responses": decode_responses, "socket_connect_timeout": timeout,
-              "socket_timeout": REPLY_TIMEOUT, "socket_keepalive": True, **kwargs}
+              "socket_timeout": REPLY_TIMEOUT, "socket_keepalive": True,
+              "encoding_errors": ENCODING_ERRORS, **kwargs}
     if target.kind == "cluster":
         # Typed as redis.Redis: the command methods cronsvc calls are the same on both.
         return cast(redis.Redis, RedisCluster.from_url(

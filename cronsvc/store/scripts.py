@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import redis
@@ -23,10 +23,11 @@ from redis.commands.core import Script
 from cronsvc.errors import LeaseLost, ScriptError
 from cronsvc.fires import job_of, parse_fire
 from cronsvc.keys import EACH_HOST, Keys, host_pool
+from cronsvc.malformed import named, shown
 from cronsvc.ran import PERIOD_MS, REACH_MS, period_of, ran_entry
 from cronsvc.store.faults import is_outage
 from cronsvc.store.loader import ScriptSource, load_sources, lua_dir, script_error
-from cronsvc.store.replies import compact, record_json, text
+from cronsvc.store.replies import compact, json_object, record_json, text
 
 __all__ = [
     "Claim", "ClaimResult", "FailResult", "PlanResult", "PublishResult", "ScriptSource",
@@ -52,16 +53,21 @@ class Claim:
     reclaimed: bool = False
     payload: Any = None
     before: dict[str, Any] | None = None  # the claim of the holder whose lease lapsed
+    # Why the payload cannot be read (not JSON): the fire fails without running, since
+    # running it without the payload it was given could do what nobody asked.
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True)
 class ClaimResult:
-    """Server time, when to claim again (-1: nothing queued), claimed and dropped fires."""
+    """Server time, when to claim again (-1: nothing queued), claimed and dropped fires,
+    and members of the queue or working set that were not fire ids (set aside)."""
 
     now_ms: int
     next_ms: int
     claimed: list[Claim]
     dropped: list[tuple[str, str]]  # (fire id, reason)
+    aside: list[tuple[str, str]] = field(default_factory=list)  # (member, key)
 
 
 @dataclass(frozen=True)
@@ -99,10 +105,10 @@ def _now(now_ms: int | None) -> str:
 
 
 def claim_keys(k: Keys, held: str | None = None) -> list[str]:
-    """The KEYS of ``lua/claim-17.lua`` on shard ``k``; ``held`` as :meth:`Scripts.claim`."""
+    """The KEYS of ``lua/claim-18.lua`` on shard ``k``; ``held`` as :meth:`Scripts.claim`."""
     return [k.queue, k.working, k.attempts, k.claims, k.jobs, k.paused, k.running, k.cancels,
             k.events, k.payloads, k.dead, held or k.held(""), k.schedules, k.job_lines,
-            k.outbox, k.failing, k.slots]
+            k.outbox, k.failing, k.slots, k.malformed]
 
 
 def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int
@@ -118,6 +124,21 @@ def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int
         args += (fid, int(token), job, record if isinstance(record, str) else record_json(record),
                  then[0] if then else "", entry)
     return keys, args
+
+
+def _claimed(k: Keys, fields: Sequence[Any]) -> Claim:
+    """One claimed fire of the claim script's reply. Its payload and the lapsed holder's
+    claim are stored JSON: one that is not, written there by hand, must not stop the claim
+    loop (the fire then fails, saying why; a claim that does not read is no holder)."""
+    fid, payload, before = text(fields[0]), fields[4], fields[5]
+    value, unreadable = None, None
+    if payload:
+        try:
+            value = json.loads(payload)
+        except ValueError:
+            unreadable = named(k.payloads, fid, f"its payload is not JSON: {shown(text(payload))}")
+    return Claim(fid, job_of(fid), int(fields[1]), int(fields[2]), fields[3] == 1, value,
+                 json_object(before) if before else None, unreadable)
 
 
 def _ran(k: Keys, fid: str, job: str) -> tuple[str, bytes | str]:
@@ -263,19 +284,17 @@ class Scripts:
                         max(scan_limit or batch, batch), int(unheld_ms),
                         "1" if held is None else "0"])
         # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
-        # m, m * (fire, why)
+        # m, m * (fire, why), a, a * (member, key)
         n = int(res[2])
-        claimed = []
-        for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS):
-            fid, payload, before = text(res[i]), res[i + 4], res[i + 5]
-            claimed.append(Claim(
-                fid, job_of(fid), int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1,
-                json.loads(payload) if payload else None,
-                json.loads(before) if before else None,
-            ))
-        rest = res[4 + CLAIM_FIELDS * n:]
-        dropped = [(text(rest[i]), text(rest[i + 1])) for i in range(0, len(rest), 2)]
-        return ClaimResult(int(res[0]), int(res[1]), claimed, dropped)
+        claimed = [_claimed(k, res[i:i + CLAIM_FIELDS])
+                   for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS)]
+        at = 3 + CLAIM_FIELDS * n
+        m = int(res[at])
+        drops = res[at + 1:at + 1 + 2 * m]
+        dropped = [(text(drops[i]), text(drops[i + 1])) for i in range(0, len(drops), 2)]
+        rest = res[at + 2 + 2 * m:]
+        aside = [(text(rest[i]), text(rest[i + 1])) for i in range(0, len(rest), 2)]
+        return ClaimResult(int(res[0]), int(res[1]), claimed, dropped, aside)
 
     def heartbeat(
         self, keys: Keys | None, lease_ms: int, pairs: Pairs, *, now_ms: int | None = None,
@@ -382,6 +401,24 @@ class Scripts:
         res = self.run("schedule-plan", [k.schedules, k.schedule_marks, k.queue], args)
         return PlanResult(int(res[0]), [text(s) for s in res[1]])
 
+    def schedule_due(self, keys: Keys | None, upto: int, offset: int, page: int,
+                     ) -> tuple[list[tuple[str, int, str]], int]:
+        """Schedules whose mark is below ``upto`` (past the first ``offset``), at most
+        ``page``: (id, mark, stored line) each; and how many entries were set aside because
+        they were no schedule's mark or no stored schedule."""
+        k = self._k(keys)
+        res = self.run("schedule-due", [k.schedules, k.schedule_marks, k.malformed],
+                       ["", int(upto), int(offset), int(page)])
+        due = [(text(res[i]), int(res[i + 1]), text(res[i + 2]))
+               for i in range(0, len(res) - 1, 3)]
+        return due, int(res[-1])
+
+    def schedule_aside(self, keys: Keys | None, sid: str, rev: str, why: str) -> bool:
+        """Set aside a schedule whose line does not read; False if it changed meanwhile."""
+        k = self._k(keys)
+        return self.run("schedule-aside", [k.schedules, k.schedule_marks, k.malformed],
+                        ["", sid, rev, why]) == 1
+
     # -- client ----------------------------------------------------------------
     def enqueue(
         self, keys: Keys | None, fire_id: str, due_ms: int, payload: Any = None,
@@ -484,20 +521,23 @@ class Scripts:
 
     def notify_route(self, keys: Keys | None, notifier: str, routed: int,
                      episodes: Sequence[tuple[str, str]],
-                     messages: Sequence[tuple[str, str, str]], *,
-                     now_ms: int | None = None) -> int:
-        """Drop ``routed`` entries from the oldest end of this shard's outbox, write the
-        ``(field, JSON or '')`` episode changes and queue ``(channel, id, JSON)`` messages
-        not queued or sent before; how many were queued. NotLeader without the lease."""
+                     messages: Sequence[tuple[str, str, str]], aside: Sequence[str] = (),
+                     *, now_ms: int | None = None) -> int:
+        """Drop ``routed`` entries from the oldest end of this shard's outbox, keep the
+        lines of ``aside`` (entries of it that are no event) in its list of entries set
+        aside, write the ``(field, JSON or '')`` episode changes and queue ``(channel, id,
+        JSON)`` messages not queued or sent before; how many were queued. NotLeader
+        without the lease."""
         k = self._k(keys)
-        args: list[Any] = [_now(now_ms), notifier, int(routed), len(episodes)]
+        args: list[Any] = [_now(now_ms), notifier, int(routed), len(aside), *aside,
+                           len(episodes)]
         for name, value in episodes:
             args += [name, value]
         for _, mid, body in messages:
             args += [mid, body]
         return int(self.run("notify-route", [
             k.notify_lease, k.notify_deliveries, k.notify_sent, k.notify_episodes, k.outbox,
-            *(k.notify_due(channel) for channel, _, _ in messages)], args))
+            k.malformed, *(k.notify_due(channel) for channel, _, _ in messages)], args))
 
     def notify_settle(self, keys: Keys | None, channel: str, mid: str, verdict: str,
                       retry_at_ms: int | None = None, body: str = "", *,

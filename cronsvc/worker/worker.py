@@ -38,13 +38,14 @@ from cronsvc.config.watch import FileWatch, reread
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
+from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.context import FireContext
-from cronsvc.run.executor import execute
+from cronsvc.run.executor import Outcome, execute
 from cronsvc.run.watchdog import Leash, Watchdog, margin
-from cronsvc.store.faults import REDIS_ERRORS, ErrorLog
+from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
 from cronsvc.store.replies import compact
 from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.worker.leases import Leases
@@ -216,7 +217,7 @@ class Worker:
                 # the running jobs, claim again later.
                 self.noted(exc)
                 if not outage:
-                    log.warning("cannot claim, retrying: %s", exc)
+                    log.warning("cannot claim, retrying: %s", describe(exc))
                 outage = min(max(outage * 2, 0.25), OUTAGE_RETRY)
                 wait = outage
             if wait > 0 and not self.stopping.is_set():
@@ -292,6 +293,9 @@ class Worker:
                     self.results.reclaimed(keys, claim)
             for fid, reason in res.dropped:
                 self.results.dropped(fid, reason)
+            for member, key in res.aside:  # the script kept it: said once, here
+                log.warning("set aside %s (`cronsvc malformed` lists it)",
+                            named(key, member, "not a fire id"))
             if res.next_ms >= 0:
                 at = t1 + (res.next_ms - res.now_ms) / 1000
                 wake_at = at if wake_at is None else min(wake_at, at)
@@ -344,12 +348,7 @@ class Worker:
             run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
         try:
             if self.leases.still_held(run):
-                self.pinger.started(run.job)
-                outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock,
-                                  guard=run.leash)
-                if outcome.status != "cancelled":  # a run stopped by us says nothing of it
-                    self.pinger.ended(run.job, outcome.status == "ok", outcome.error,
-                                      outcome.output)
+                outcome = self._execute(run, ctx)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
         with self._lock:
@@ -360,6 +359,15 @@ class Worker:
             self.free(run)
         else:
             self.results.finished(run, outcome)
+
+    def _execute(self, run: Running, ctx: FireContext) -> Outcome:
+        if run.claim.unreadable is not None:
+            return Outcome("failed", self.clock.now_ms(), 0, error=run.claim.unreadable)
+        self.pinger.started(run.job)
+        outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock, guard=run.leash)
+        if outcome.status != "cancelled":  # a run stopped by us says nothing of it
+            self.pinger.ended(run.job, outcome.status == "ok", outcome.error, outcome.output)
+        return outcome
 
     def _busy(self) -> int:
         """Slots taken: runs started and not ended. A run frees its slot when it ends, so
@@ -391,7 +399,7 @@ class Worker:
         except REDIS_ERRORS as exc:
             self.noted(exc)
             log.warning("%s: cannot hand it back, it runs after its lease: %s",
-                        claim.fire_id, exc)
+                        claim.fire_id, describe(exc))
 
     def server_now(self) -> int:
         """The Redis server's clock, as of this worker's last claim."""
@@ -409,7 +417,7 @@ class Worker:
                         self._wake.set()
             except REDIS_ERRORS as exc:
                 self.noted(exc)
-                log.warning("wake-up channel lost: %s", exc)
+                log.warning("wake-up channel lost: %s", describe(exc))
                 self.stopping.wait(1.0)
 
     def _presence(self) -> None:
@@ -431,7 +439,7 @@ class Worker:
                 self._held_at = -HELD_RENEW_EVERY
         except REDIS_ERRORS as exc:
             self.noted(exc)
-            log.warning("cannot record presence: %s", exc)
+            log.warning("cannot record presence: %s", describe(exc))
 
     # -- shutdown ----------------------------------------------------------
     def _release_stuck(self, runs: list[Running]) -> None:
@@ -442,7 +450,7 @@ class Worker:
                 self.scripts.release(keys, [(r.claim.fire_id, r.claim.token) for r in group])
             except REDIS_ERRORS as exc:
                 log.error("cannot give back %d fire(s), they run again after their lease: %s",
-                          len(group), exc)
+                          len(group), describe(exc))
 
     def _shutdown(self) -> None:
         deadline = monotonic() + self.grace

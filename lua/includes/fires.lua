@@ -10,7 +10,12 @@
 --                      a host's run the job on that host, job .. '!@' .. host
 --   is_cron_fire(fid)  fid is '<job>@<due_ms>', no tag
 --   fire_head(job)     what every fire id of job begins with; has_head(fid, head) tests it
+--   well_formed(fid)   fid is a fire id: a job name, '@', at most 15 digits, then nothing,
+--                      '#' and a tag, or '!' and a schedule id; then '!@' and a host for
+--                      one host's run (the grammar of FIRE_ID in cronsvc/fires.py); the
+--                      others are not split
 local job_of, due_of, due_s_of, split_fire, is_cron_fire, fire_head, has_head, owner_of
+local well_formed
 do
   local find, sub, match = string.find, string.sub, string.match
   function job_of(fid) return match(fid, '^(.-)@%d') end
@@ -37,4 +42,15 @@ do
   function is_cron_fire(fid) return match(fid, '^[^@]*@%d+$') ~= nil end
   function fire_head(job) return job .. '@' end
   function has_head(fid, head) return sub(fid, 1, #head) == head end
+  function well_formed(fid)
+    local due, rest = match(fid, '^[%w][%w_.%-]*@(%d+)(.*)$')
+    if not due or #due > 15 then return false end
+    local host = find(rest, '!@', 1, true)
+    if host then
+      if not match(sub(rest, host + 2), '^[%w_.%-]+$') then return false end
+      rest = sub(rest, 1, host - 1)
+    end
+    return rest == '' or match(rest, '^#[%w_.%-]+$') ~= nil
+      or match(rest, '^![%w][%w_.:/%-]*$') ~= nil
+  end
 end

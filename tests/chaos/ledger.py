@@ -256,8 +256,10 @@ def expected_fires(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], 
 
 
 def _explain(prev: dict[str, Any], cur: dict[str, Any], prev_end: int | None,
-             faults: Iterable[Fault], acked: set[tuple[str, int]]) -> str | None:
-    """Why the earlier attempt ``prev`` of a fire was run again as ``cur``, or None."""
+             faults: Iterable[Fault], acked: set[tuple[str, int]], ridden_ms: int = 0
+             ) -> str | None:
+    """Why the earlier attempt ``prev`` of a fire was run again as ``cur``, or None. A spell
+    of refused writes shorter than ``ridden_ms`` explains nothing: leases ride it out."""
     if prev["attempt"] == cur["attempt"] or (prev["fire"], prev["attempt"]) in acked:
         return None
     started = prev["at_ms"] - (COMMAND_START_MS if prev.get("kind") == "command" else 0)
@@ -272,7 +274,8 @@ def _explain(prev: dict[str, Any], cur: dict[str, Any], prev_end: int | None,
         # that long before it starts it.)
         held = f.end_ms >= prev["at_ms"] and (
             prev_end is None or prev_end + RESULT_WINDOW_MS >= f.start_ms)
-        if f.kind in REDIS_FAULTS and held and f.start_ms <= cur["at_ms"]:
+        short = f.kind in ("oom", "readonly") and f.end_ms - f.start_ms < ridden_ms
+        if f.kind in REDIS_FAULTS and held and f.start_ms <= cur["at_ms"] and not short:
             return (f"Redis {'restart' if f.kind == 'redis' else f.kind} during the run or "
                     "before its result was recorded")
         if f.kind == "freeze" and f.target == prev["worker"] and held and \
@@ -291,7 +294,8 @@ def _unqueued_by(change: Change, due: int, faults: Iterable[Fault]) -> bool:
 def judge(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms: int,
           end_ms: int, ledger: list[dict[str, Any]], history: list[dict[str, Any]],
           events: list[dict[str, Any]], faults: list[Fault],
-          changes: list[Change] | None = None, lease_ms: int = 1000) -> Totals:
+          changes: list[Change] | None = None, lease_ms: int = 1000, ridden_ms: int = 0
+          ) -> Totals:
     """Check a run's ledger against the fires due in (start_ms, end_ms]."""
     want, optional = expected_fires(files, epochs, start_ms, end_ms)
     sched = schedule_fires(changes or [], start_ms, end_ms)
@@ -367,7 +371,7 @@ def judge(files: Mapping[str, Mapping[str, Job]], epochs: list[Epoch], start_ms:
         t.early += [f"{fid} started at {e['at_ms']}" for e in ran if e["at_ms"] < due]
         for prev, cur in zip(ran, ran[1:], strict=False):
             prev_end = ends.get((fid, prev["attempt"]))
-            why = _explain(prev, cur, prev_end, faults, acked)
+            why = _explain(prev, cur, prev_end, faults, acked, ridden_ms)
             if why is None:
                 t.unexplained.append(f"{fid}: attempt {prev['attempt']} on {prev['worker']} at "
                                      f"{prev['at_ms']}, attempt {cur['attempt']} on "

@@ -86,6 +86,20 @@ def _runs(*spans: tuple[str, int, int | None, str]) -> list[dict[str, Any]]:
     return out
 
 
+def test_a_rerun_during_a_spell_shorter_than_what_leases_ride_out_is_unexplained() -> None:
+    due = T0 + 1500
+    rerun = every_fire_ran() + [start(V1, due, at=due + 3000, attempt=2)]
+    spell = [Fault("oom", "redis", due + 1000, due + 2000)]  # 1 s of refused writes
+
+    def judged(ridden_ms: int) -> Any:
+        return judge({"v1": {}}, [Epoch(T0 - 60_000, "v1")], T0 - 1, T0 + 12_000, rerun, [],
+                     [], spell, CHANGES, ridden_ms=ridden_ms)
+
+    assert judged(ridden_ms=500).unexplained == []  # a spell past what leases ride out
+    [found] = judged(ridden_ms=1500).unexplained
+    assert found.startswith(fire_id("latest-0", due, schedule="s"))
+
+
 def test_runs_of_a_named_limit_over_its_cap_are_caught_and_a_kill_ends_a_run() -> None:
     from cronsvc.config.models import parse_config
     from tests.chaos.ledger import limits_kept

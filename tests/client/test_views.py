@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from cronsvc.client import views
 from cronsvc.client.views import (
     InFlight,
     JobInfo,
@@ -90,7 +91,7 @@ SKIP = {"fire": "a@2", "status": "skipped", "started": None}
 ])
 def test_job_info(line: str, spec: str | None, pause: str | None, records: list[str],
                   expected: dict[str, Any]) -> None:
-    info = job_info("a", line, spec, pause, records, T0)
+    info = job_info("a", line, spec, pause, views.records("k", records, []), T0)
     assert isinstance(info, JobInfo) and info.name == "a"
     assert {k: getattr(info, k) for k in expected} == expected
 
@@ -109,10 +110,18 @@ def test_job_info_with_jitter_moves_the_next_fire_into_the_hour() -> None:
     ([js(SKIP), js(SKIP), js(OK_RUN)], OK_RUN),  # skips do not hide the last run
     ([js(SKIP), js({"status": "missed"})], SKIP),  # no run: the newest record says why
     (["not json", js(OK_RUN)], OK_RUN),
-    (["[1]", "nope"], {}),  # nothing readable: an empty record
+    (["[1]", "nope"], None),  # nothing readable
 ])
 def test_last_run(records: list[str], found: dict[str, Any] | None) -> None:
-    assert last_run(records) == found
+    assert last_run(views.records("k", records, [])) == found
+
+
+def test_records_leave_out_and_name_the_lines_that_are_none() -> None:
+    unreadable: list[str] = []
+    lines = ["not json", js(OK_RUN), "[1]", js({"fire": "a@1"}), js(SKIP)]
+    assert views.records("cron:history:a", lines, unreadable) == [OK_RUN, SKIP]
+    assert unreadable == [f"cron:history:a {x!r}: not a history record"
+                          for x in ("not json", "[1]", js({"fire": "a@1"}))]
 
 
 # -- in_flight, queued, member: one member of a sorted set -----------------------------------
@@ -183,7 +192,7 @@ def test_resumed_is_true_when_the_job_was_paused(was_paused: bool, truth: bool) 
 
 
 def test_every_view_is_json_ready() -> None:
-    info = job_info("a", "d1|all|0|allow|3|0|def", HOURLY, None, [js(OK_RUN)], T0)
+    info = job_info("a", "d1|all|0|allow|3|0|def", HOURLY, None, [OK_RUN], T0)
     fire = in_flight("a@1000", float("inf"), None)
     assert json.loads(json.dumps(dataclasses.asdict(info)))["last_run"] == OK_RUN
     assert json.loads(json.dumps(dataclasses.asdict(fire)))["lease_until_ms"] == INT64_MAX

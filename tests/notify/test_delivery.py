@@ -17,6 +17,7 @@ import redis
 
 from cronsvc.cli.render import status as render_status
 from cronsvc.keys import Keys, all_shards, stable_hash
+from cronsvc.malformed import parse
 from cronsvc.notify.channels import SIGNATURE_HEADER, sign
 from cronsvc.notify.fold import Episodes
 from tests.support.fleet import Fleet, published
@@ -267,3 +268,30 @@ def test_on_shards_every_outbox_is_drained_and_an_auto_pause_reaches_every_shard
                  message="each pause on every shard")
     assert sorted(b["job"] for b in bodies(hooks) if b["event"] == "dead") == names
     assert all(r.llen(k.outbox) == 0 for k in all_shards(3))
+
+
+def test_outbox_entries_that_are_no_event_are_set_aside_and_the_others_told(
+        tmp_path: Path, redis_url: str, hooks: HttpReceiver) -> None:
+    """Written by hand, before a real event: once they stopped every pass of the notifier
+    (an ``at`` that is no number), and nothing was told again."""
+    k = Keys()
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    garbage = ["garbage", "[1]", '{"event": 5}', '{"event": "dead", "job": "backup", "at": "x"}',
+               '{"event": "dead", "job": "backup", "fire": "backup@x"}']
+    r.lpush(k.outbox, *garbage)  # the oldest: routed first
+    fleet = Fleet(tmp_path, redis_url, {"backup": broken(tmp_path, notify_on=["dead"])},
+                  notify=channels(hooks.url), notifier=FAST)
+    with fleet.running("w1"):
+        client = published(redis_url, fleet.config)
+        run_once(client, "backup")
+        wait_for(lambda: events(hooks) == ["dead"], message="the dead event told",
+                 timeout=30)
+        assert fleet.procs["planner"].poll() is None, fleet.logs()
+    aside = [parse(x) for x in r.lrange(k.malformed, 0, -1)]
+    assert sorted(e.member for e in aside) == sorted(garbage), aside
+    assert {e.key for e in aside} == {k.outbox} and r.llen(k.outbox) == 0
+    assert [e.why for e in reversed(aside)] == [
+        "not JSON", "a JSON list, not an object", "no event", 'its at is "x", not a whole number',
+        "its fire is not a fire id"]
+    assert fleet.log("planner").count("set aside") == len(garbage), fleet.logs()
+    assert "Traceback" not in fleet.log("planner")

@@ -494,6 +494,7 @@ def test_every_script_is_there_with_a_header() -> None:
     assert set(sources) == {"publish", "plan", "claim", "heartbeat", "ack", "fail", "release",
                             "record", "enqueue", "cancel", "pause", "resume", "retry", "purge",
                             "generation", "schedule-set", "schedule-delete", "schedule-plan",
+                            "schedule-due", "schedule-aside",
                             "notify-lease", "notify-route", "notify-settle", "each-host",
                             "chain", "backfill"}
     # Which KEYS and ARGV each header lists, and that the body agrees: test_lua_headers.py.
