@@ -1,14 +1,16 @@
-"""Text for the terminal, from outside: control and bidi characters shown, not obeyed.
+"""What the CLI writes to the terminal: every line goes through here.
 
 Much of what the commands print comes from outside: a job's output, errors, notes,
 actors, worker names, job names and schedule ids read from Redis, the job file's
 descriptions. A control character in it would be obeyed by the terminal (ESC starts
 sequences that retitle the window, clear the screen or rewrite what was printed) and a
 bidi override would reorder what the operator reads, so text for people shows them as
-escapes instead.
+escapes instead. ``--json`` is printed exactly as ``json.dumps`` wrote it.
 """
 
 from __future__ import annotations
+
+import click
 
 # C0, DEL and C1, as \xNN the way Python writes them (a whole text keeps its newlines and
 # tabs: see printable).
@@ -31,3 +33,15 @@ def printable(text: str, *, cell: bool = False) -> str:
     """
     return text.translate(_CELL if cell else _TEXT)
 
+
+def echo(text: str, *, err: bool = False) -> None:
+    """Print ``text`` for people (stdout, or stderr with ``err``), shown :func:`printable`."""
+    click.echo(printable(text), err=err)
+
+
+def echo_json(text: str) -> None:
+    """Print JSON as ``json.dumps`` wrote it, to be read back exactly. It is safe as is:
+    with ``ensure_ascii`` (the default, which every ``--json`` uses) a string's control,
+    C1 and bidi characters are ``\\u`` escapes, and the only character below a space or
+    past ASCII left is the newline of the indentation."""
+    click.echo(text)
