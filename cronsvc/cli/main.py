@@ -26,6 +26,7 @@ from cronsvc.cli.options import (
     redis_url_option,
     require_redis_url,
 )
+from cronsvc.cli.term import echo, echo_json
 
 if TYPE_CHECKING:  # the commands import them when they run: `cronsvc --help` stays quick
     from redis import Redis
@@ -77,24 +78,24 @@ def validate(file: str | None, config: str | None, imports: bool,
     except ConfigError as exc:
         if not as_json:
             raise
-        click.echo(json.dumps({"file": path, "jobs": None, "errors": exc.problems,
-                               "warnings": []}, indent=2))
+        echo_json(json.dumps({"file": path, "jobs": None, "errors": exc.problems,
+                              "warnings": []}, indent=2))
         raise SystemExit(1) from None
     if as_json:
-        click.echo(json.dumps({"file": path, "jobs": len(loaded.jobs),
-                               "errors": warnings if strict else [],
-                               "warnings": [] if strict else warnings}, indent=2))
+        echo_json(json.dumps({"file": path, "jobs": len(loaded.jobs),
+                              "errors": warnings if strict else [],
+                              "warnings": [] if strict else warnings}, indent=2))
         if strict and warnings:
             raise SystemExit(1)
         return
     if strict and warnings:
         raise ConfigError([w.replace(": warning: ", ": ", 1) for w in warnings])
     for line in warnings:
-        click.echo(line, err=True)
+        echo(line, err=True)
     count = len(loaded.jobs)
     more = f" ({len(warnings)} warning{'' if len(warnings) == 1 else 's'})" if warnings else ""
     checked = ", call targets import" if imports else ""
-    click.echo(f"{path}: {count} job{'' if count == 1 else 's'} OK{checked}{more}")
+    echo(f"{path}: {count} job{'' if count == 1 else 's'} OK{checked}{more}")
 
 
 @main.command()
@@ -289,7 +290,7 @@ def publish(file: str | None, config: str | None, redis_url: str | None) -> None
     loaded = load_config(path)
     client = Client(require_redis_url(redis_url, loaded), config=loaded)
     generation = client.publish_config()
-    click.echo(f"published {path} as generation {generation} ({len(loaded.jobs)} jobs)")
+    echo(f"published {path} as generation {generation} ({len(loaded.jobs)} jobs)")
 
 
 @main.command("next")
@@ -309,7 +310,11 @@ def next_fires(job_or_expr: str, config: str | None, tz: str | None, count: int,
     from cronsvc.cli.next import find_spec, parse_after, render
 
     spec = find_spec(job_or_expr, config_path(config), tz)
-    click.echo(render(spec, parse_after(after), count, as_json))
+    listing = render(spec, parse_after(after), count, as_json)
+    if as_json:
+        echo_json(listing)
+    else:
+        echo(listing)
 
 
 # The operator commands: ls, pause, resume, trigger, at, cancel, history, queue, dead, status;

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cronsvc.cli.options import config_option, config_path, friendly
+from cronsvc.cli.term import echo
 
 
 @click.group()
@@ -34,4 +35,4 @@ def test(channel: str, config: str | None) -> None:
             f"; the file declares {', '.join(known)}" if known else
             f"; {path} has no notify: section")
         raise CronsvcError(f"unknown channel {channel!r}{hint}")
-    click.echo(send(channel, found, sample(time.time_ns() // 1_000_000)))
+    echo(send(channel, found, sample(time.time_ns() // 1_000_000)))

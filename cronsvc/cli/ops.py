@@ -30,6 +30,7 @@ from cronsvc.cli.options import (
     redis_url_option,
     require_redis_url,
 )
+from cronsvc.cli.term import echo, echo_json
 from cronsvc.errors import ConfigError, CronsvcError, RedisUnavailable, ScheduleError, UnknownFire
 from cronsvc.fires import parse_fire
 
@@ -183,7 +184,7 @@ def _despite(path: str, exc: ConfigError) -> Config:
         f" (and {more} more: see `cronsvc validate`)" if more else "")
     using = ("going on with its redis: section" if settings is not None else
              "its redis: section does not read either: going on with 1 shard, no key prefix")
-    click.echo(f"warning: {first}; {using}", err=True)
+    echo(f"warning: {first}; {using}", err=True)
     return Config(source=path) if settings is None else Config(source=path, redis=settings)
 
 
@@ -191,7 +192,10 @@ def emit(value: Any, as_json: bool, human: Callable[[ModuleType], str]) -> None:
     """Print ``value`` as JSON, or as ``human(render)`` renders it for people."""
     from cronsvc.cli import render
 
-    click.echo(render.as_json(value) if as_json else human(render))
+    if as_json:
+        echo_json(render.as_json(value))
+    else:
+        echo(human(render))
 
 
 def fail(message: str) -> None:
@@ -235,15 +239,15 @@ def resume(config: str | None, redis_url: str | None, job: str, catch_up: bool) 
         ended = "its runtime pause ended, but " if done else ""
         fail(f"{job}: {ended}it is paused in the job file (paused: true): remove that line")
     if not done:
-        click.echo(f"{job} was not paused")
+        echo(f"{job} was not paused")
         return
-    click.echo(f"resumed {job}")
+    echo(f"resumed {job}")
     if catch_up:
         more = f" (the newest {len(done.requeued)}: older ones left out)" if done.truncated else ""
-        click.echo(f"catch_up {done.catch_up}: {len(done.requeued)} missed fire(s) queued "
-                   f"again{more}")
+        echo(f"catch_up {done.catch_up}: {len(done.requeued)} missed fire(s) queued "
+             f"again{more}")
         for fid in done.requeued:
-            click.echo(f"  {fid}")
+            echo(f"  {fid}")
 
 
 @operator()
@@ -252,9 +256,9 @@ def resume(config: str | None, redis_url: str | None, job: str, catch_up: bool) 
 def trigger(config: str | None, redis_url: str | None, job: str, payload: Any) -> None:
     """Run JOB once now beside its schedule; prints the new fire id."""
     client = connect_client(config, redis_url)
-    click.echo(client.trigger(job, payload))
+    echo(client.trigger(job, payload))
     if client.job(job).paused:
-        click.echo(f"note: {job} is paused; a trigger runs anyway", err=True)
+        echo(f"note: {job} is paused; a trigger runs anyway", err=True)
 
 
 @operator(cls=DashValues)
@@ -276,7 +280,7 @@ def at(config: str | None, redis_url: str | None, when: str, job: str, payload: 
         due = parse_when(when, client.server_ms(), tz)
     except (ValueError, ScheduleError) as exc:
         raise click.BadParameter(str(exc), param_hint="WHEN") from None
-    click.echo(client.enqueue(job, due, payload))
+    echo(client.enqueue(job, due, payload))
 
 
 @operator(cls=DashValues)
@@ -314,11 +318,11 @@ def backfill(config: str | None, redis_url: str | None, target: str, start: str,
         nonlocal zone
         zone = plan.timezone
         if not as_json:
-            click.echo(render.backfill_plan(plan))
+            echo(render.backfill_plan(plan))
 
     def told(f: Any) -> None:
         if not as_json:
-            click.echo(render.backfill_fire(f, zone))
+            echo(render.backfill_fire(f, zone))
 
     try:
         done = client.backfill(target, start, end, dry_run=dry_run, tz=tz,
@@ -329,9 +333,9 @@ def backfill(config: str | None, redis_url: str | None, target: str, start: str,
                            "goes on where this one stopped") from None
     if done.dry_run or not done.to_run:
         if as_json:
-            click.echo(render.as_json(done))
+            echo_json(render.as_json(done))
         return
-    click.echo(render.as_json(done) if as_json else render.backfill_done(done))
+    emit(done, as_json, lambda r: r.backfill_done(done))
     if done.count("dead") + done.count("not run"):
         raise SystemExit(1)
 
@@ -346,7 +350,7 @@ def cancel(config: str | None, redis_url: str | None, fire: str) -> None:
                "done": "it ran already (see `cronsvc history`)",
                "unknown": "no such fire"}[client.fire_state(fire)]
         raise UnknownFire(f"cannot cancel {fire}: not queued: {why}")
-    click.echo(f"cancelled {fire}")
+    echo(f"cancelled {fire}")
 
 
 @operator()
@@ -417,7 +421,7 @@ COMMANDS.append(dead)
 def dead_retry(config: str | None, redis_url: str | None, fire: str) -> None:
     """Queue a dead fire again now, with the job's full set of attempts."""
     connect_client(config, redis_url).dead_retry(fire)
-    click.echo(f"queued {fire} again")
+    echo(f"queued {fire} again")
 
 
 @operator("purge", group=dead)
@@ -427,7 +431,7 @@ def dead_purge(config: str | None, redis_url: str | None, job: str | None) -> No
     ctx = click.get_current_context()
     n = connect_client(config, redis_url).dead_purge(
         job or (ctx.parent.params.get("job") if ctx.parent else None))
-    click.echo(f"purged {n} dead fire{'' if n == 1 else 's'}")
+    echo(f"purged {n} dead fire{'' if n == 1 else 's'}")
 
 
 @operator()
@@ -437,4 +441,4 @@ def status(config: str | None, redis_url: str | None, as_json: bool) -> None:
     found = connect_client(config, redis_url).status()
     emit(found, as_json, lambda r: r.status(found))
     for warning in found.warnings:
-        click.echo(f"WARNING: {warning}", err=True)
+        echo(f"WARNING: {warning}", err=True)

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from cronsvc.cli.term import echo
 from cronsvc.errors import ConfigError, CronsvcError, RedisUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,13 +32,13 @@ def friendly(fn: F) -> F:
             return fn(*args, **kwargs)
         except ConfigError as exc:
             for line in exc.problems:
-                click.echo(line, err=True)
+                echo(line, err=True)
             sys.exit(1)
         except RedisUnavailable as exc:
-            click.echo(str(exc), err=True)
+            echo(str(exc), err=True)
             sys.exit(2)
         except CronsvcError as exc:
-            click.echo(str(exc), err=True)
+            echo(str(exc), err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]

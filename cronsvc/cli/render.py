@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from cronsvc.cli.term import printable
 from cronsvc.client.backfill import Backfill, BackfillFire
 from cronsvc.client.views import (
     DeadFire,
@@ -97,11 +98,16 @@ def when(ms: int | None, now_ms: int, tz: str = "UTC") -> str:
 # -- tables -------------------------------------------------------------------------------
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns padded to their widest cell, two spaces apart; no trailing blanks."""
-    cells = [[str(h) for h in headers]] + [[NONE if c in (None, "") else str(c) for c in row]
-                                           for row in rows]
+    cells = [[str(h) for h in headers]] + [[_cell(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in cells)
+
+
+def _cell(value: Any) -> str:
+    """A value as a table shows it: on one line, its control characters shown (a cell is
+    measured by its length, and a newline in it would start a row of its own)."""
+    return NONE if value in (None, "") else printable(str(value), cell=True)
 
 
 def _short(text: Any, most: int = 60) -> str:
@@ -151,7 +157,8 @@ def _fit(headers: Sequence[str], rows: list[list[str]], width: int,
          elastic: Mapping[int, int]) -> list[list[str]]:
     """``rows`` with the text of the ``elastic`` columns (index -> narrowest width) cut,
     widest first, until the table is ``width`` wide or they are all at their narrowest."""
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
+    rows = [[_cell(c) for c in row] for row in rows]  # measured as the table shows them
+    widths = [max(len(c) for c in col) for col in zip(headers, *rows, strict=True)]
     over = sum(widths) + 2 * (len(widths) - 1) - width
     while over > 0:
         i = max(elastic, key=lambda k: widths[k] - elastic[k])

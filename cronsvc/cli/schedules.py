@@ -19,6 +19,7 @@ from cronsvc.cli.ops import (
     operator,
 )
 from cronsvc.cli.options import config_option, redis_url_option
+from cronsvc.cli.term import echo
 
 
 @click.group(epilog=EPILOG)
@@ -75,7 +76,7 @@ def _upsert(config: str | None, redis_url: str | None, sid: str, create: bool,
         else:
             fail(f"schedule {sid!r} exists; `cronsvc schedule set` changes it")
     outcome = client.upsert_schedule(sid, **fields)
-    click.echo(f"{outcome} {sid}")
+    echo(f"{outcome} {sid}")
 
 
 @operator("add", group=schedule)
@@ -100,7 +101,7 @@ def rm(config: str | None, redis_url: str | None, sid: str) -> None:
     """Delete a schedule; its fires not started yet go too (exit 1 if there is none)."""
     if not connect_client(config, redis_url).delete_schedule(sid):
         fail(f"no schedule {sid!r}")
-    click.echo(f"deleted {sid}")
+    echo(f"deleted {sid}")
 
 
 @operator("show", group=schedule)
@@ -136,7 +137,7 @@ def ls(config: str | None, redis_url: str | None, job: str | None, prefix: str |
 def pause(config: str | None, redis_url: str | None, sid: str) -> None:
     """Stop a schedule's fires until it is resumed."""
     outcome = connect_client(config, redis_url).pause_schedule(sid)
-    click.echo(f"paused {sid}" if outcome != "unchanged" else f"{sid} was paused already")
+    echo(f"paused {sid}" if outcome != "unchanged" else f"{sid} was paused already")
 
 
 @operator("resume", group=schedule)
@@ -144,5 +145,5 @@ def pause(config: str | None, redis_url: str | None, sid: str) -> None:
 def resume(config: str | None, redis_url: str | None, sid: str) -> None:
     """Fire again from now on."""
     outcome = connect_client(config, redis_url).resume_schedule(sid)
-    click.echo(f"resumed {sid}" if outcome != "unchanged" else f"{sid} was not paused")
+    echo(f"resumed {sid}" if outcome != "unchanged" else f"{sid} was not paused")
 

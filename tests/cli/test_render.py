@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cronsvc.cli.render import relative, span
+from cronsvc.cli.render import relative, span, table
 
 T0 = 1_900_000_000_000  # 2030-03-17T17:46:40Z
 
@@ -18,3 +18,8 @@ def test_spans_use_two_units_at_most(ms: int, text: str) -> None:
 def test_relative_times() -> None:
     assert (relative(T0 + 180_000, T0), relative(T0 - 12_000, T0), relative(T0 + 300, T0)) == (
         "in 3m", "12s ago", "now")
+
+
+def test_a_table_shows_each_cell_on_one_line_escaped_and_aligned() -> None:
+    assert table(["NAME", "NOTE"], [["a\nb\x1b", "x"], ["c", "\ty\u202e"]]).splitlines() == [
+        "NAME        NOTE", r"a\x0ab\x1b  x", r"c           \x09y\u202e"]

@@ -38,6 +38,11 @@ def tagged(path: str, tag: str, ctx: Any = None) -> None:
     _append(path, "start", ctx, tag=tag)
 
 
+def fail(message: str, ctx: Any = None) -> None:
+    """Fail with ``message``: the error its run records."""
+    raise RuntimeError(message)
+
+
 def block(path: str, release: str, ctx: Any = None, limit: float = 60.0) -> None:
     """Note the start, then hold the slot until the file ``release`` exists."""
     _append(path, "start", ctx)
