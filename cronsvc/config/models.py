@@ -425,17 +425,27 @@ class WorkerSettings(_Frozen):
 
 
 class EmailChannel(_Frozen):
-    """Mail through SMTP: ``smtp`` is ``smtp://user:password@host:587`` (STARTTLS when the
-    server offers it) or ``smtps://...`` (TLS from the start); credentials may be ``${VAR}``."""
+    """Mail through SMTP: ``smtp`` is ``smtp://user:password@host:587`` (STARTTLS, which the
+    server must offer) or ``smtps://...`` (TLS from the start), the server's certificate
+    verified either way; credentials may be ``${VAR}``. ``insecure_plaintext: true`` talks
+    to an ``smtp://`` relay without TLS at all: mail and password go in clear."""
 
     to: tuple[str, ...] = Field(min_length=1)
     smtp: str
     sender: str | None = Field(default=None, alias="from")
+    insecure_plaintext: bool = False
 
     @field_validator("to", mode="before")
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return (value,) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _plaintext_is_smtp(self) -> EmailChannel:
+        if self.insecure_plaintext and self.smtp.lower().startswith("smtps:"):
+            raise ValueError("insecure_plaintext: smtps:// is TLS from the start; "
+                             "use smtp:// for a relay without TLS")
+        return self
 
 
 CHANNEL_KINDS = ("webhook", "slack", "teams", "email", "command")

@@ -14,6 +14,7 @@ import os
 import re
 import smtplib
 import socket
+import ssl
 import subprocess
 import urllib.error
 import urllib.request
@@ -134,18 +135,30 @@ def _mail(where: str, channel: Channel, event: Event,
     message["To"] = ", ".join(channel.email.to)
     message["Message-ID"] = f"<{event.id}@cronsvc>"
     message.set_content(event.text())
-    kind = smtplib.SMTP_SSL if parts.scheme == "smtps" else smtplib.SMTP
-    port = parts.port or (465 if parts.scheme == "smtps" else 25)
+    # The system's trust store (SSL_CERT_FILE too), certificate and host name checked:
+    # smtplib without a context checks neither, and anyone in the path gets the password.
+    context = ssl.create_default_context()
     try:
-        with kind(parts.hostname, port, timeout=channel.timeout) as smtp:
-            if parts.scheme == "smtp":
+        if parts.scheme == "smtps":
+            smtp: smtplib.SMTP = smtplib.SMTP_SSL(parts.hostname, parts.port or 465,
+                                                  timeout=channel.timeout, context=context)
+        else:
+            smtp = smtplib.SMTP(parts.hostname, parts.port or 25, timeout=channel.timeout)
+        with smtp:
+            if parts.scheme == "smtp" and not channel.email.insecure_plaintext:
                 smtp.ehlo()
-                if smtp.has_extn("starttls"):
-                    smtp.starttls()
-                    smtp.ehlo()
+                if not smtp.has_extn("starttls"):
+                    raise DeliveryError(
+                        f"{where}: {shown(url)} offers no STARTTLS: nothing sent (a relay "
+                        "without TLS needs email.insecure_plaintext: true)")
+                smtp.starttls(context=context)
+                smtp.ehlo()
             if parts.username:
                 smtp.login(unquote(parts.username), unquote(parts.password or ""))
             smtp.send_message(message)
+    except ssl.SSLCertVerificationError as exc:
+        raise DeliveryError(f"{where}: {shown(url)}: certificate not trusted: "
+                            f"{exc.verify_message}") from None
     except (smtplib.SMTPException, OSError) as exc:
         raise DeliveryError(f"{where}: {shown(url)}: {type(exc).__name__}: "
                             f"{_first_line(exc)}") from None

@@ -1,12 +1,14 @@
 """Notification channels against real receivers: a local HTTP server for webhooks, Slack
-and Teams (the signature checked), a local SMTP server for mail, and a real command; the
-channel section of the job file; and `cronsvc notify test`."""
+and Teams (the signature checked), a local SMTP server with STARTTLS for mail (TLS itself
+is test_mail_tls.py's), and a real command; the channel section of the job file; and
+`cronsvc notify test`."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import ssl
 import sys
 from pathlib import Path
 
@@ -80,8 +82,8 @@ def test_a_refusing_endpoint_or_a_missing_secret_is_one_line_without_the_secret(
         send("ops", channel(webhook="http://127.0.0.1:1/"), EVENT)
 
 
-def test_mail_goes_through_smtp() -> None:
-    with smtp_receiver() as smtp:
+def test_mail_goes_through_smtp(trusted_tls: ssl.SSLContext) -> None:
+    with smtp_receiver(trusted_tls) as smtp:
         send("oncall", channel(email={"to": ["oncall@example.com", "lead@example.com"],
                                       "smtp": f"smtp://127.0.0.1:{smtp.port}",
                                       "from": "cron@example.com"}), EVENT)

@@ -1,8 +1,10 @@
 """Real receivers for notification tests: an HTTP server that records what it is sent
-(and answers as told), and an SMTP server (aiosmtpd) that keeps the mail it takes."""
+(and answers as told), and an SMTP server (aiosmtpd) that keeps the mail it takes and
+every AUTH tried on it, in plain text, with STARTTLS or with TLS from the start."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,11 +67,18 @@ class SmtpReceiver:
     port: int
     messages: list[Message] = field(default_factory=list)
     envelopes: list[tuple[str, list[str]]] = field(default_factory=list)
+    logins: list[tuple[str, str]] = field(default_factory=list)  # each AUTH tried: user, password
 
 
 @contextmanager
-def smtp_receiver() -> Iterator[SmtpReceiver]:
+def smtp_receiver(tls: ssl.SSLContext | None = None,
+                  implicit: bool = False) -> Iterator[SmtpReceiver]:
+    """An SMTP server on a free loopback port. With a server context ``tls`` it offers
+    STARTTLS, or speaks TLS from the start when ``implicit``; without, it offers no TLS.
+    It offers AUTH with or without TLS (a careless client's password is then recorded in
+    ``logins``) and takes any credentials."""
     from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult, LoginPassword
 
     box = SmtpReceiver(free_port())
 
@@ -79,7 +88,17 @@ def smtp_receiver() -> Iterator[SmtpReceiver]:
             box.messages.append(message_from_bytes(envelope.content))
             return "250 OK"
 
-    controller = Controller(Handler(), hostname="127.0.0.1", port=box.port)
+    def authenticator(server: Any, session: Any, envelope: Any, mechanism: str,
+                      data: Any) -> AuthResult:
+        if isinstance(data, LoginPassword):
+            box.logins.append((data.login.decode(), data.password.decode()))
+        return AuthResult(success=True)
+
+    tls_args: dict[str, Any] = {}
+    if tls is not None:
+        tls_args = {"ssl_context": tls} if implicit else {"tls_context": tls}
+    controller = Controller(Handler(), hostname="127.0.0.1", port=box.port,
+                            authenticator=authenticator, auth_require_tls=False, **tls_args)
     controller.start()
     try:
         yield box
