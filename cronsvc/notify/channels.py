@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from email.message import EmailMessage
+from email.utils import make_msgid, parseaddr
 from urllib.parse import unquote, urlsplit
 
 from cronsvc.config.models import Channel
@@ -29,6 +30,9 @@ from cronsvc.notify.events import Event
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 USER_AGENT = "cronsvc-notify/1"
 SIGNATURE_HEADER = "X-Cronsvc-Signature"
+#: The mail header with the event's id (the same on every retry, as a webhook's
+#: X-Cronsvc-Delivery).
+EVENT_ID_HEADER = "X-Cronsvc-Event-Id"
 
 
 class DeliveryError(CronsvcError):
@@ -131,9 +135,15 @@ def _mail(where: str, channel: Channel, event: Event,
                             "smtps://host:port")
     message = EmailMessage()
     message["Subject"] = f"[cronsvc] {event.title()}"
-    message["From"] = channel.email.sender or f"cronsvc@{socket.gethostname()}"
+    sender = channel.email.sender or f"cronsvc@{socket.gethostname()}"
+    message["From"] = sender
     message["To"] = ", ".join(channel.email.to)
-    message["Message-ID"] = f"<{event.id}@cronsvc>"
+    # An event id has ':' in it, which cuts a Message-ID made of it short ("<dead"): the id
+    # is made the usual way, under the sender's domain (make_msgid's default would ask DNS
+    # for this host's FQDN, on every mail), and the event id has a header of its own.
+    domain = parseaddr(sender)[1].rpartition("@")[2] or socket.gethostname()
+    message["Message-ID"] = make_msgid(domain=domain)
+    message[EVENT_ID_HEADER] = event.id
     message.set_content(event.text())
     # The system's trust store (SSL_CERT_FILE too), certificate and host name checked:
     # smtplib without a context checks neither, and anyone in the path gets the password.

@@ -5,6 +5,9 @@ channel says ``insecure_plaintext: true``."""
 
 from __future__ import annotations
 
+import re
+import ssl
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,14 @@ def test_insecure_plaintext_talks_to_a_relay_without_tls(tmp_path: Path) -> None
         send("relay", mail(f"smtp://127.0.0.1:{smtp.port}", insecure_plaintext=True), EVENT)
     assert len(smtp.messages) == 1
 
+
+def test_each_mail_has_a_whole_message_id_and_the_event_id_apart(
+        trusted_tls: ssl.SSLContext) -> None:
+    with smtp_receiver(trusted_tls) as smtp:
+        send("oncall", mail(f"smtp://127.0.0.1:{smtp.port}"), EVENT)
+        send("oncall", mail(f"smtp://127.0.0.1:{smtp.port}"), replace(EVENT, id="test-1"))
+    first, second = smtp.messages
+    assert re.fullmatch(r"<[^<>@\s]+@example\.com>", first["Message-ID"]), first["Message-ID"]
+    assert first["Message-ID"] != second["Message-ID"]
+    assert first["X-Cronsvc-Event-Id"] == "dead:nightly-backup@1795500000000:3"
+    assert second["X-Cronsvc-Event-Id"] == "test-1"
