@@ -1,6 +1,7 @@
 """Real receivers for notification tests: an HTTP server that records what it is sent
-(and answers as told), and an SMTP server (aiosmtpd) that keeps the mail it takes and
-every AUTH tried on it, in plain text, with STARTTLS or with TLS from the start."""
+(and answers as told, a redirect too), and an SMTP server (aiosmtpd) that keeps the mail
+it takes and every AUTH tried on it, in plain text, with STARTTLS or with TLS from the
+start."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from cronsvc.process.redis_server import free_port
 
 @dataclass
 class Received:
+    method: str
     path: str
     headers: dict[str, str]
     body: bytes
@@ -29,6 +31,7 @@ class HttpReceiver:
     url: str
     received: list[Received] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)  # answers to give, then 200
+    location: str | None = None  # sent as Location with each answer (for a 3xx)
     hang: threading.Event | None = None  # set: the receiver holds each request until clear
 
 
@@ -42,18 +45,27 @@ def http_receiver() -> Iterator[HttpReceiver]:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if box.hang is not None:
                 box.hang.wait(30)
-            box.received.append(Received(self.path, dict(self.headers.items()), body))
+            box.received.append(Received(self.command, self.path, dict(self.headers.items()),
+                                         body))
             status = box.statuses.pop(0) if box.statuses else 200
             self.send_response(status)
+            if box.location is not None:
+                self.send_header("Location", box.location)
+            self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")
+
+        # A client that follows a redirect may come back with GET: recorded too.
+        do_GET = do_POST  # noqa: N815 - the stdlib's name
 
         def log_message(self, *args: Any) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next look at its flag: half a second by default.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
     thread.start()
     try:
         yield box
