@@ -24,10 +24,10 @@ from urllib.parse import unquote, urljoin, urlsplit
 import httpx
 
 from cronsvc.config.models import Channel
+from cronsvc.config.urls import HTTP, SMTP, VAR, url_problem
 from cronsvc.errors import CronsvcError
 from cronsvc.notify.events import Event
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 USER_AGENT = "cronsvc-notify/1"
 SIGNATURE_HEADER = "X-Cronsvc-Signature"
 #: The mail header with the event's id (the same on every retry, as a webhook's
@@ -49,7 +49,7 @@ def expand(text: str, where: str, environ: Mapping[str, str] | None = None) -> s
             raise DeliveryError(f"{where}: environment variable {name} is not set")
         return env[name]
 
-    return _VAR.sub(value, text)
+    return VAR.sub(value, text)
 
 
 def shown(url: str) -> str:
@@ -115,8 +115,9 @@ def teams_message(event: Event) -> dict[str, object]:
 def post(where: str, url: str, body: bytes, headers: dict[str, str], timeout: float) -> str:
     """POST ``body`` to ``url``; a line saying it was taken (a 2xx answer), else
     DeliveryError. A redirect is not followed: it fails, saying where it pointed."""
-    if urlsplit(url).scheme not in ("http", "https"):
-        raise DeliveryError(f"{where}: {shown(url)} is not an http(s) URL")
+    problem = url_problem(url, HTTP)  # again: a ${VAR} may have held anything
+    if problem:
+        raise DeliveryError(f"{where}: {problem}")
     # A client per call: posts are few (an event, a ping) and come from several threads, so
     # nothing is shared between them and no connection stays open for a message minutes
     # away. Certificates are checked against the system's trust store, as for mail (httpx's
@@ -146,10 +147,11 @@ def _mail(where: str, channel: Channel, event: Event,
           environ: Mapping[str, str] | None) -> str:
     assert channel.email is not None
     url = expand(channel.email.smtp, f"{where}.email.smtp", environ)
+    problem = url_problem(url, SMTP)
+    if problem:
+        raise DeliveryError(f"{where}.email.smtp: {problem}")
     parts = urlsplit(url)
-    if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
-        raise DeliveryError(f"{where}: email.smtp: expected smtp://host:port or "
-                            "smtps://host:port")
+    assert parts.hostname is not None  # url_problem saw one
     message = EmailMessage()
     message["Subject"] = f"[cronsvc] {event.title()}"
     sender = channel.email.sender or f"cronsvc@{socket.gethostname()}"

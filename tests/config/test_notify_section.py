@@ -33,3 +33,40 @@ def test_a_channel_mailing_without_tls_says_so_and_is_warned_of(tmp_path: Path) 
     assert code == 1
     assert lines == [f"{path}:3: notify.relay.email: insecure_plaintext: smtps:// is TLS from "
                      "the start; use smtp:// for a relay without TLS"]
+
+
+def test_urls_that_are_not_http_or_smtp_are_refused_where_they_are(tmp_path: Path) -> None:
+    path = tmp_path / "schedules.yaml"
+    code, lines = validate(path, """\
+notify:
+  ops:
+    webhook: file:///etc/passwd
+  chat:
+    slack: hooks.slack.com/services/T0/B0/S3CRET-PATH
+  teams:
+    teams: "https:///webhookb2/S3CRET-PATH"
+  mail:
+    email: {to: ops@example.com, smtp: "http://mail.example.com"}
+  later:
+    webhook: ${HOOK_URL}
+  host-later:
+    webhook: https://${HOOK_HOST}:${HOOK_PORT}/cron
+jobs:
+  a:
+    cron: '@daily'
+    command: ['true']
+    ping: gopher://hc.example.com/S3CRET-PATH
+  b:
+    cron: '@daily'
+    command: ['true']
+    ping: {start: 'https://hc.example.com/b/start', fail: 'file:///tmp/S3CRET-PATH'}
+""")
+    assert code == 1
+    assert lines == [
+        f"{path}:3: notify.ops.webhook: expected a URL starting http:// or https://",
+        f"{path}:5: notify.chat.slack: expected a URL starting http:// or https://",
+        f"{path}:7: notify.teams.teams: no host after https://",
+        f"{path}:9: notify.mail.email.smtp: expected a URL starting smtp:// or smtps://",
+        f"{path}:18: jobs.a.ping: expected a URL starting http:// or https://",
+        f"{path}:22: jobs.b.ping.fail: expected a URL starting http:// or https://",
+    ]

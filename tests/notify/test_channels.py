@@ -82,6 +82,18 @@ def test_a_refusing_endpoint_or_a_missing_secret_is_one_line_without_the_secret(
         send("ops", channel(webhook="http://127.0.0.1:1/"), EVENT)
 
 
+def test_a_url_from_the_environment_is_checked_when_sending() -> None:
+    for spec, env in (({"webhook": "${HOOK_URL}"}, {"HOOK_URL": "file:///etc/passwd"}),
+                      ({"slack": "${SLACK_URL}"}, {"SLACK_URL": "hooks.slack.com/T0/S3CRET"})):
+        with pytest.raises(DeliveryError) as refused:
+            send("ops", channel(**spec), EVENT, env)
+        assert str(refused.value) == "notify.ops: expected a URL starting http:// or https://"
+    with pytest.raises(DeliveryError) as refused:
+        send("mail", channel(email={"to": "a@example.com", "smtp": "${SMTP_URL}"}), EVENT,
+             {"SMTP_URL": "smtp://user:S3CRET@"})
+    assert str(refused.value) == "notify.mail.email.smtp: no host after smtp://"
+
+
 def test_mail_goes_through_smtp(trusted_tls: ssl.SSLContext) -> None:
     with smtp_receiver(trusted_tls) as smtp:
         send("oncall", channel(email={"to": ["oncall@example.com", "lead@example.com"],
