@@ -3,6 +3,10 @@
 Secrets (``${VAR}`` anywhere in a channel's text) are read from the environment when
 sending, and an error names the channel and the variable, never a secret's value: URLs
 are shown by scheme and host only (a Slack or Teams webhook URL is itself a secret).
+
+What a job printed reaches people as text: a chat message escapes it so that it cannot
+mention everyone or hide a link. A POST follows no redirect, and mail goes only over TLS
+whose certificate was verified, unless the channel says ``insecure_plaintext: true``.
 """
 
 from __future__ import annotations
@@ -95,13 +99,28 @@ def send(name: str, channel: Channel, event: Event,
     return _command(where, channel, event, environ)
 
 
+# Slack's mrkdwn reads &, < and > as markup (<!channel>, <https://x|a link>): escaped as
+# Slack asks, in every text field, they show as written and do nothing.
+_SLACK = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# A Teams card's text is Markdown and some HTML: &, < and > as entities keep tags from
+# acting, and [ ] as character references keep the output from making a link or an image
+# (a backslash escape would be shown as is where the Markdown has none). Its title and
+# summary are shown as they are: not escaped.
+_TEAMS = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;"})
+# A zero-width space after each backtick: no run of three in a job's output can close the
+# code block (and let what follows it be markup), and what a reader sees is unchanged
+# (only who copies it gets the invisible spaces too).
+_BACKTICK = str.maketrans({"`": "`\u200b"})
+
+
 def slack_message(event: Event) -> dict[str, object]:
     """A Slack incoming-webhook message: the title, and the details as a code block."""
-    return {"text": event.title(),
-            "blocks": [{"type": "section", "text": {"type": "mrkdwn",
-                                                    "text": f"*{event.title()}*"}},
+    title = event.title().translate(_SLACK)
+    details = event.text().translate(_SLACK).translate(_BACKTICK)
+    return {"text": title,
+            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{title}*"}},
                        {"type": "section", "text": {"type": "mrkdwn",
-                                                    "text": f"```{event.text()}```"}}]}
+                                                    "text": f"```{details}```"}}]}
 
 
 def teams_message(event: Event) -> dict[str, object]:
@@ -109,7 +128,8 @@ def teams_message(event: Event) -> dict[str, object]:
     good = event.event in ("recovered", "test")
     return {"@type": "MessageCard", "@context": "https://schema.org/extensions",
             "summary": event.title(), "themeColor": "2E9E5B" if good else "D64545",
-            "title": event.title(), "text": event.text().replace("\n", "  \n")}
+            "title": event.title(),
+            "text": event.text().translate(_TEAMS).replace("\n", "  \n")}
 
 
 def post(where: str, url: str, body: bytes, headers: dict[str, str], timeout: float) -> str:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import json
 import ssl
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,35 @@ def test_slack_and_teams_get_their_own_formats() -> None:
     assert slack["text"] == "nightly-backup: failed for good (no attempts left)"
     assert "exit 3" in slack["blocks"][1]["text"]["text"]
     assert (teams["@type"], teams["title"]) == ("MessageCard", slack["text"])
+
+
+# Output that would act in a chat message if it were taken as markup.
+HOSTILE = replace(EVENT, job="backup<!here>", error="<!here> & <https://evil.example|log in>",
+                  output="```\n<!channel> [log in](https://evil.example) <b>now</b>\n```")
+
+
+def test_slack_shows_a_job_s_output_as_text_that_cannot_act() -> None:
+    with http_receiver() as hook:
+        send("chat", channel(slack=hook.url), HOSTILE)
+    message = json.loads(hook.received[0].body)
+    title, details = (block["text"]["text"] for block in message["blocks"])
+    assert message["text"] == "backup&lt;!here&gt;: failed for good (no attempts left)"
+    assert title == f"*{message['text']}*"
+    assert details.startswith("```") and details.endswith("```")
+    inside = details[3:-3]
+    assert "```" not in inside and "<" not in inside and ">" not in inside
+    assert "error: &lt;!here&gt; &amp; &lt;https://evil.example|log in&gt;" in inside
+    assert html.unescape(inside.replace("\u200b", "")) == HOSTILE.text()  # reads as written
+
+
+def test_a_teams_card_shows_a_job_s_output_as_text_that_cannot_act() -> None:
+    with http_receiver() as hook:
+        send("teams", channel(teams=hook.url), HOSTILE)
+    card = json.loads(hook.received[0].body)
+    assert not set("<>[]") & set(card["text"])
+    assert "&#91;log in&#93;(https://evil.example) &lt;b&gt;now&lt;/b&gt;" in card["text"]
+    assert html.unescape(card["text"]).replace("  \n", "\n") == HOSTILE.text()
+    assert card["title"] == HOSTILE.title()  # Teams shows a card's title as it is
 
 
 def test_a_refusing_endpoint_or_a_missing_secret_is_one_line_without_the_secret() -> None:
