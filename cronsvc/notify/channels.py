@@ -156,8 +156,12 @@ def post(where: str, url: str, body: bytes, headers: dict[str, str], timeout: fl
     if 300 <= status < 400 and location:
         # Shown as every URL is, scheme and host only: the path or query of where it
         # points may hold a token as much as the webhook's own URL does.
+        try:
+            target = shown(urljoin(url, location))
+        except ValueError:  # the other side's text: an unclosed '[' does not join
+            target = "an invalid URL"
         raise DeliveryError(f"{where}: {shown(url)} answered {status}, a redirect to "
-                            f"{shown(urljoin(url, location))}: not followed")
+                            f"{target}: not followed")
     if not 200 <= status < 300:
         raise DeliveryError(f"{where}: {shown(url)} answered {status}")
     return f"{where}: {shown(url)} answered {status}"

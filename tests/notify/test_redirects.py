@@ -57,6 +57,14 @@ def test_a_relative_redirect_of_a_slack_webhook_shows_no_path(hook: HttpReceiver
     assert len(hook.received) == 1
 
 
+def test_a_redirect_to_no_url_at_all_is_one_line_too(hook: HttpReceiver) -> None:
+    hook.statuses, hook.location = [307], "http://[no-such-host/"
+    with pytest.raises(DeliveryError) as refused:
+        send("ops", Channel.model_validate({"webhook": hook.url}), EVENT)
+    assert str(refused.value) == (f"notify.ops: {hook.url} answered 307, a redirect to "
+                                  "an invalid URL: not followed")
+
+
 def test_a_ping_answered_with_a_redirect_is_not_followed(
         hook: HttpReceiver, elsewhere: HttpReceiver, caplog: pytest.LogCaptureFixture) -> None:
     hook.statuses = [302]
