@@ -1,9 +1,10 @@
 """What `cronsvc validate` checks beyond a valid file: warnings, and call targets that
 really import.
 
-A valid file may still hold a schedule that never fires (``* * 31 2 *``) or a
+A valid file may still hold a schedule that never fires (``* * 31 2 *``), a
 ``call`` into ``os``/``subprocess``/``builtins``, which runs any program
-without ``shell: true``: both are warnings, located like errors. With
+without ``shell: true``, or an email channel that sends without TLS
+(``insecure_plaintext``): all are warnings, located like errors. With
 ``--imports`` every ``call`` target is imported and checked callable in a child
 process of this Python: importing runs the module's code, and a module that
 exits, crashes or hangs must not take the validator with it.
@@ -74,7 +75,8 @@ def check_file(path: str) -> Checked:
 
 
 def warnings(checked: Checked, now_ms: int) -> list[str]:
-    """``file:line: warning: jobs.NAME.FIELD: ...`` for what is valid but likely wrong."""
+    """``file:line: warning: jobs.NAME.FIELD: ...`` (or ``notify.NAME...``) for what is
+    valid but likely wrong or unsafe."""
     found: list[tuple[KeyPath, str]] = []
     for name, job in checked.config.jobs.items():
         spec = job.schedule
@@ -90,6 +92,11 @@ def warnings(checked: Checked, now_ms: int) -> list[str]:
             found.append((("jobs", name, "call"), f"{job.call!r} can run any program or code "
                           "(no shell: true needed): call a function of your own instead"))
         found += [(("jobs", name, "cron"), message) for message in dst_notes(job, now_ms)]
+    for name, channel in checked.config.notify.items():
+        if channel.email is not None and channel.email.insecure_plaintext:
+            found.append((("notify", name, "email", "insecure_plaintext"),
+                          "mail and any SMTP password go unencrypted (no TLS): only for a "
+                          "relay on this host or a network you trust"))
     lines = [(checked.located.line(path) or 0, path, message) for path, message in found]
     return [f"{checked.place(path)}: warning: {dotted(path)}: {message}"
             for _, path, message in sorted(lines, key=lambda item: item[0])]

@@ -28,9 +28,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from cronsvc.clock import dt_to_ms
-from cronsvc.config.report import Report
+from cronsvc.config.report import UNQUOTED, Report
+from cronsvc.config.urls import HTTP, SMTP, written_url_problem
 from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
 from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError, did_you_mean
@@ -77,11 +79,20 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _check_url(value: str | None, schemes: tuple[str, ...]) -> None:
+    """An error, which does not quote ``value`` (a webhook's URL may be a secret), unless
+    it is a URL of ``schemes`` as far as can be told before ``${VAR}`` is filled in."""
+    problem = None if value is None else written_url_problem(value, schemes)
+    if problem:
+        raise PydanticCustomError(UNQUOTED, problem)
+
+
 class Ping(_Frozen):
     """Dead-man pings for an outside monitor (Healthchecks.io, Cronitor): ``start`` when a
     run begins, ``success`` or ``fail`` when it ends (``fail`` with the error and the
     output tail as the body). A plain URL is Healthchecks' form: ``URL/start``, ``URL``,
-    ``URL/fail``. URLs may be ``${VAR}``, read from the environment when pinging."""
+    ``URL/fail``. URLs are http(s) and may be ``${VAR}``, read from the environment when
+    pinging (and checked then, if a variable stands for the scheme)."""
 
     start: str | None = None
     success: str | None = None
@@ -91,8 +102,15 @@ class Ping(_Frozen):
     @classmethod
     def _one_url(cls, value: object) -> object:
         if isinstance(value, str):
+            _check_url(value, HTTP)  # one error for the one URL written, not three
             base = value.rstrip("/")
             return {"start": f"{base}/start", "success": base, "fail": f"{base}/fail"}
+        return value
+
+    @field_validator("start", "success", "fail")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        _check_url(value, HTTP)
         return value
 
 
@@ -425,17 +443,33 @@ class WorkerSettings(_Frozen):
 
 
 class EmailChannel(_Frozen):
-    """Mail through SMTP: ``smtp`` is ``smtp://user:password@host:587`` (STARTTLS when the
-    server offers it) or ``smtps://...`` (TLS from the start); credentials may be ``${VAR}``."""
+    """Mail through SMTP: ``smtp`` is ``smtp://user:password@host:587`` (STARTTLS, which the
+    server must offer) or ``smtps://...`` (TLS from the start), the server's certificate
+    verified either way; credentials may be ``${VAR}``. ``insecure_plaintext: true`` talks
+    to an ``smtp://`` relay without TLS at all: mail and password go in clear."""
 
     to: tuple[str, ...] = Field(min_length=1)
     smtp: str
     sender: str | None = Field(default=None, alias="from")
+    insecure_plaintext: bool = False
 
     @field_validator("to", mode="before")
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return (value,) if isinstance(value, str) else value
+
+    @field_validator("smtp")
+    @classmethod
+    def _smtp(cls, value: str) -> str:
+        _check_url(value, SMTP)
+        return value
+
+    @model_validator(mode="after")
+    def _plaintext_is_smtp(self) -> EmailChannel:
+        if self.insecure_plaintext and self.smtp.lower().startswith("smtps:"):
+            raise ValueError("insecure_plaintext: smtps:// is TLS from the start; "
+                             "use smtp:// for a relay without TLS")
+        return self
 
 
 CHANNEL_KINDS = ("webhook", "slack", "teams", "email", "command")
@@ -443,9 +477,10 @@ CHANNEL_KINDS = ("webhook", "slack", "teams", "email", "command")
 
 class Channel(_Frozen):
     """One way to tell people: exactly one of ``webhook``, ``slack``, ``teams`` (their
-    incoming-webhook URLs), ``email`` or ``command`` (an argv, no shell, given the event as
-    JSON on stdin). Any text may be ``${VAR}``: read from the environment when sending,
-    never written to Redis or to a log."""
+    incoming-webhook URLs, http or https), ``email`` or ``command`` (an argv, no shell,
+    given the event as JSON on stdin). Any text may be ``${VAR}``: read from the
+    environment when sending, never written to Redis or to a log; a URL whose scheme is a
+    variable is checked then."""
 
     webhook: str | None = None
     slack: str | None = None
@@ -454,6 +489,12 @@ class Channel(_Frozen):
     command: tuple[Text, ...] | None = None
     secret: str | None = None  # webhook: signs each body (HMAC-SHA256)
     timeout: Seconds = 10.0
+
+    @field_validator("webhook", "slack", "teams")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        _check_url(value, HTTP)
+        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> Channel:

@@ -15,6 +15,9 @@ from cronsvc.config.yamlsource import KeyPath, Located
 from cronsvc.errors import ConfigError, did_you_mean
 
 _SCALARS = (str, int, float, bool)
+#: The pydantic error type of a check whose message must not quote the value (a URL that
+#: may hold a secret): raise ``PydanticCustomError(UNQUOTED, message)``.
+UNQUOTED = "unquoted"
 
 
 def dotted(path: KeyPath) -> str:
@@ -65,6 +68,9 @@ class Report:
                 continue
             if kind == "missing":
                 self.add(path, "missing (required)")
+                continue
+            if kind == UNQUOTED:
+                self.add(path, err["msg"])
                 continue
             if kind == "value_error":
                 message = str(err["ctx"]["error"])

@@ -3,6 +3,10 @@
 Secrets (``${VAR}`` anywhere in a channel's text) are read from the environment when
 sending, and an error names the channel and the variable, never a secret's value: URLs
 are shown by scheme and host only (a Slack or Teams webhook URL is itself a secret).
+
+What a job printed reaches people as text: a chat message escapes it so that it cannot
+mention everyone or hide a link. A POST follows no redirect, and mail goes only over TLS
+whose certificate was verified, unless the channel says ``insecure_plaintext: true``.
 """
 
 from __future__ import annotations
@@ -14,20 +18,25 @@ import os
 import re
 import smtplib
 import socket
+import ssl
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from email.message import EmailMessage
-from urllib.parse import unquote, urlsplit
+from email.utils import make_msgid, parseaddr
+from urllib.parse import unquote, urljoin, urlsplit
+
+import httpx
 
 from cronsvc.config.models import Channel
+from cronsvc.config.urls import HTTP, SMTP, VAR, url_problem
 from cronsvc.errors import CronsvcError
 from cronsvc.notify.events import Event
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 USER_AGENT = "cronsvc-notify/1"
 SIGNATURE_HEADER = "X-Cronsvc-Signature"
+#: The mail header with the event's id (the same on every retry, as a webhook's
+#: X-Cronsvc-Delivery).
+EVENT_ID_HEADER = "X-Cronsvc-Event-Id"
 
 
 class DeliveryError(CronsvcError):
@@ -44,14 +53,17 @@ def expand(text: str, where: str, environ: Mapping[str, str] | None = None) -> s
             raise DeliveryError(f"{where}: environment variable {name} is not set")
         return env[name]
 
-    return _VAR.sub(value, text)
+    return VAR.sub(value, text)
 
 
 def shown(url: str) -> str:
     """A URL as a message may show it: scheme and host, nothing that may be secret."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or '?'}" + (f":{parts.port}" if parts.port
-                                                            else "")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # an open '[' or a port out of range (a redirect's Location may be)
+        return "an invalid URL"
+    return f"{parts.scheme}://{parts.hostname or '?'}" + (f":{port}" if port else "")
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -87,13 +99,28 @@ def send(name: str, channel: Channel, event: Event,
     return _command(where, channel, event, environ)
 
 
+# Slack's mrkdwn reads &, < and > as markup (<!channel>, <https://x|a link>): escaped as
+# Slack asks, in every text field, they show as written and do nothing.
+_SLACK = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# A Teams card's text is Markdown and some HTML: &, < and > as entities keep tags from
+# acting, and [ ] as character references keep the output from making a link or an image
+# (a backslash escape would be shown as is where the Markdown has none). Its title and
+# summary are shown as they are: not escaped.
+_TEAMS = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;"})
+# A zero-width space after each backtick: no run of three in a job's output can close the
+# code block (and let what follows it be markup), and what a reader sees is unchanged
+# (only who copies it gets the invisible spaces too).
+_BACKTICK = str.maketrans({"`": "`\u200b"})
+
+
 def slack_message(event: Event) -> dict[str, object]:
     """A Slack incoming-webhook message: the title, and the details as a code block."""
-    return {"text": event.title(),
-            "blocks": [{"type": "section", "text": {"type": "mrkdwn",
-                                                    "text": f"*{event.title()}*"}},
+    title = event.title().translate(_SLACK)
+    details = event.text().translate(_SLACK).translate(_BACKTICK)
+    return {"text": title,
+            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{title}*"}},
                        {"type": "section", "text": {"type": "mrkdwn",
-                                                    "text": f"```{event.text()}```"}}]}
+                                                    "text": f"```{details}```"}}]}
 
 
 def teams_message(event: Event) -> dict[str, object]:
@@ -101,51 +128,90 @@ def teams_message(event: Event) -> dict[str, object]:
     good = event.event in ("recovered", "test")
     return {"@type": "MessageCard", "@context": "https://schema.org/extensions",
             "summary": event.title(), "themeColor": "2E9E5B" if good else "D64545",
-            "title": event.title(), "text": event.text().replace("\n", "  \n")}
+            "title": event.title(),
+            "text": event.text().translate(_TEAMS).replace("\n", "  \n")}
 
 
 def post(where: str, url: str, body: bytes, headers: dict[str, str], timeout: float) -> str:
-    """POST ``body`` to ``url``; a line saying it was taken, else DeliveryError."""
-    if urlsplit(url).scheme not in ("http", "https"):
-        raise DeliveryError(f"{where}: {shown(url)} is not an http(s) URL")
-    request = urllib.request.Request(url, data=body, method="POST",
-                                     headers={"User-Agent": USER_AGENT, **headers})
+    """POST ``body`` to ``url``; a line saying it was taken (a 2xx answer), else
+    DeliveryError. A redirect is not followed: it fails, saying where it pointed."""
+    problem = url_problem(url, HTTP)  # again: a ${VAR} may have held anything
+    if problem:
+        raise DeliveryError(f"{where}: {problem}")
+    # A client per call: posts are few (an event, a ping) and come from several threads, so
+    # nothing is shared between them and no connection stays open for a message minutes
+    # away. Certificates are checked against the system's trust store, as for mail (httpx's
+    # default is certifi's bundle, which knows no company CA). No redirect is followed: it
+    # would take the signature headers wherever it points, drop the body (as a GET) and
+    # count as delivered. The answer's body is not read: nothing in it is used.
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:  # noqa: S310 - http(s)
-            return f"{where}: {shown(url)} answered {reply.status}"
-    except urllib.error.HTTPError as exc:
-        raise DeliveryError(f"{where}: {shown(url)} answered {exc.code}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+        with httpx.Client(verify=ssl.create_default_context(), follow_redirects=False,
+                          timeout=timeout) as client:
+            with client.stream("POST", url, content=body,
+                               headers={"User-Agent": USER_AGENT, **headers}) as reply:
+                status, location = reply.status_code, reply.headers.get("Location")
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        reason = _first_line(exc) or type(exc).__name__
         raise DeliveryError(f"{where}: cannot reach {shown(url)}: {reason}") from None
+    if 300 <= status < 400 and location:
+        # Shown as every URL is, scheme and host only: the path or query of where it
+        # points may hold a token as much as the webhook's own URL does.
+        try:
+            target = shown(urljoin(url, location))
+        except ValueError:  # the other side's text: an unclosed '[' does not join
+            target = "an invalid URL"
+        raise DeliveryError(f"{where}: {shown(url)} answered {status}, a redirect to "
+                            f"{target}: not followed")
+    if not 200 <= status < 300:
+        raise DeliveryError(f"{where}: {shown(url)} answered {status}")
+    return f"{where}: {shown(url)} answered {status}"
 
 
 def _mail(where: str, channel: Channel, event: Event,
           environ: Mapping[str, str] | None) -> str:
     assert channel.email is not None
     url = expand(channel.email.smtp, f"{where}.email.smtp", environ)
+    problem = url_problem(url, SMTP)
+    if problem:
+        raise DeliveryError(f"{where}.email.smtp: {problem}")
     parts = urlsplit(url)
-    if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
-        raise DeliveryError(f"{where}: email.smtp: expected smtp://host:port or "
-                            "smtps://host:port")
+    assert parts.hostname is not None  # url_problem saw one
     message = EmailMessage()
     message["Subject"] = f"[cronsvc] {event.title()}"
-    message["From"] = channel.email.sender or f"cronsvc@{socket.gethostname()}"
+    sender = channel.email.sender or f"cronsvc@{socket.gethostname()}"
+    message["From"] = sender
     message["To"] = ", ".join(channel.email.to)
-    message["Message-ID"] = f"<{event.id}@cronsvc>"
+    # An event id has ':' in it, which cuts a Message-ID made of it short ("<dead"): the id
+    # is made the usual way, under the sender's domain (make_msgid's default would ask DNS
+    # for this host's FQDN, on every mail), and the event id has a header of its own.
+    domain = parseaddr(sender)[1].rpartition("@")[2] or socket.gethostname()
+    message["Message-ID"] = make_msgid(domain=domain)
+    message[EVENT_ID_HEADER] = event.id
     message.set_content(event.text())
-    kind = smtplib.SMTP_SSL if parts.scheme == "smtps" else smtplib.SMTP
-    port = parts.port or (465 if parts.scheme == "smtps" else 25)
+    # The system's trust store (SSL_CERT_FILE too), certificate and host name checked:
+    # smtplib without a context checks neither, and anyone in the path gets the password.
+    context = ssl.create_default_context()
     try:
-        with kind(parts.hostname, port, timeout=channel.timeout) as smtp:
-            if parts.scheme == "smtp":
+        if parts.scheme == "smtps":
+            smtp: smtplib.SMTP = smtplib.SMTP_SSL(parts.hostname, parts.port or 465,
+                                                  timeout=channel.timeout, context=context)
+        else:
+            smtp = smtplib.SMTP(parts.hostname, parts.port or 25, timeout=channel.timeout)
+        with smtp:
+            if parts.scheme == "smtp" and not channel.email.insecure_plaintext:
                 smtp.ehlo()
-                if smtp.has_extn("starttls"):
-                    smtp.starttls()
-                    smtp.ehlo()
+                if not smtp.has_extn("starttls"):
+                    raise DeliveryError(
+                        f"{where}: {shown(url)} offers no STARTTLS: nothing sent (a relay "
+                        "without TLS needs email.insecure_plaintext: true)")
+                smtp.starttls(context=context)
+                smtp.ehlo()
             if parts.username:
                 smtp.login(unquote(parts.username), unquote(parts.password or ""))
             smtp.send_message(message)
+    except ssl.SSLCertVerificationError as exc:
+        raise DeliveryError(f"{where}: {shown(url)}: certificate not trusted: "
+                            f"{exc.verify_message}") from None
     except (smtplib.SMTPException, OSError) as exc:
         raise DeliveryError(f"{where}: {shown(url)}: {type(exc).__name__}: "
                             f"{_first_line(exc)}") from None

@@ -3,7 +3,8 @@
 A run never waits on a ping: pings go into a bounded queue that one thread of the
 worker sends in order, each with a short timeout. A monitor that is down or slow only
 makes its own pings late (or lost, when the queue is full: the monitor then says the job
-went quiet, which is what it is for).
+went quiet, which is what it is for). A ping is a webhook's POST (``channels.post``): a
+monitor answering with a redirect has not taken it, and the redirect is not followed.
 """
 
 from __future__ import annotations

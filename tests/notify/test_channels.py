@@ -1,13 +1,17 @@
 """Notification channels against real receivers: a local HTTP server for webhooks, Slack
-and Teams (the signature checked), a local SMTP server for mail, and a real command; the
-channel section of the job file; and `cronsvc notify test`."""
+and Teams (the signature checked), a local SMTP server with STARTTLS for mail (TLS itself
+is test_mail_tls.py's), and a real command; the channel section of the job file; and
+`cronsvc notify test`."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import json
+import ssl
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,6 +70,35 @@ def test_slack_and_teams_get_their_own_formats() -> None:
     assert (teams["@type"], teams["title"]) == ("MessageCard", slack["text"])
 
 
+# Output that would act in a chat message if it were taken as markup.
+HOSTILE = replace(EVENT, job="backup<!here>", error="<!here> & <https://evil.example|log in>",
+                  output="```\n<!channel> [log in](https://evil.example) <b>now</b>\n```")
+
+
+def test_slack_shows_a_job_s_output_as_text_that_cannot_act() -> None:
+    with http_receiver() as hook:
+        send("chat", channel(slack=hook.url), HOSTILE)
+    message = json.loads(hook.received[0].body)
+    title, details = (block["text"]["text"] for block in message["blocks"])
+    assert message["text"] == "backup&lt;!here&gt;: failed for good (no attempts left)"
+    assert title == f"*{message['text']}*"
+    assert details.startswith("```") and details.endswith("```")
+    inside = details[3:-3]
+    assert "```" not in inside and "<" not in inside and ">" not in inside
+    assert "error: &lt;!here&gt; &amp; &lt;https://evil.example|log in&gt;" in inside
+    assert html.unescape(inside.replace("\u200b", "")) == HOSTILE.text()  # reads as written
+
+
+def test_a_teams_card_shows_a_job_s_output_as_text_that_cannot_act() -> None:
+    with http_receiver() as hook:
+        send("teams", channel(teams=hook.url), HOSTILE)
+    card = json.loads(hook.received[0].body)
+    assert not set("<>[]") & set(card["text"])
+    assert "&#91;log in&#93;(https://evil.example) &lt;b&gt;now&lt;/b&gt;" in card["text"]
+    assert html.unescape(card["text"]).replace("  \n", "\n") == HOSTILE.text()
+    assert card["title"] == HOSTILE.title()  # Teams shows a card's title as it is
+
+
 def test_a_refusing_endpoint_or_a_missing_secret_is_one_line_without_the_secret() -> None:
     with http_receiver() as hook:
         hook.statuses = [500]
@@ -80,8 +113,20 @@ def test_a_refusing_endpoint_or_a_missing_secret_is_one_line_without_the_secret(
         send("ops", channel(webhook="http://127.0.0.1:1/"), EVENT)
 
 
-def test_mail_goes_through_smtp() -> None:
-    with smtp_receiver() as smtp:
+def test_a_url_from_the_environment_is_checked_when_sending() -> None:
+    for spec, env in (({"webhook": "${HOOK_URL}"}, {"HOOK_URL": "file:///etc/passwd"}),
+                      ({"slack": "${SLACK_URL}"}, {"SLACK_URL": "hooks.slack.com/T0/S3CRET"})):
+        with pytest.raises(DeliveryError) as refused:
+            send("ops", channel(**spec), EVENT, env)
+        assert str(refused.value) == "notify.ops: expected a URL starting http:// or https://"
+    with pytest.raises(DeliveryError) as refused:
+        send("mail", channel(email={"to": "a@example.com", "smtp": "${SMTP_URL}"}), EVENT,
+             {"SMTP_URL": "smtp://user:S3CRET@"})
+    assert str(refused.value) == "notify.mail.email.smtp: no host after smtp://"
+
+
+def test_mail_goes_through_smtp(trusted_tls: ssl.SSLContext) -> None:
+    with smtp_receiver(trusted_tls) as smtp:
         send("oncall", channel(email={"to": ["oncall@example.com", "lead@example.com"],
                                       "smtp": f"smtp://127.0.0.1:{smtp.port}",
                                       "from": "cron@example.com"}), EVENT)

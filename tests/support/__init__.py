@@ -9,6 +9,8 @@
 - :mod:`tests.support.calls`: targets of ``call`` jobs run inside the test process.
 - :mod:`tests.support.script_procs`: processes that hammer the Lua scripts at once.
 - :mod:`tests.support.metrics`: reading a ``/metrics`` page.
+- :mod:`tests.support.receivers`: real HTTP and SMTP servers that notifications go to.
+- :mod:`tests.support.certs`: a CA and server certificates made in the test, for TLS.
 
 Worker processes import :mod:`tests.support.jobs` and :mod:`tests.support.calls` by
 dotted path, so this package imports nothing on its own.

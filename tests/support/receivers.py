@@ -1,8 +1,11 @@
 """Real receivers for notification tests: an HTTP server that records what it is sent
-(and answers as told), and an SMTP server (aiosmtpd) that keeps the mail it takes."""
+(and answers as told, a redirect too), and an SMTP server (aiosmtpd) that keeps the mail
+it takes and every AUTH tried on it, in plain text, with STARTTLS or with TLS from the
+start."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +20,7 @@ from cronsvc.process.redis_server import free_port
 
 @dataclass
 class Received:
+    method: str
     path: str
     headers: dict[str, str]
     body: bytes
@@ -27,6 +31,7 @@ class HttpReceiver:
     url: str
     received: list[Received] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)  # answers to give, then 200
+    location: str | None = None  # sent as Location with each answer (for a 3xx)
     hang: threading.Event | None = None  # set: the receiver holds each request until clear
 
 
@@ -40,18 +45,27 @@ def http_receiver() -> Iterator[HttpReceiver]:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if box.hang is not None:
                 box.hang.wait(30)
-            box.received.append(Received(self.path, dict(self.headers.items()), body))
+            box.received.append(Received(self.command, self.path, dict(self.headers.items()),
+                                         body))
             status = box.statuses.pop(0) if box.statuses else 200
             self.send_response(status)
+            if box.location is not None:
+                self.send_header("Location", box.location)
+            self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")
+
+        # A client that follows a redirect may come back with GET: recorded too.
+        do_GET = do_POST  # noqa: N815 - the stdlib's name
 
         def log_message(self, *args: Any) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next look at its flag: half a second by default.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
     thread.start()
     try:
         yield box
@@ -65,11 +79,18 @@ class SmtpReceiver:
     port: int
     messages: list[Message] = field(default_factory=list)
     envelopes: list[tuple[str, list[str]]] = field(default_factory=list)
+    logins: list[tuple[str, str]] = field(default_factory=list)  # each AUTH tried: user, password
 
 
 @contextmanager
-def smtp_receiver() -> Iterator[SmtpReceiver]:
+def smtp_receiver(tls: ssl.SSLContext | None = None,
+                  implicit: bool = False) -> Iterator[SmtpReceiver]:
+    """An SMTP server on a free loopback port. With a server context ``tls`` it offers
+    STARTTLS, or speaks TLS from the start when ``implicit``; without, it offers no TLS.
+    It offers AUTH with or without TLS (a careless client's password is then recorded in
+    ``logins``) and takes any credentials."""
     from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult, LoginPassword
 
     box = SmtpReceiver(free_port())
 
@@ -79,7 +100,17 @@ def smtp_receiver() -> Iterator[SmtpReceiver]:
             box.messages.append(message_from_bytes(envelope.content))
             return "250 OK"
 
-    controller = Controller(Handler(), hostname="127.0.0.1", port=box.port)
+    def authenticator(server: Any, session: Any, envelope: Any, mechanism: str,
+                      data: Any) -> AuthResult:
+        if isinstance(data, LoginPassword):
+            box.logins.append((data.login.decode(), data.password.decode()))
+        return AuthResult(success=True)
+
+    tls_args: dict[str, Any] = {}
+    if tls is not None:
+        tls_args = {"ssl_context": tls} if implicit else {"tls_context": tls}
+    controller = Controller(Handler(), hostname="127.0.0.1", port=box.port,
+                            authenticator=authenticator, auth_require_tls=False, **tls_args)
     controller.start()
     try:
         yield box
