@@ -24,8 +24,8 @@ def web(config: str | None, redis_url: str | None, host: str, port: int,
     """Serve the dashboard and the HTTP API (/api/v1, docs on /api/docs)."""
     from cronsvc.cli.ops import connect_client
     from cronsvc.process.logs import setup_logging
-    from cronsvc.web.security import check_bind, load_tokens
     from cronsvc.web.server import serve
+    from cronsvc.web.tokens import check_bind, load_tokens
 
     tokens = load_tokens(token_file)
     check_bind(host, tokens)  # before connecting: the refusal is the one line to see

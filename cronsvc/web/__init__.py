@@ -1,7 +1,8 @@
 """The dashboard and the HTTP API (``cronsvc web``), both built on :class:`cronsvc.Client`.
 
 - :mod:`cronsvc.web.app`: the ASGI app, its error replies and the static files;
-- :mod:`cronsvc.web.security`: tokens (read-only and operator), CSRF, who is asking;
+- :mod:`cronsvc.web.security`: CSRF, who is asking; :mod:`cronsvc.web.tokens`: the tokens
+  (read-only and operator) and the rule their secrets meet;
 - :mod:`cronsvc.web.api`: ``/api/v1``, JSON with pydantic models (:mod:`cronsvc.web.models`);
 - :mod:`cronsvc.web.pages`: server-rendered pages (Jinja2 templates, plain JavaScript);
 - :mod:`cronsvc.web.server`: serving it with uvicorn.

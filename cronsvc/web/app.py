@@ -40,10 +40,10 @@ from cronsvc.web.security import (
     SESSION_COOKIE,
     UNSAFE_METHODS,
     Guard,
-    Token,
     csrf_ok,
     new_csrf,
 )
+from cronsvc.web.tokens import Token
 
 log = logging.getLogger("cronsvc.web")
 #: Redis away, or refusing: 503 (a script's own refusal is a CronsvcError, judged below).

@@ -1,9 +1,6 @@
 """Who is asking, and may they: tokens, the session cookie, and CSRF.
 
-Tokens come from the environment (``CRONSVC_WEB_TOKEN``: operator,
-``CRONSVC_WEB_READ_TOKEN``: read-only) or a token file, one ``name role secret`` per
-line (role ``read`` or ``operator``). Without any, the web serves on a loopback address
-only, and everyone who reaches it is the local operator.
+Where tokens come from, and the rule a secret meets: :mod:`cronsvc.web.tokens`.
 
 An API client sends ``Authorization: Bearer <secret>``. A browser signs in once; the
 secret then rides in an HttpOnly, SameSite=Strict cookie, and every form post or page
@@ -13,29 +10,17 @@ call that changes something carries the CSRF token of the double-submit cookie.
 from __future__ import annotations
 
 import hmac
-import ipaddress
-import os
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-from cronsvc.errors import ConfigError
+from cronsvc.web.tokens import Role, Token
 
-Role = Literal["read", "operator"]
-ROLES: tuple[Role, ...] = ("read", "operator")
 SESSION_COOKIE = "cronsvc_session"
 CSRF_COOKIE = "cronsvc_csrf"
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-@dataclass(frozen=True)
-class Token:
-    name: str
-    role: Role
-    secret: str
 
 
 @dataclass(frozen=True)
@@ -56,63 +41,6 @@ class Identity:
 
 
 LOCAL = Identity("local", "operator", "local")
-
-
-def load_tokens(token_file: str | None = None,
-                environ: dict[str, str] | None = None) -> list[Token]:
-    """The tokens of the environment and of ``token_file``; ConfigError naming the file and
-    line of a bad one."""
-    env = os.environ if environ is None else environ
-    tokens: list[Token] = []
-    if env.get("CRONSVC_WEB_TOKEN"):
-        tokens.append(Token("operator", "operator", env["CRONSVC_WEB_TOKEN"]))
-    if env.get("CRONSVC_WEB_READ_TOKEN"):
-        tokens.append(Token("reader", "read", env["CRONSVC_WEB_READ_TOKEN"]))
-    if token_file:
-        tokens += _read_token_file(Path(token_file))
-    names = [t.name for t in tokens]
-    for name in names:
-        if names.count(name) > 1:
-            raise ConfigError([f"web tokens: the name {name!r} is given twice"])
-    return tokens
-
-
-def _read_token_file(path: Path) -> list[Token]:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise ConfigError([f"{path}: cannot read the token file: {exc.strerror}"]) from None
-    tokens = []
-    for n, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split()
-        if len(parts) != 3 or parts[1] not in ROLES:
-            raise ConfigError([f"{path}:{n}: expected 'name role secret' with role read or "
-                               "operator"])
-        name, role, secret = parts
-        if len(secret) < 16:
-            raise ConfigError([f"{path}:{n}: the secret of {name!r} is shorter than 16 "
-                               "characters"])
-        tokens.append(Token(name, role, secret))  # type: ignore[arg-type]
-    return tokens
-
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve anywhere
-
-
-def check_bind(host: str, tokens: list[Token]) -> None:
-    """Refuse to serve beyond this machine with nobody to ask for a token."""
-    if not tokens and not is_loopback(host):
-        raise ConfigError([f"refusing to serve the web on {host} without a token: set "
-                           "CRONSVC_WEB_TOKEN (or pass --token-file), or serve on 127.0.0.1"])
 
 
 class Guard:

@@ -9,7 +9,7 @@ import uvicorn
 from cronsvc.client.client import Client
 from cronsvc.config.models import Config
 from cronsvc.web.app import create_app
-from cronsvc.web.security import Token, check_bind
+from cronsvc.web.tokens import Token, check_bind
 
 log = logging.getLogger("cronsvc.web")
 
