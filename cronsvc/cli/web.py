@@ -1,10 +1,41 @@
-"""``cronsvc web``: the dashboard and the HTTP API."""
+"""``cronsvc web``: the dashboard and the HTTP API; and the web options ``cronsvc up``
+passes on to it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
+from cronsvc.cli.ops import Checked
 from cronsvc.cli.options import config_option, friendly, log_format_option, redis_url_option
+from cronsvc.web.hosts import split_host
+from cronsvc.web.settings import MAX_BODY, WebSettings, parse_size
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _host_name(value: str) -> str:
+    split_host(value)  # ValueError saying what is wrong
+    return value
+
+
+allowed_host_option = click.option(
+    "--allowed-host", "allowed_hosts", multiple=True, type=Checked("host", _host_name),
+    metavar="NAME[:PORT]",
+    help="A name the web is reached by, besides its loopback names (repeatable; without "
+         "a port, on any port). Requests for other names are refused (DNS rebinding).")
+
+
+def web_options(fn: F) -> F:
+    """The options ``cronsvc web`` and ``cronsvc up`` share."""
+    return allowed_host_option(fn)
+
+
+def passed_on(allowed_hosts: tuple[str, ...]) -> list[str]:
+    """:func:`web_options` as ``cronsvc up`` hands them to its ``cronsvc web``."""
+    return [a for h in allowed_hosts for a in ("--allowed-host", h)]
 
 
 @click.command()
@@ -17,10 +48,15 @@ from cronsvc.cli.options import config_option, friendly, log_format_option, redi
 @click.option("--token-file", default=None, metavar="FILE",
               help="Tokens, one 'name role secret' per line (role read or operator); "
                    "also $CRONSVC_WEB_TOKEN (operator) and $CRONSVC_WEB_READ_TOKEN.")
+@web_options
+@click.option("--max-body", type=Checked("size", parse_size), default=str(MAX_BODY),
+              show_default="1MiB", metavar="SIZE",
+              help="Largest request body; a larger one is refused before it is read.")
 @log_format_option
 @friendly
 def web(config: str | None, redis_url: str | None, host: str, port: int,
-        token_file: str | None, log_format: str) -> None:
+        token_file: str | None, allowed_hosts: tuple[str, ...], max_body: int,
+        log_format: str) -> None:
     """Serve the dashboard and the HTTP API (/api/v1, docs on /api/docs)."""
     from cronsvc.cli.ops import connect_client
     from cronsvc.process.logs import setup_logging
@@ -31,4 +67,5 @@ def web(config: str | None, redis_url: str | None, host: str, port: int,
     check_bind(host, tokens)  # before connecting: the refusal is the one line to see
     client = connect_client(config, redis_url)
     setup_logging(log_format, "web")
-    serve(client, client.config, tokens, host, port)
+    serve(client, client.config, tokens, host, port,
+          WebSettings(allowed_hosts, max_body))

@@ -26,7 +26,7 @@ from cronsvc.clock import iso_utc
 from cronsvc.config.models import Config, Job
 from cronsvc.web.api import STATUSES, definition, file_job, job_page, job_status, offset
 from cronsvc.web.deps import job_file, operator, reader
-from cronsvc.web.security import CSRF_FIELD, SESSION_COOKIE
+from cronsvc.web.security import CSRF_COOKIE, CSRF_FIELD, SESSION_COOKIE
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -57,11 +57,15 @@ templates.env.globals.update(t=_time, duration=_duration, quote=quote)
 
 
 def render(request: Request, name: str, **context: Any) -> HTMLResponse:
-    """A page, with what every page needs (who is asking, the CSRF token, the message)."""
+    """A page, with what every page needs (who is asking, the CSRF token and its cookie,
+    the message)."""
     who = request.state.identity
-    return templates.TemplateResponse(request, name, {
+    response = templates.TemplateResponse(request, name, {
         "who": who, "csrf": request.state.csrf, "csrf_field": CSRF_FIELD,
         "message": request.query_params.get("msg"), "path": request.url.path, **context})
+    if CSRF_COOKIE not in request.cookies:
+        response.set_cookie(CSRF_COOKIE, request.state.csrf, samesite="strict")
+    return response
 
 
 def error_page(request: Request, status: int, message: str) -> Response:

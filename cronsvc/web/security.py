@@ -4,7 +4,8 @@ Where tokens come from, and the rule a secret meets: :mod:`cronsvc.web.tokens`.
 
 An API client sends ``Authorization: Bearer <secret>``. A browser signs in once; the
 secret then rides in an HttpOnly, SameSite=Strict cookie, and every form post or page
-call that changes something carries the CSRF token of the double-submit cookie.
+call that changes something carries the CSRF token of the double-submit cookie, from a
+page of this server (:mod:`cronsvc.web.hosts`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
+from cronsvc.web.hosts import AllowedHosts
 from cronsvc.web.tokens import Role, Token
 
 SESSION_COOKIE = "cronsvc_session"
@@ -78,18 +80,19 @@ def new_csrf() -> str:
     return secrets.token_urlsafe(24)
 
 
-def csrf_ok(identity: Identity, cookie: str | None, sent: str | None,
-            origin: str | None, fetch_site: str | None, host: str | None) -> bool:
+def csrf_ok(identity: Identity | None, cookie: str | None, sent: str | None,
+            origin: str | None, fetch_site: str | None, hosts: AllowedHosts) -> bool:
     """Whether a request that changes something may: a bearer token needs no CSRF token;
-    a browser (a cookie, or an Origin or Sec-Fetch-Site header) must send the CSRF cookie's
-    value back, and never from another site."""
-    if identity.via == "bearer":
+    a browser (a cookie, an Origin or Sec-Fetch-Site header, or a caller who is nobody
+    yet) must send the CSRF cookie's value back, from a page of this server."""
+    if identity is not None and identity.via == "bearer":
         return True
     if fetch_site == "cross-site":
         return False
-    if origin and host and origin.split("://", 1)[-1] != host:
+    if origin is not None and not hosts.allows_origin(origin):
         return False
-    browser = identity.via == "cookie" or origin is not None or fetch_site is not None
+    browser = identity is None or identity.via == "cookie" or origin is not None or \
+        fetch_site is not None
     if not browser:
         return True  # curl or a script on this machine, against an open loopback server
     return bool(cookie and sent and hmac.compare_digest(cookie, sent))
