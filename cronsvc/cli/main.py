@@ -241,8 +241,8 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
 @metrics_port_option
 @friendly
 def up(config: str | None, redis_url: str | None, workers: int, concurrency: int | None,
-       web_port: int, no_web: bool, allowed_hosts: tuple[str, ...], log_format: str,
-       metrics_port: int | None) -> None:
+       web_port: int, no_web: bool, allowed_hosts: tuple[str, ...],
+       trusted_proxies: tuple[str, ...], log_format: str, metrics_port: int | None) -> None:
     """Planner, workers and the dashboard in one command, with an embedded Redis if none
     is given.
 
@@ -268,7 +268,7 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
     sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format,
                      metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30,
                      web_port=None if no_web else web_port,
-                     web_args=web.passed_on(allowed_hosts))
+                     web_args=web.passed_on(allowed_hosts, trusted_proxies))
     on_stop_signals(sup.handle_signal)
     sys.exit(sup.run())
 

@@ -35,6 +35,7 @@ from cronsvc.web.hosts import AllowedHosts
 from cronsvc.web.middleware import Gate
 from cronsvc.web.replies import error_reply
 from cronsvc.web.security import Guard
+from cronsvc.web.sessions import Sessions
 from cronsvc.web.settings import WebSettings
 from cronsvc.web.tokens import Token
 
@@ -64,16 +65,19 @@ def status_of(exc: Exception) -> int:
 def create_app(client: Client, tokens: list[Token], config: Config | None,
                hosts: AllowedHosts, settings: WebSettings) -> FastAPI:
     """The web app on ``client``, answering to ``hosts``; ``config`` is the job file whose
-    definitions it shows."""
-    from cronsvc.web import api, pages
+    definitions it shows. ConfigError if the session key cannot be kept."""
+    from cronsvc.web import api, pages, signin
 
     # The docs page's script and style ship in the wheel (static/vendor): no CDN.
     app = FastAPI(title="cronsvc", version="1", docs_url=None,
                   openapi_url="/api/openapi.json", redoc_url=None)
     app.state.client = client
     app.state.config = config
-    app.state.guard = Guard(tokens)
-    app.add_middleware(Gate, guard=app.state.guard, hosts=hosts, max_body=settings.max_body)
+    # No tokens: nobody signs in, and nothing is written to the state dir.
+    sessions = Sessions(settings.state_dir, settings.session_ttl) if tokens else None
+    app.state.guard = Guard(tokens, sessions)
+    app.add_middleware(Gate, guard=app.state.guard, hosts=hosts,
+                       max_body=settings.max_body, proxies=settings.trusted_proxies)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -114,6 +118,7 @@ def create_app(client: Client, tokens: list[Token], config: Config | None,
         return {"status": "ok"}
 
     app.include_router(api.router)
+    app.include_router(signin.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app

@@ -10,6 +10,7 @@ counted as it arrives and refused once past the limit.
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import parse_qs, quote
 
 from fastapi import Request
@@ -58,11 +59,13 @@ def limited(receive: Receive, limit: int) -> Receive:
 class Gate:
     """Host, size, who is asking and CSRF, before the app (see the module's doc)."""
 
-    def __init__(self, app: ASGIApp, guard: Guard, hosts: AllowedHosts, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, guard: Guard, hosts: AllowedHosts, max_body: int,
+                 proxies: tuple[str, ...]) -> None:
         self.app = app
         self.guard = guard
         self.hosts = hosts
         self.max_body = max_body
+        self.proxies = [ipaddress.ip_network(p) for p in proxies]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,8 +74,7 @@ class Gate:
         request = Request(scope)
         receive = limited(receive, self.max_body)
         refused = self._before_body(request)
-        if refused is None and request.method in UNSAFE_METHODS and \
-                request.url.path != "/login":
+        if refused is None and request.method in UNSAFE_METHODS:
             receive, refused = await self._csrf(request, receive)
         if refused is None:
             await self.app(scope, receive, send)
@@ -80,8 +82,10 @@ class Gate:
             await refused(scope, receive, send)
 
     def _before_body(self, request: Request) -> Response | None:
+        request.state.https = self._https(request)
         host = request.headers.get("host")
-        if request.url.path != "/healthz" and not self.hosts.allows(host, request.url.scheme):
+        if request.url.path != "/healthz" and not self.hosts.allows(
+                host, "https" if request.state.https else "http"):
             return error_reply(request, 400, self.hosts.refusal(host))
         length = request.headers.get("content-length", "0")
         if not length.isdigit() or int(length) > self.max_body:
@@ -116,6 +120,20 @@ class Gate:
             return receive, error_reply(request, 403, "CSRF check failed: reload the page and "
                                                       "try again")
         return receive, None
+
+    def _https(self, request: Request) -> bool:
+        """Whether the browser's side of the request is HTTPS: this server's own scheme,
+        or what a proxy of ``--trusted-proxy`` says it got (the last X-Forwarded-Proto
+        value: the one the nearest proxy set); anyone else's say is ignored."""
+        if request.url.scheme == "https":
+            return True
+        peer = request.client.host if request.client else ""
+        try:
+            trusted = any(ipaddress.ip_address(peer) in net for net in self.proxies)
+        except ValueError:
+            return False
+        said = request.headers.get("x-forwarded-proto", "").split(",")[-1].strip().lower()
+        return trusted and said == "https"
 
 
 async def _read(receive: Receive) -> bytes:

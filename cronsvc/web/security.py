@@ -1,11 +1,11 @@
 """Who is asking, and may they: tokens, the session cookie, and CSRF.
 
-Where tokens come from, and the rule a secret meets: :mod:`cronsvc.web.tokens`.
-
-An API client sends ``Authorization: Bearer <secret>``. A browser signs in once; the
-secret then rides in an HttpOnly, SameSite=Strict cookie, and every form post or page
-call that changes something carries the CSRF token of the double-submit cookie, from a
-page of this server (:mod:`cronsvc.web.hosts`).
+An API client sends ``Authorization: Bearer <secret>``. A browser signs in once (the
+form carries a CSRF token too) and then holds a signed session cookie (HttpOnly,
+SameSite=Strict, Secure over HTTPS: :mod:`cronsvc.web.sessions`); every form post or
+page call that changes something sends back the CSRF token of the double-submit cookie,
+from a page of this server (:mod:`cronsvc.web.hosts`). Where tokens come from:
+:mod:`cronsvc.web.tokens`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cronsvc.web.hosts import AllowedHosts
+from cronsvc.web.sessions import Sessions
 from cronsvc.web.tokens import Role, Token
 
 SESSION_COOKIE = "cronsvc_session"
@@ -46,15 +47,13 @@ LOCAL = Identity("local", "operator", "local")
 
 
 class Guard:
-    """Decides who a request is, from the tokens the server was started with."""
+    """Decides who a request is, from the tokens the server was started with and the
+    sessions signed in with them. No sessions (no tokens): a loopback server where
+    everyone is the local operator."""
 
-    def __init__(self, tokens: list[Token]) -> None:
+    def __init__(self, tokens: list[Token], sessions: Sessions | None) -> None:
         self.tokens = tokens
-
-    @property
-    def open(self) -> bool:
-        """No tokens: a loopback server where everyone is the local operator."""
-        return not self.tokens
+        self.sessions = sessions
 
     def find(self, secret: str | None) -> Token | None:
         if not secret:
@@ -70,9 +69,9 @@ class Guard:
         if authorization and authorization.lower().startswith("bearer "):
             token = self.find(authorization[7:].strip())
             return Identity(token.name, token.role, "bearer") if token else None
-        if self.open:
+        if self.sessions is None:
             return LOCAL
-        token = self.find(session)
+        token = self.sessions.find(session, self.tokens)
         return Identity(token.name, token.role, "cookie") if token else None
 
 
@@ -83,8 +82,8 @@ def new_csrf() -> str:
 def csrf_ok(identity: Identity | None, cookie: str | None, sent: str | None,
             origin: str | None, fetch_site: str | None, hosts: AllowedHosts) -> bool:
     """Whether a request that changes something may: a bearer token needs no CSRF token;
-    a browser (a cookie, an Origin or Sec-Fetch-Site header, or a caller who is nobody
-    yet) must send the CSRF cookie's value back, from a page of this server."""
+    a browser (a cookie, an Origin or Sec-Fetch-Site header, or one signing in, who is
+    nobody yet) must send the CSRF cookie's value back, from a page of this server."""
     if identity is not None and identity.via == "bearer":
         return True
     if fetch_site == "cross-site":

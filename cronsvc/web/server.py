@@ -27,8 +27,10 @@ def serve(client: Client, config: Config | None, tokens: list[Token], host: str,
     bound = sock.getsockname()[1]  # port 0: the one the system chose, which Host names
     app = create_app(client, tokens, config, AllowedHosts(host, bound, settings.allowed_hosts),
                      settings)
+    # proxy_headers off: uvicorn would believe X-Forwarded-* from 127.0.0.1 by default;
+    # the gate believes only --trusted-proxy (cronsvc.web.middleware).
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                           lifespan="off"))
+                                           lifespan="off", proxy_headers=False))
     shown = f"[{host}]" if ":" in host else host
     log.info("dashboard on http://%s:%d/ (API docs on /api/docs)", shown, bound)
     server.run(sockets=[sock])

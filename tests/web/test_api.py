@@ -242,7 +242,7 @@ def test_tokens_read_and_operator(web: WebServer, client: Client) -> None:
         assert "read-only" in error(reader.post("/api/v1/jobs/nightly/pause"), 403)
         assert not client.job("nightly").paused
         # A browser form from another site is refused even with a cookie.
-    with httpx.Client(base_url=web.url, cookies={"cronsvc_session": OPERATOR}) as signed_in:
+    with web.signed_in(OPERATOR) as signed_in:
         forged = signed_in.post("/jobs/nightly/pause", data={"to": "/jobs"},
                                 headers={"Origin": "http://evil.example"})
         assert forged.status_code == 403 and not client.job("nightly").paused
