@@ -10,11 +10,11 @@ from pathlib import Path
 import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from redis.exceptions import RedisClusterException
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp
 
 from cronsvc.client.client import Client
 from cronsvc.config.models import Config
@@ -32,7 +32,7 @@ from cronsvc.errors import (
     UnknownSchedule,
 )
 from cronsvc.web.hosts import AllowedHosts
-from cronsvc.web.middleware import Gate
+from cronsvc.web.middleware import Gate, SecureHeaders
 from cronsvc.web.replies import error_reply
 from cronsvc.web.security import Guard
 from cronsvc.web.sessions import Sessions
@@ -63,7 +63,7 @@ def status_of(exc: Exception) -> int:
 
 
 def create_app(client: Client, tokens: list[Token], config: Config | None,
-               hosts: AllowedHosts, settings: WebSettings) -> FastAPI:
+               hosts: AllowedHosts, settings: WebSettings) -> ASGIApp:
     """The web app on ``client``, answering to ``hosts``; ``config`` is the job file whose
     definitions it shows. ConfigError if the session key cannot be kept."""
     from cronsvc.web import api, pages, signin
@@ -106,12 +106,9 @@ def create_app(client: Client, tokens: list[Token], config: Config | None,
         return error_reply(request, 500, "internal error (the server log has the details)")
 
     @app.get("/api/docs", include_in_schema=False)
-    def docs() -> Response:
-        return get_swagger_ui_html(
-            openapi_url="/api/openapi.json", title="cronsvc API",
-            swagger_js_url="/static/vendor/swagger-ui/swagger-ui-bundle.js",
-            swagger_css_url="/static/vendor/swagger-ui/swagger-ui.css",
-            swagger_favicon_url="/static/vendor/swagger-ui/favicon-32x32.png")
+    def docs(request: Request) -> Response:
+        return pages.templates.TemplateResponse(request, "api_docs.html",
+                                                {"openapi_url": app.openapi_url})
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
@@ -121,4 +118,4 @@ def create_app(client: Client, tokens: list[Token], config: Config | None,
     app.include_router(signin.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    return app
+    return SecureHeaders(app)

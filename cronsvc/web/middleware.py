@@ -1,4 +1,5 @@
-"""What every request meets before the app reads it.
+"""What every request meets before the app reads it, and the headers every response
+carries.
 
 :class:`Gate` checks, in this order and before a byte of the body is read: the Host (a
 name of this server, :mod:`cronsvc.web.hosts`), the declared size (``--max-body``), who
@@ -33,6 +34,31 @@ from cronsvc.web.security import (
 
 #: Paths anyone may reach: signing in, what the sign-in page needs, and the API's docs.
 PUBLIC = ("/login", "/static/", "/healthz", "/api/docs", "/api/openapi.json")
+#: Every page and asset is the server's own: no inline script or style, no other site,
+#: and no framing (clickjacking). Swagger UI's styles hold data: images.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; font-src 'self'; form-action 'self'; base-uri 'none'; "
+       "frame-ancestors 'none'")
+HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
+           (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin")]
+
+
+class SecureHeaders:
+    """Sets :data:`HEADERS` on every response, error replies and crashes included (so it
+    wraps the whole app, outside its error handling)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {name for name, _ in HEADERS}
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                message = {**message, "headers": [*kept, *HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers if scope["type"] == "http" else send)
 
 
 def too_large(limit: int) -> HTTPException:
