@@ -237,11 +237,13 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
 @click.option("--web-port", type=click.IntRange(1, 65535), default=8080, show_default=True,
               help="Port of the dashboard and HTTP API (on 127.0.0.1).")
 @click.option("--no-web", is_flag=True, help="Do not start the dashboard.")
+@web.web_options
 @log_format_option
 @metrics_port_option
 @friendly
 def up(config: str | None, redis_url: str | None, workers: int, concurrency: int | None,
-       web_port: int, no_web: bool, log_format: str, metrics_port: int | None) -> None:
+       web_port: int, no_web: bool, allowed_hosts: tuple[str, ...],
+       trusted_proxies: tuple[str, ...], log_format: str, metrics_port: int | None) -> None:
     """Planner, workers and the dashboard in one command, with an embedded Redis if none
     is given.
 
@@ -266,7 +268,8 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
                                  param_hint="--metrics-port")
     sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format,
                      metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30,
-                     web_port=None if no_web else web_port)
+                     web_port=None if no_web else web_port,
+                     web_args=web.passed_on(allowed_hosts, trusted_proxies))
     on_stop_signals(sup.handle_signal)
     sys.exit(sup.run())
 

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cronsvc.audit import Action, parse, write
+from cronsvc.audit import AUDIT_CAP, Action, parse, write
 from cronsvc.errors import BadArgument
 from cronsvc.store.replies import text
 
@@ -59,9 +59,11 @@ class AuditLog:
 
     def audit(self, *, limit: int = 50, cursor: int | None = None) -> AuditPage:
         """A page of the audit log, newest first."""
-        if limit < 1 or (cursor is not None and cursor < 0):
-            raise BadArgument(f"limit {limit} / cursor {cursor}: limit at least 1, cursor "
-                              "one a page gave")
+        # Checked here: Redis refuses an index past 64 bits, which would read as an outage.
+        if not 1 <= limit <= AUDIT_CAP:
+            raise BadArgument(f"limit {limit}: 1 to {AUDIT_CAP}")
+        if cursor is not None and not 0 <= cursor <= AUDIT_CAP:
+            raise BadArgument(f"cursor {cursor}: not one a page gave (0 to {AUDIT_CAP})")
         start = cursor or 0
         raw = self.redis.lrange(self._shards()[0].audit, start, start + limit)
         actions = [parse(text(r)) for r in raw[:limit]]

@@ -39,7 +39,8 @@ from cronsvc.errors import (
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.schedule.expand import occurrences_ms
-from cronsvc.schedule.when import range_problem
+from cronsvc.schedule.runtime import payload_problem
+from cronsvc.schedule.when import due_problem
 from cronsvc.store.connection import connect
 from cronsvc.store.replies import text
 from cronsvc.store.scripts import Scripts
@@ -108,10 +109,14 @@ class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
         """Run ``job`` once at ``when`` with ``payload``; the new fire's id.
 
         ``when``: ms since the epoch (server clock), an aware datetime, or a
-        timedelta from the server's now, at most ``RANGE_YEARS`` (10) years from
-        now either way (BadTime otherwise). The payload (any JSON value) reaches
-        the run as ``CRONSVC_PAYLOAD`` or ``ctx.payload``.
+        timedelta from the server's now; not in the past and at most ``RANGE_YEARS``
+        (10) years ahead (BadTime otherwise). The payload (any JSON value, at most
+        ``MAX_PAYLOAD_BYTES``, 64 KiB, as JSON: BadArgument otherwise) reaches the run
+        as ``CRONSVC_PAYLOAD`` or ``ctx.payload``.
         """
+        problem = payload_problem(payload)
+        if problem:
+            raise BadArgument(f"{job}: payload: {problem}")
         keys = self.require_job(job)
         now = self.server_ms()
         if isinstance(when, timedelta):
@@ -122,7 +127,7 @@ class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
             due_ms = dt_to_ms(when)
         else:
             due_ms = int(when)
-        problem = range_problem(due_ms, now)
+        problem = due_problem(due_ms, now)
         if problem:
             raise BadTime(f"{job}: due time {due_ms} ms {problem}")
         fid = fire_id(job, due_ms, new_tag(kind))
@@ -134,7 +139,7 @@ class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
 
     def trigger(self, job: str, payload: Any = None, *, note: str | None = None) -> str:
         """Run ``job`` once now, beside its schedule (paused or not); the new fire's id."""
-        return self.enqueue(job, self.server_ms(), payload, kind="trigger", note=note)
+        return self.enqueue(job, timedelta(0), payload, kind="trigger", note=note)
 
     def cancel(self, fid: str, *, note: str | None = None) -> bool:
         """Unqueue a fire not started yet; False if it is not queued (running or done).

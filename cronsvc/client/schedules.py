@@ -321,7 +321,7 @@ def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, int]:
         shard, scan = (int(part) for part in cursor.split(":"))
     except ValueError:
         raise BadSchedule(f"cursor {cursor!r}: not one this listing gave") from None
-    if not 0 <= shard < shards or scan < 0:
+    if not 0 <= shard < shards or not 0 <= scan < 2**64:  # HSCAN's cursor is 64 bits
         raise BadSchedule(f"cursor {cursor!r}: not one this listing gave")
     return shard, scan
 

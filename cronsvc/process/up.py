@@ -90,7 +90,7 @@ class Supervisor:
                  concurrency: int | None = None, log_format: str = "human",
                  metrics_port: int | None = None, stop_timeout: float = 60.0,
                  state_dir: Path = STATE_DIR, web_port: int | None = None,
-                 web_host: str = "127.0.0.1") -> None:
+                 web_host: str = "127.0.0.1", web_args: list[str] | None = None) -> None:
         self.config = config
         self.redis_url = redis_url
         self.workers = workers
@@ -101,6 +101,7 @@ class Supervisor:
         self.state_dir = state_dir
         self.web_port = web_port  # None: no dashboard
         self.web_host = web_host
+        self.web_args = web_args or []  # more options of `cronsvc web` (--allowed-host)
         self.server: RedisServer | None = None
         self.children: list[Child] = []
         self._stop = threading.Event()
@@ -110,7 +111,8 @@ class Supervisor:
         argv = [sys.executable, "-m", "cronsvc", role, "--config", self.config,
                 "--redis-url", self.redis_url or "", "--log-format", self.log_format]
         if role == "web":
-            return [*argv, "--host", self.web_host, "--port", str(self.web_port)]
+            return [*argv, "--host", self.web_host, "--port", str(self.web_port),
+                    *self.web_args]
         argv += ["--name", name]
         if role == "worker" and self.concurrency:
             argv += ["--concurrency", str(self.concurrency)]

@@ -43,7 +43,7 @@ from cronsvc.schedule.when import range_problem
 
 #: A schedule id: letters, digits and ``_ . : / -``, at most 200 characters.
 SCHEDULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
-#: The largest payload a schedule may carry, as JSON.
+#: The largest payload a schedule or a one-off run may carry, as JSON.
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_ACTOR = 100
 CATCH_UP = ("all", "latest", "none")
@@ -202,13 +202,9 @@ def build(sid: str, *, job: str, now_ms: int, cron: str | None = None,
         raise bad("catch_up", f"{catch_up!r}: one of {', '.join(CATCH_UP)}")
     if overlap is not None and overlap not in OVERLAP:
         raise bad("overlap", f"{overlap!r}: one of {', '.join(OVERLAP)}")
-    try:
-        encoded = _json(payload) if payload is not None else ""
-    except (TypeError, ValueError) as exc:
-        raise bad("payload", f"not JSON: {exc}") from None
-    if len(encoded.encode()) > MAX_PAYLOAD_BYTES:
-        raise bad("payload", f"{len(encoded.encode()):,} bytes as JSON; at most "
-                             f"{MAX_PAYLOAD_BYTES:,}")
+    problem = payload_problem(payload)
+    if problem:
+        raise bad("payload", problem)
     calendar = _calendar(skip, business_days, only, cron, bad)
     jitter_ms = _duration_ms(jitter, bad, "jitter", least_ms=0)
     deadline_ms = _duration_ms(starting_deadline, bad, "starting_deadline", least_ms=1)
@@ -244,6 +240,17 @@ def with_paused(schedule: RuntimeSchedule, paused: bool, actor: str | None,
     """The same schedule, paused or not."""
     return replace(schedule, paused=paused, updated_ms=now_ms,
                    actor=(actor or "").replace("|", "/")[:MAX_ACTOR])
+
+
+def payload_problem(payload: Any) -> str | None:
+    """Why ``payload`` cannot go with a schedule's or a one-off's fires, or None. A run
+    gets it in its environment, where a larger one fails the run's start."""
+    try:
+        size = 0 if payload is None else len(_json(payload).encode())
+    except (TypeError, ValueError) as exc:
+        return f"not JSON: {exc}"
+    return f"{size:,} bytes as JSON; at most {MAX_PAYLOAD_BYTES:,}" \
+        if size > MAX_PAYLOAD_BYTES else None
 
 
 def _json(value: Any) -> str:

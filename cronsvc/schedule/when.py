@@ -27,6 +27,15 @@ def range_problem(due_ms: int, now_ms: int) -> str | None:
     return None
 
 
+def due_problem(due_ms: int, now_ms: int) -> str | None:
+    """Why a one-off run cannot be due at ``due_ms`` at ``now_ms`` (out of range, or in
+    the past), else None: the one rule of ``cronsvc at``, the API and the Client."""
+    problem = range_problem(due_ms, now_ms)
+    if problem is None and due_ms < now_ms - PAST_SLACK_MS:
+        return "is in the past"
+    return problem
+
+
 def parse_when(text: str, now_ms: int, tz: str | None = None) -> int:
     """ms since the epoch for ``text``; ValueError with a plain message if it is not a time.
 
@@ -50,9 +59,7 @@ def parse_when(text: str, now_ms: int, tz: str | None = None) -> int:
             raise ValueError(f"{text!r} is more than {RANGE_YEARS} years ahead")
         return now_ms + round(seconds * 1000)
     due = _iso_ms(text, tz, "+10m")
-    if due < now_ms - PAST_SLACK_MS:
-        raise ValueError(f"{text!r} is in the past")
-    problem = range_problem(due, now_ms)
+    problem = due_problem(due, now_ms)
     if problem:
         raise ValueError(f"{text!r} {problem}")
     return due

@@ -1,22 +1,20 @@
 """The ASGI app: the API under ``/api/v1``, the pages, the static files, and one error
 reply for everything that goes wrong (JSON for the API, a page for a browser; never a
-stack trace)."""
+stack trace), behind the gate of :mod:`cronsvc.web.middleware`."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs
 
 import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from redis.exceptions import RedisClusterException
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp
 
 from cronsvc.client.client import Client
 from cronsvc.config.models import Config
@@ -33,25 +31,19 @@ from cronsvc.errors import (
     UnknownJob,
     UnknownSchedule,
 )
-from cronsvc.web.security import (
-    CSRF_COOKIE,
-    CSRF_FIELD,
-    CSRF_HEADER,
-    SESSION_COOKIE,
-    UNSAFE_METHODS,
-    Guard,
-    Token,
-    csrf_ok,
-    new_csrf,
-)
+from cronsvc.web.hosts import AllowedHosts
+from cronsvc.web.middleware import Gate, SecureHeaders
+from cronsvc.web.replies import error_reply
+from cronsvc.web.security import Guard
+from cronsvc.web.sessions import Sessions
+from cronsvc.web.settings import WebSettings
+from cronsvc.web.tokens import Token
 
 log = logging.getLogger("cronsvc.web")
 #: Redis away, or refusing: 503 (a script's own refusal is a CronsvcError, judged below).
 OUTAGES = (redis.RedisError, RedisClusterException)
 
 STATIC = Path(__file__).parent / "static"
-#: Paths anyone may reach: signing in, and what the sign-in page needs.
-PUBLIC = ("/login", "/static/", "/healthz")
 
 _STATUS: list[tuple[type[Exception], int]] = [
     (UnknownJob, 404), (UnknownFire, 404), (UnknownSchedule, 404),
@@ -70,50 +62,22 @@ def status_of(exc: Exception) -> int:
     return 409 if isinstance(exc, CronsvcError) else 500
 
 
-def wants_json(request: Request) -> bool:
-    return request.url.path.startswith("/api/") or \
-        "text/html" not in request.headers.get("accept", "")
-
-
-def create_app(client: Client, tokens: list[Token], config: Config | None = None) -> FastAPI:
-    """The web app on ``client``; ``config`` is the job file whose definitions it shows."""
-    from cronsvc.web import api, pages
+def create_app(client: Client, tokens: list[Token], config: Config | None,
+               hosts: AllowedHosts, settings: WebSettings) -> ASGIApp:
+    """The web app on ``client``, answering to ``hosts``; ``config`` is the job file whose
+    definitions it shows. ConfigError if the session key cannot be kept."""
+    from cronsvc.web import api, pages, signin
 
     # The docs page's script and style ship in the wheel (static/vendor): no CDN.
     app = FastAPI(title="cronsvc", version="1", docs_url=None,
                   openapi_url="/api/openapi.json", redoc_url=None)
     app.state.client = client
     app.state.config = config
-    app.state.guard = Guard(tokens)
-
-    @app.middleware("http")
-    async def who_is_asking(request: Request, call_next: Any) -> Response:
-        guard: Guard = request.app.state.guard
-        who = guard.identify(request.headers.get("authorization"),
-                             request.cookies.get(SESSION_COOKIE))
-        request.state.identity = who
-        csrf = request.cookies.get(CSRF_COOKIE) or new_csrf()
-        request.state.csrf = csrf
-        path = request.url.path
-        if who is None and not path.startswith(PUBLIC) and not path.startswith("/api/"):
-            return RedirectResponse(f"/login?next={path}", status_code=303)
-        if who is not None and request.method in UNSAFE_METHODS and path != "/login":
-            sent = request.headers.get(CSRF_HEADER)
-            if sent is None and request.headers.get("content-type", "").startswith(
-                    "application/x-www-form-urlencoded"):
-                # body(), not form(): the app reads the body again, and only a body is kept
-                fields = parse_qs((await request.body()).decode(errors="replace"))
-                sent = fields[CSRF_FIELD][0] if fields.get(CSRF_FIELD) else None
-            if not csrf_ok(who, request.cookies.get(CSRF_COOKIE), sent,
-                           request.headers.get("origin"),
-                           request.headers.get("sec-fetch-site"),
-                           request.headers.get("host")):
-                return error_reply(request, 403, "CSRF check failed: reload the page and "
-                                                 "try again")
-        response: Response = await call_next(request)
-        if CSRF_COOKIE not in request.cookies:
-            response.set_cookie(CSRF_COOKIE, csrf, samesite="strict", httponly=False)
-        return response
+    # No tokens: nobody signs in, and nothing is written to the state dir.
+    sessions = Sessions(settings.state_dir, settings.session_ttl) if tokens else None
+    app.state.guard = Guard(tokens, sessions)
+    app.add_middleware(Gate, guard=app.state.guard, hosts=hosts,
+                       max_body=settings.max_body, proxies=settings.trusted_proxies)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -142,28 +106,16 @@ def create_app(client: Client, tokens: list[Token], config: Config | None = None
         return error_reply(request, 500, "internal error (the server log has the details)")
 
     @app.get("/api/docs", include_in_schema=False)
-    def docs() -> Response:
-        return get_swagger_ui_html(
-            openapi_url="/api/openapi.json", title="cronsvc API",
-            swagger_js_url="/static/vendor/swagger-ui/swagger-ui-bundle.js",
-            swagger_css_url="/static/vendor/swagger-ui/swagger-ui.css",
-            swagger_favicon_url="/static/vendor/swagger-ui/favicon-32x32.png")
+    def docs(request: Request) -> Response:
+        return pages.templates.TemplateResponse(request, "api_docs.html",
+                                                {"openapi_url": app.openapi_url})
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     app.include_router(api.router)
+    app.include_router(signin.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    return app
-
-
-def error_reply(request: Request, status: int, message: str) -> Response:
-    """The one shape of every error: ``{"error": message, "status": status}``, or the
-    error page for a browser."""
-    if wants_json(request):
-        return JSONResponse({"error": message, "status": status}, status_code=status)
-    from cronsvc.web.pages import error_page
-
-    return error_page(request, status, message)
+    return SecureHeaders(app)

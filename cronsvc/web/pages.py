@@ -26,7 +26,7 @@ from cronsvc.clock import iso_utc
 from cronsvc.config.models import Config, Job
 from cronsvc.web.api import STATUSES, definition, file_job, job_page, job_status, offset
 from cronsvc.web.deps import job_file, operator, reader
-from cronsvc.web.security import CSRF_FIELD, SESSION_COOKIE
+from cronsvc.web.security import CSRF_COOKIE, CSRF_FIELD
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -57,11 +57,21 @@ templates.env.globals.update(t=_time, duration=_duration, quote=quote)
 
 
 def render(request: Request, name: str, **context: Any) -> HTMLResponse:
-    """A page, with what every page needs (who is asking, the CSRF token, the message)."""
+    """A page, with what every page needs (who is asking, the CSRF token and its cookie,
+    the message)."""
     who = request.state.identity
-    return templates.TemplateResponse(request, name, {
+    response = templates.TemplateResponse(request, name, {
         "who": who, "csrf": request.state.csrf, "csrf_field": CSRF_FIELD,
         "message": request.query_params.get("msg"), "path": request.url.path, **context})
+    if CSRF_COOKIE not in request.cookies:
+        response.set_cookie(CSRF_COOKIE, request.state.csrf, **cookie_options(request))
+    return response
+
+
+def cookie_options(request: Request) -> dict[str, Any]:
+    """Cookies go back only to this site's own pages, and only over HTTPS when the
+    browser came over HTTPS."""
+    return {"samesite": "strict", "secure": request.state.https, "path": "/"}
 
 
 def error_page(request: Request, status: int, message: str) -> Response:
@@ -77,32 +87,9 @@ def back(to: str, message: str) -> RedirectResponse:
     return RedirectResponse(f"{to}{sep}{urlencode({'msg': message})}", status_code=303)
 
 
-def _safe_next(to: str | None, default: str = "/") -> str:
+def safe_next(to: str | None, default: str = "/") -> str:
     """Only a path of this site (no open redirect)."""
     return to if to and to.startswith("/") and not to.startswith("//") else default
-
-
-# -- signing in ------------------------------------------------------------------------
-@router.get("/login")
-def login_form(request: Request, next: str = "/") -> Response:
-    return render(request, "login.html", next=_safe_next(next), failed=False)
-
-
-@router.post("/login")
-def login(request: Request, token: str = Form(""), next: str = Form("/")) -> Response:
-    found = request.app.state.guard.find(token.strip())
-    if found is None:
-        return render(request, "login.html", next=_safe_next(next), failed=True)
-    response = RedirectResponse(_safe_next(next), status_code=303)
-    response.set_cookie(SESSION_COOKIE, token.strip(), httponly=True, samesite="strict")
-    return response
-
-
-@router.post("/logout")
-def logout() -> Response:
-    response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(SESSION_COOKIE)
-    return response
 
 
 # -- overview --------------------------------------------------------------------------
@@ -244,21 +231,21 @@ def _durations(records: list[dict[str, Any]]) -> dict[str, Any]:
 def pause(request: Request, name: str, note: str = Form(""), to: str = Form("/jobs"),
           client: Client = Depends(operator)) -> Response:
     client.pause(name, note or None)
-    return back(_safe_next(to), f"{name} paused")
+    return back(safe_next(to), f"{name} paused")
 
 
 @router.post("/jobs/{name}/resume")
 def resume(request: Request, name: str, to: str = Form("/jobs"),
            client: Client = Depends(operator)) -> Response:
     client.resume(name)
-    return back(_safe_next(to), f"{name} resumed")
+    return back(safe_next(to), f"{name} resumed")
 
 
 @router.post("/jobs/{name}/trigger")
 def trigger(request: Request, name: str, to: str = Form("/jobs"),
             client: Client = Depends(operator)) -> Response:
     fid = client.trigger(name, note="run now from the dashboard")
-    return back(_safe_next(to), f"{name} runs now ({fid})")
+    return back(safe_next(to), f"{name} runs now ({fid})")
 
 
 # -- dead letters ----------------------------------------------------------------------

@@ -3,25 +3,44 @@
 from __future__ import annotations
 
 import logging
+import socket
 
 import uvicorn
 
 from cronsvc.client.client import Client
 from cronsvc.config.models import Config
+from cronsvc.errors import ConfigError
 from cronsvc.web.app import create_app
-from cronsvc.web.security import Token, check_bind
+from cronsvc.web.hosts import AllowedHosts
+from cronsvc.web.settings import WebSettings
+from cronsvc.web.tokens import Token, check_bind
 
 log = logging.getLogger("cronsvc.web")
 
 
 def serve(client: Client, config: Config | None, tokens: list[Token], host: str,
-          port: int) -> None:
+          port: int, settings: WebSettings) -> None:
     """Serve until SIGTERM or SIGINT. ConfigError before anything listens when ``host`` is
-    not loopback and there is no token."""
+    not loopback and there is no token, or when it cannot listen."""
     check_bind(host, tokens)
-    app = create_app(client, tokens, config)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           access_log=False, lifespan="off"))
+    sock = listen(host, port)
+    bound = sock.getsockname()[1]  # port 0: the one the system chose, which Host names
+    app = create_app(client, tokens, config, AllowedHosts(host, bound, settings.allowed_hosts),
+                     settings)
+    # proxy_headers off: uvicorn would believe X-Forwarded-* from 127.0.0.1 by default;
+    # the gate believes only --trusted-proxy (cronsvc.web.middleware).
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                           lifespan="off", proxy_headers=False))
     shown = f"[{host}]" if ":" in host else host
-    log.info("dashboard on http://%s:%d/ (API docs on /api/docs)", shown, port)
-    server.run()
+    log.info("dashboard on http://%s:%d/ (API docs on /api/docs)", shown, bound)
+    server.run(sockets=[sock])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (an IPv6 address has a colon)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family, backlog=2048)
+    except OSError as exc:
+        raise ConfigError([f"cannot serve the web on {host}:{port}: "
+                           f"{exc.strerror or exc}"]) from None

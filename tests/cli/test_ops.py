@@ -175,7 +175,7 @@ def test_trigger_and_at_print_fire_ids_that_queue_shows(cli: Invoke, r: redis.Re
 
 
 @pytest.mark.parametrize("args, message", [
-    (["at", "2001-01-01T00:00", "backup"], "is in the past"),
+    (["at", f"{datetime.now(UTC).year - 1}-01-01T00:00", "backup"], "is in the past"),
     (["at", "soon", "backup"], "not an ISO 8601 time"),
     (["at", "+10x", "backup"], "not a delay"),
     (["trigger", "tick", "--payload", "{nope"], "is not JSON"),
@@ -185,6 +185,14 @@ def test_trigger_and_at_print_fire_ids_that_queue_shows(cli: Invoke, r: redis.Re
 def test_usage_errors_are_exit_2(cli: Invoke, args: list[str], message: str) -> None:
     result = cli(*args)
     assert result.exit_code == 2 and message in result.stderr, result.stderr
+
+
+def test_a_payload_past_the_cap_is_one_line_naming_it(cli: Invoke, r: redis.Redis) -> None:
+    big = json.dumps("x" * 70_000)  # below the 128 KiB an argument may have
+    for args in (["trigger", "tick"], ["at", "+1h", "backup"]):
+        assert error_line(cli(*args, "--payload", big), 1) == (
+            f"{args[-1]}: payload: 70,002 bytes as JSON; at most 65,536")
+    assert r.zcard(K.queue) == 0
 
 
 def test_cancel_a_queued_fire_then_it_is_not_queued(cli: Invoke, r: redis.Redis) -> None:

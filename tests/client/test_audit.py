@@ -15,6 +15,7 @@ from cronsvc.audit import AUDIT_CAP
 from cronsvc.cli.main import main
 from cronsvc.client.audit import default_actor
 from cronsvc.client.client import Client
+from cronsvc.errors import BadArgument
 from cronsvc.keys import Keys
 from tests.support.cli import ok
 from tests.support.fleet import published
@@ -68,6 +69,16 @@ def test_pages_of_the_log_and_its_cap(client: Client, r: redis.Redis) -> None:
     r.rpush(Keys().audit, *["{}"] * AUDIT_CAP)
     client.pause("nightly", "one more")
     assert r.llen(Keys().audit) == AUDIT_CAP
+
+
+def test_a_page_past_the_log_is_a_bad_argument_not_a_redis_error(client: Client) -> None:
+    with pytest.raises(BadArgument, match=r"^cursor 10{30}: not one a page gave \(0 to "
+                                          r"10000\)$"):
+        client.audit(cursor=10**30)
+    with pytest.raises(BadArgument, match=r"^limit 10{30}: 1 to 10000$"):
+        client.audit(limit=10**30)
+    client.pause("nightly")
+    assert client.audit(cursor=AUDIT_CAP).actions == []
 
 
 def test_cronsvc_audit_shows_the_cli_s_own_changes(config: Path, redis_url: str,

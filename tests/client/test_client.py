@@ -16,11 +16,12 @@ import yaml
 
 from cronsvc.client.client import Client
 from cronsvc.config.models import load_config
-from cronsvc.errors import CronsvcError, StillRunning, UnknownFire, UnknownJob
+from cronsvc.errors import BadArgument, BadTime, CronsvcError, StillRunning, UnknownFire, UnknownJob
 from cronsvc.fires import fire_id, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.planner.planner import Planner
 from cronsvc.schedule.expand import Spec, occurrences_ms
+from cronsvc.schedule.runtime import MAX_PAYLOAD_BYTES
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Scripts
 from cronsvc.worker.worker import Worker
@@ -180,6 +181,23 @@ def test_enqueue_at_a_time_with_payload_then_cancel(client: Client, r: redis.Red
     assert client.cancel(fid) is True
     assert (client.cancel(fid), client.fire_state(fid)) == (False, "unknown")
     assert r.hget(K.payloads, fid) is None
+
+
+def test_a_one_off_keeps_to_the_payload_cap_and_to_times_ahead(client: Client,
+                                                                r: redis.Redis) -> None:
+    big = "x" * MAX_PAYLOAD_BYTES  # two bytes more as JSON: its quotes
+    for one_off in (lambda: client.trigger("nightly", big),
+                    lambda: client.enqueue("nightly", timedelta(hours=1), big)):
+        with pytest.raises(BadArgument, match=r"^nightly: payload: 65,538 bytes as JSON; at "
+                                              r"most 65,536$"):
+            one_off()
+    for past in (timedelta(minutes=-5), datetime(2020, 1, 1, tzinfo=UTC),
+                 server_ms(r) - MIN):
+        with pytest.raises(BadTime, match=r"^nightly: due time \d+ ms is in the past$"):
+            client.enqueue("nightly", past)
+    assert r.zcard(K.queue) == 0
+    fid = client.trigger("nightly", "x" * (MAX_PAYLOAD_BYTES - 2))  # just fits
+    assert len(r.hget(K.payloads, fid)) == MAX_PAYLOAD_BYTES  # type: ignore[arg-type]
 
 
 # -- pause and resume ----------------------------------------------------------------------

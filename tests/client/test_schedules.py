@@ -213,6 +213,13 @@ def test_listing_pages_through_without_reading_everything(client: Client) -> Non
         client.schedules(cursor="nonsense")
 
 
+def test_a_cursor_past_what_hscan_takes_is_a_bad_schedule_not_a_redis_error(
+        client: Client) -> None:
+    huge = f"0:{10**30}"
+    with pytest.raises(BadSchedule, match=f"^cursor '{huge}': not one this listing gave$"):
+        client.schedules(cursor=huge)
+
+
 def test_two_clients_upserting_one_id_at_once_end_with_one_definition(
         client: Client, redis_url: str, r: redis.Redis) -> None:
     other = Client(redis_url)

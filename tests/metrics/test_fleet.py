@@ -12,6 +12,7 @@ import redis
 
 from cronsvc.client.client import Client
 from cronsvc.clock import dt_to_ms
+from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys, keys_for
 from cronsvc.metrics.counters import Metrics
 from cronsvc.metrics.fleet import fire_times
@@ -43,8 +44,12 @@ def test_planner_exports_the_fleet_state(
     client = Client(redis_url, config=str(cfg))
     scripts = Scripts(r)
     now = server_ms(r)
-    # Four one-offs due in the past; a ghost worker claims the three oldest.
-    fids = [client.enqueue("yearly", now - ago) for ago in (600_000, 500_000, 400_000, 300_000)]
+    # Four one-offs due in the past (queued by hand: the Client takes no past time); a
+    # ghost worker claims the three oldest.
+    fids = [fire_id("yearly", now - ago, new_tag("at"))
+            for ago in (600_000, 500_000, 400_000, 300_000)]
+    for fid in fids:
+        scripts.enqueue(K, fid, parse_fire(fid)[1])
     claimed = scripts.claim(K, "ghost", batch=3, lease_ms=600_000).claimed
     assert [c.fire_id for c in claimed] == fids[:3]
     dead, ok, _running = claimed

@@ -73,6 +73,23 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
     assert "Traceback" not in log.read_text()
 
 
+def test_up_hands_its_web_options_to_the_dashboard(tmp_path: Path) -> None:
+    import httpx
+
+    port = free_port()
+    proc = start_up(tmp_path, {"tick": {"cron": "0 0 1 1 *", "command": ["true"]}},
+                    "--workers", "0", "--web-port", str(port), "--allowed-host", "cron.local")
+    try:
+        wait_for(lambda: _get_json(f"http://127.0.0.1:{port}/healthz"), timeout=40,
+                 message="the dashboard")
+        url = f"http://127.0.0.1:{port}/api/v1/jobs"
+        assert httpx.get(url, headers={"Host": "cron.local"}).status_code == 200
+        assert httpx.get(url, headers={"Host": "attacker.example"}).status_code == 400
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, (tmp_path / "up.log").read_text()
+
+
 def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:
     from cronsvc.client.client import Client
     from tests.support.fleet import history

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +65,14 @@ class WebServer:
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    @contextmanager
+    def signed_in(self, token: str) -> Iterator[httpx.Client]:
+        """A client that signed in with ``token`` as a browser does: the sign-in page
+        (and its CSRF cookie), then the form with the CSRF token."""
+        with httpx.Client(base_url=self.url, timeout=30) as http:
+            http.get("/login")
+            reply = http.post("/login", data={"token": token, "next": "/",
+                                              "csrf": http.cookies["cronsvc_csrf"]})
+            assert reply.status_code == 303 and "cronsvc_session" in http.cookies, reply.text
+            yield http

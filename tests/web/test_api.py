@@ -146,6 +146,23 @@ def test_bad_requests_name_the_field(api: httpx.Client) -> None:
     assert error(api.get("/api/v1/nothing-here"), 404)
 
 
+def test_big_payloads_past_times_and_pages_beyond_the_log_are_400(api: httpx.Client,
+                                                                   client: Client) -> None:
+    big = "x" * 70_000
+    for path, body in (("trigger", {}), ("at", {"when": "2030-01-01T09:00:00Z"})):
+        assert error(api.post(f"/api/v1/jobs/digest/{path}", json={**body, "payload": big}),
+                     400) == "digest: payload: 70,002 bytes as JSON; at most 65,536"
+    for when in ("2020-01-01T00:00:00Z", 1577836800000):
+        assert error(api.post("/api/v1/jobs/digest/at", json={"when": when}), 400) == (
+            "digest: due time 1577836800000 ms is in the past")
+    view = client.queue()
+    assert view.due_count == view.ahead_count == 0
+    assert error(api.get("/api/v1/audit", params={"cursor": str(10**30)}), 400) == (
+        f"cursor {10**30}: not one a page gave (0 to 10000)")
+    assert error(api.get("/api/v1/schedules", params={"cursor": f"0:{10**30}"}), 400) == (
+        f"cursor '0:{10**30}': not one this listing gave")
+
+
 def test_dead_letters_retry_one_or_many_and_purge(api: httpx.Client, client: Client,
                                                   r: redis.Redis) -> None:
     s = Scripts(r)
@@ -225,7 +242,7 @@ def test_tokens_read_and_operator(web: WebServer, client: Client) -> None:
         assert "read-only" in error(reader.post("/api/v1/jobs/nightly/pause"), 403)
         assert not client.job("nightly").paused
         # A browser form from another site is refused even with a cookie.
-    with httpx.Client(base_url=web.url, cookies={"cronsvc_session": OPERATOR}) as signed_in:
+    with web.signed_in(OPERATOR) as signed_in:
         forged = signed_in.post("/jobs/nightly/pause", data={"to": "/jobs"},
                                 headers={"Origin": "http://evil.example"})
         assert forged.status_code == 403 and not client.job("nightly").paused

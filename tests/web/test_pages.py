@@ -124,10 +124,8 @@ def test_every_page_loads_and_the_buttons_change_the_fleet(
 
     # Live: the job page shows a new run without a reload.
     page.goto(f"{web.url}/jobs/heartbeat")
-    seen = page.locator("table.history tbody tr").count()
-    page.wait_for_function(
-        f"document.querySelectorAll('table.history tbody tr').length > {seen}",
-        timeout=30_000)
+    rows = page.locator("table.history tbody tr")
+    rows.nth(rows.count()).wait_for(timeout=30_000)  # one row more than now
     shoot(page, tmp_path, "job")
     assert errors == []
     page.close()

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from click.testing import CliRunner
 from cronsvc.cli.main import main
 from cronsvc.client.client import Client
 from cronsvc.config.models import load_config
-from cronsvc.fires import fire_id, parse_fire
+from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import UNHELD_MS, Scripts
@@ -130,8 +129,10 @@ def test_a_worker_records_a_fire_no_holder_took_in_time_as_missed(
     old.write_text("jobs:\n  a:\n    cron: '0 0 1 1 *'\n    command: ['false']\n")
     client = Client(redis_url, config=str(new))
     client.publish_config()
-    late = client.enqueue("a", timedelta(milliseconds=-UNHELD_MS - 60_000))
-    recent = client.enqueue("a", timedelta(seconds=-1))
+    now = client.server_ms()  # past one-offs queued by hand: the Client takes no past time
+    late, recent = (fire_id("a", now - ago, new_tag("at")) for ago in (UNHELD_MS + 60_000, 1000))
+    for fid in (late, recent):
+        Scripts(r).enqueue(K, fid, parse_fire(fid)[1])
     w = Worker(load_config(old), connect(redis_url), worker_id="old")
     w.write_held()
     w.claim_once()
