@@ -15,7 +15,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import islice
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -188,14 +188,18 @@ def _despite(path: str, exc: ConfigError) -> Config:
     return Config(source=path) if settings is None else Config(source=path, redis=settings)
 
 
-def emit(value: Any, as_json: bool, human: Callable[[ModuleType], str]) -> None:
-    """Print ``value`` as JSON, or as ``human(render)`` renders it for people."""
+def emit(value: Any, as_json: bool, human: Callable[[ModuleType], str],
+         unreadable: Sequence[str] | None = None) -> None:
+    """Print ``value`` as JSON, or as ``human(render)`` renders it for people; and on
+    stderr, the entries of Redis it left out (``value.unreadable``, or ``unreadable``)."""
     from cronsvc.cli import render
 
     if as_json:
         echo_json(render.as_json(value))
     else:
         echo(human(render))
+    for note in getattr(value, "unreadable", ()) if unreadable is None else unreadable:
+        echo(f"left out, not readable: {note}", err=True)
 
 
 def fail(message: str) -> None:
@@ -432,6 +436,18 @@ def dead_purge(config: str | None, redis_url: str | None, job: str | None) -> No
     n = connect_client(config, redis_url).dead_purge(
         job or (ctx.parent.params.get("job") if ctx.parent else None))
     echo(f"purged {n} dead fire{'' if n == 1 else 's'}")
+
+
+@operator()
+@click.option("-n", "limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Entries listed at most, newest first.")
+@json_option
+def malformed(config: str | None, redis_url: str | None, limit: int, as_json: bool) -> None:
+    """Entries of Redis that were not what their key holds (a queue member that is no fire
+    id, a schedule line that is none), set aside by the process that met them."""
+    client = connect_client(config, redis_url)
+    aside = client.malformed(limit)
+    emit(aside, as_json, lambda r: r.malformed(aside, client.server_ms()))
 
 
 @operator()

@@ -15,6 +15,7 @@ from typing import Any
 from cronsvc.cli.term import printable
 from cronsvc.client.backfill import Backfill, BackfillFire
 from cronsvc.client.views import (
+    Aside,
     DeadFire,
     FireView,
     InFlight,
@@ -27,6 +28,7 @@ from cronsvc.client.views import (
     Status,
 )
 from cronsvc.keys import DEFAULT_POOL
+from cronsvc.malformed import shown
 from cronsvc.schedule.expand import next_fires, zone
 from cronsvc.schedule.runtime import RuntimeSchedule
 from cronsvc.schedule.words import describe_schedule, schedule_text
@@ -342,6 +344,16 @@ def dead(fires: Sequence[DeadFire], now_ms: int, zones: Zones) -> str:
         rows.append((d.fire, d.kind, when(d.due_ms, now_ms, zones.get(d.job, "UTC")),
                      relative(d.died_ms, now_ms), d.attempts, _short(why) if why else None))
     return table(("FIRE", "KIND", "SCHEDULED", "DIED", "ATTEMPTS", "LAST ERROR"), rows)
+
+
+def malformed(aside: Aside, now_ms: int) -> str:
+    """``cronsvc malformed``: the entries of Redis set aside, newest first."""
+    if not aside.total:
+        return "nothing set aside: every entry read back was what its key holds"
+    rows = [(relative(e.at_ms, now_ms), e.key, shown(e.member), e.why) for e in aside.entries]
+    more = aside.total - len(aside.entries)
+    return table(("SET ASIDE", "KEY", "ENTRY", "WHY"), rows) + (
+        f"\n... and {more} more (-n to list them)" if more > 0 else "")
 
 
 def status(s: Status) -> str:

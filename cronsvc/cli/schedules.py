@@ -129,7 +129,8 @@ def ls(config: str | None, redis_url: str | None, job: str | None, prefix: str |
     client = connect_client(config, redis_url)
     page = client.schedules(job=job, prefix=prefix, cursor=cursor, limit=limit)
     emit({"schedules": [s.as_dict() for s in page.schedules], "cursor": page.cursor},
-         as_json, lambda r: r.schedules(page.schedules, client.server_ms(), page.cursor))
+         as_json, lambda r: r.schedules(page.schedules, client.server_ms(), page.cursor),
+         page.unreadable)
 
 
 @operator("pause", group=schedule)

@@ -16,6 +16,7 @@ import redis
 
 from cronsvc.client.views import (
     LAST_RUN_SCAN,
+    Aside,
     DeadFire,
     FireView,
     InFlight,
@@ -41,7 +42,7 @@ from cronsvc.clock import ms_to_dt, redis_ms
 from cronsvc.errors import ScheduleError, UnknownJob, did_you_mean
 from cronsvc.fires import is_fire_id, job_of, kind_of, parse_fire, placed_by
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
-from cronsvc.malformed import SetAside, named, parse
+from cronsvc.malformed import named, parse
 from cronsvc.notify.notifier import pending
 from cronsvc.policy import Policy
 from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
@@ -526,14 +527,6 @@ class FleetReader:
                               None if aof is None else bool(int(aof)),
                               info.get("maxmemory_policy"), integer(info.get("used_memory")),
                               integer(info.get("maxmemory")))
-
-
-@dataclass(frozen=True)
-class Aside:
-    """Entries set aside: how many are kept, and the newest of them."""
-
-    total: int
-    entries: list[SetAside]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from cronsvc.fires import kind_of, parse_fire
 from cronsvc.keys import DEFAULT_POOL
-from cronsvc.malformed import named
+from cronsvc.malformed import SetAside, named
 from cronsvc.policy import Policy
 from cronsvc.presence import alive
 from cronsvc.schedule.expand import Spec, next_fires
@@ -161,6 +161,14 @@ class QueueView:
     def lateness_ms(self) -> int:
         """How long the oldest due fire has waited (0 when none is due)."""
         return 0 if self.oldest_due_ms is None else max(self.now_ms - self.oldest_due_ms, 0)
+
+
+@dataclass(frozen=True)
+class Aside:
+    """Entries of Redis set aside (``cronsvc malformed``): how many are kept, the newest."""
+
+    total: int
+    entries: list[SetAside]
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,8 @@ def list_jobs(q: str = "", tag: str = "",
     page, following, total = job_page(client, config, q=q, tag=tag, status=status,
                                       offset=offset(cursor), limit=limit)
     return Page(items=[job_json(j, config) for j in page],
-                cursor=None if following is None else str(following), total=total)
+                cursor=None if following is None else str(following), total=total,
+                unreadable=getattr(page, "unreadable", []))
 
 
 @router.get("/jobs/{name}", summary="One job: schedule, next fires, last run, definition")
@@ -239,7 +240,8 @@ def dead(job: str | None = None, cursor: str | None = None,
     start = offset(cursor)
     following = start + limit
     return Page(items=[plain(d) for d in found[start:following]],
-                cursor=str(following) if following < len(found) else None, total=len(found))
+                cursor=str(following) if following < len(found) else None, total=len(found),
+                unreadable=found.unreadable)
 
 
 @router.post("/dead/retry", summary="Queue dead fires again, each with fresh attempts")
@@ -273,6 +275,13 @@ def status(client: Client = Depends(reader)) -> dict[str, Any]:
     return plain(client.status())  # type: ignore[no-any-return]
 
 
+@router.get("/malformed", summary="Entries of Redis set aside: not what their key holds")
+def malformed(limit: int = Query(50, ge=1, le=MAX_LIMIT),
+              client: Client = Depends(reader)) -> Page:
+    aside = client.malformed(limit)
+    return Page(items=[plain(e) for e in aside.entries], total=aside.total)
+
+
 @router.get("/audit", summary="Every change: who, what, when, note (newest first)")
 def audit(cursor: str | None = None, limit: int = Query(50, ge=1, le=MAX_LIMIT),
           client: Client = Depends(reader)) -> Page:
@@ -289,7 +298,7 @@ def list_schedules(job: str | None = None, prefix: str | None = None,
     page = client.schedules(job=job, prefix=prefix, cursor=cursor or None, limit=limit)
     total = None if prefix else client.count_schedules(job=job)  # a count is kept per job
     return Page(items=[plain(s.as_dict()) for s in page.schedules], cursor=page.cursor,
-                total=total)
+                total=total, unreadable=page.unreadable)
 
 
 @router.get("/schedules/{sid:path}", summary="One runtime schedule")

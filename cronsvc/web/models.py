@@ -82,6 +82,8 @@ class Page(BaseModel):
     items: list[dict[str, Any]]
     cursor: str | None = None
     total: int | None = None
+    # entries of Redis left out because they are not what their key holds, each named
+    unreadable: list[str] = []
 
 
 def plain(value: Any) -> Any:

@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from cronsvc.client.client import Client
-from cronsvc.client.views import JobInfo
+from cronsvc.client.views import JobInfo, records
 from cronsvc.clock import iso_utc
 from cronsvc.config.models import Config, Job
 from cronsvc.web.api import STATUSES, definition, file_job, job_page, job_status, offset
@@ -131,11 +131,10 @@ def overview(request: Request, client: Client = Depends(reader)) -> Response:
 def _recent_runs(client: Client, names: list[str], since_ms: int) -> list[dict[str, Any]]:
     """History records of ``names`` that started (or were decided) since ``since_ms``."""
     found = []
-    for records in client.histories(names, 100):
-        for raw in records:
-            r = json.loads(raw)
+    for lines in client.histories(names, 100):
+        for r in records("", lines, []):  # a line that is no record is left out
             at = r.get("started") or r.get("scheduled") or 0
-            if at >= since_ms and r.get("fire"):
+            if isinstance(at, int) and at >= since_ms and isinstance(r.get("fire"), str):
                 found.append(r)
     return found
 
