@@ -1,17 +1,21 @@
-# Two commands on a fresh machine: `make run` and `make test`.
+# Two commands on a fresh machine: `make run` and `make test`. Both install from the lock
+# file, requirements.lock (pip constraints kept by pip-compile: `make lock` renews it), so a
+# fresh machine runs what was tested; `make test-latest` runs the newest the ranges allow.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 CONFIG ?= schedules.yaml
 
-.PHONY: run test install bench chaos lint clean
+LOCK    = requirements.lock
+
+.PHONY: run test test-latest lock install bench chaos lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test]'
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)
+	$(BIN)/python -m pip install -q -c $(LOCK) -e '.[test]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -21,6 +25,22 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The suite on the newest versions pyproject.toml's ranges allow, in a venv of its own:
+# drift shows here first, as a known failure, not on a fresh machine one morning.
+LATEST ?= .venv-latest
+test-latest:
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade pip
+	$(LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[test]'
+	$(LATEST)/bin/python -m pip list --format=freeze > $(LATEST)/versions.txt
+	$(LATEST)/bin/python -m pytest -q -p no:cacheprovider
+
+# Resolve pyproject.toml's ranges again into the lock file (the newest that fit).
+lock: install
+	$(BIN)/python -m pip install -q -c $(LOCK) -e '.[dev]'
+	$(BIN)/pip-compile -q --upgrade --extra test --extra dev --strip-extras --allow-unsafe \
+		--no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
 
 bench: install
 	$(BIN)/python bench/run.py
@@ -33,10 +53,10 @@ chaos: install
 
 # ruff, mypy and the layer contracts of pyproject.toml (import-linter).
 lint: install
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c $(LOCK) -e '.[dev]'
 	$(BIN)/ruff check cronsvc tests bench
 	$(BIN)/mypy cronsvc
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) .cronsvc .pytest_cache build dist
+	rm -rf $(VENV) $(LATEST) .cronsvc .pytest_cache build dist
