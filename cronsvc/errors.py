@@ -86,10 +86,6 @@ class StillRunning(CronsvcError):
     """A paused job's runs claimed before the pause did not end in the time given."""
 
 
-class JobFailed(CronsvcError):
-    """A job ran and did not succeed."""
-
-
 def did_you_mean(word: object, choices: Iterable[str], *, n: int = 1, quote: bool = True) -> str:
     """``; did you mean 'x'?`` for a likely typo of one of ``choices`` (up to ``n`` of
     them), else ``""``: the tail of an error message."""

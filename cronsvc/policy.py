@@ -116,6 +116,17 @@ def chain_field(on_success: Iterable[str], on_failure: Iterable[str]) -> str:
     return ";".join(parts)
 
 
+def chain_targets(then: str) -> dict[str, list[str]]:
+    """The ``then`` field read back: ``{"s": [jobs on success], "f": [jobs on failure]}``
+    (``lua/claim-*.lua`` reads the ``f=`` part the same way)."""
+    found: dict[str, list[str]] = {}
+    for part in then.split(";"):
+        kind, _, jobs = part.partition("=")
+        if jobs:
+            found[kind] = jobs.split(",")
+    return found
+
+
 def digest_of(line: str) -> str:
     """The schedule digest of a policy line (its first field), without parsing the rest."""
     return line.split("|", 1)[0]

@@ -29,6 +29,7 @@ from cronsvc.client.views import (
 )
 from cronsvc.keys import DEFAULT_POOL
 from cronsvc.malformed import shown
+from cronsvc.policy import chain_targets
 from cronsvc.schedule.expand import next_fires, zone
 from cronsvc.schedule.runtime import RuntimeSchedule
 from cronsvc.schedule.words import describe_schedule, schedule_text
@@ -406,9 +407,8 @@ def status(s: Status) -> str:
 def then_words(then: str) -> str:
     """``s=import;f=alert`` as ``ok: import; failed: alert``."""
     names = {"s": "ok", "f": "failed"}
-    return "; ".join(f"{names.get(kind, kind)}: {jobs.replace(',', ', ')}"
-                     for kind, _, jobs in (part.partition("=") for part in then.split(";"))
-                     if jobs)
+    return "; ".join(f"{names.get(kind, kind)}: {', '.join(jobs)}"
+                     for kind, jobs in chain_targets(then).items())
 
 
 def memory(s: Status) -> str:

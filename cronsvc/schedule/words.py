@@ -58,10 +58,6 @@ def _nth(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _number(field: str) -> int | None:
-    return int(field) if _NUMBER.match(field) else None
-
-
 def _numbers(field: str) -> list[int] | None:
     """The values of a plain list such as ``0,15,30``; None for ranges, steps, ``*``."""
     parts = field.split(",")

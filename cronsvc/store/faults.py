@@ -30,8 +30,10 @@ OUTAGE_CODES = frozenset({
     "OOM", "READONLY", "MISCONF", "LOADING", "BUSY", "MASTERDOWN", "NOREPLICAS",
     "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", "NOSCRIPT", "UNBLOCKED",
 })
+#: What the Redis client library raises, whatever went wrong.
+LIBRARY_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, RedisClusterException)
 #: What every loop of a worker or planner catches, so that no Redis error ends it.
-REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, RedisClusterException, ScriptError)
+REDIS_ERRORS: tuple[type[Exception], ...] = (*LIBRARY_ERRORS, ScriptError)
 
 # The code: the reply's first word, or the word after a script's place inside its error
 # (``@user_script:19: -OOM ...``; Redis 6 writes the reply of a failed redis.call without

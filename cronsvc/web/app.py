@@ -7,15 +7,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
-from redis.exceptions import RedisClusterException
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
+from cronsvc.client import OUTAGES
 from cronsvc.client.client import Client
 from cronsvc.config.models import Config
 from cronsvc.errors import (
@@ -40,8 +39,6 @@ from cronsvc.web.settings import WebSettings
 from cronsvc.web.tokens import Token
 
 log = logging.getLogger("cronsvc.web")
-#: Redis away, or refusing: 503 (a script's own refusal is a CronsvcError, judged below).
-OUTAGES = (redis.RedisError, RedisClusterException)
 
 STATIC = Path(__file__).parent / "static"
 
@@ -54,7 +51,7 @@ _STATUS: list[tuple[type[Exception], int]] = [
 
 def status_of(exc: Exception) -> int:
     """The HTTP status of an error the Client raised."""
-    if isinstance(exc, OUTAGES):
+    if isinstance(exc, OUTAGES):  # a script's own refusal is a CronsvcError, judged below
         return 503
     for kind, status in _STATUS:
         if isinstance(exc, kind):
@@ -97,7 +94,8 @@ def create_app(client: Client, tokens: list[Token], config: Config | None,
             return error_reply(request, 503, f"Redis is unreachable: {exc}")
         return error_reply(request, status, str(exc))
 
-    for kind in (CronsvcError, *OUTAGES):  # expected: answered, not logged as a crash
+    expected: tuple[type[Exception], ...] = (CronsvcError, *OUTAGES)
+    for kind in expected:  # answered, not logged as a crash
         app.add_exception_handler(kind, refused)
 
     @app.exception_handler(Exception)

@@ -115,7 +115,6 @@ class Worker:
         self._queues = self._queues_of(config)
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
-        self._ended = 0  # runs in _running that have ended (their result is being written)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self.stopping = threading.Event()  # stop claiming
@@ -125,7 +124,6 @@ class Worker:
         self.pinger = Pinger()  # dead-man pings of the jobs that ask for them
         self.offset_ms = 0  # server clock minus local clock, from the last claim
         self._held_at = -HELD_RENEW_EVERY  # monotonic time the held definitions were written
-        self._held_shards: list[Keys] = []  # the shards where it wrote them
         self._reload_asked = threading.Event()
         self.errors = ErrorLog(clock)
         self.runs_finished = 0
@@ -224,16 +222,12 @@ class Worker:
                 self._wake.wait(wait)
 
     def write_held(self) -> None:
-        """Write the definitions this worker holds, per shard, for the claim script: on
-        every shard all of them, since a runtime schedule's fires of any job live on the
-        shard of the schedule's id."""
-        held_all = {name: job.definition for name, job in self.config.jobs.items()}
-        by_shard: dict[Keys, dict[Any, Any]] = {k: held_all for k in self.shards}
+        """Write the definitions this worker holds on every shard, for the claim script: a
+        runtime schedule's fires of any job live on the shard of the schedule's id."""
+        held: dict[Any, Any] = {
+            name: job.definition for name, job in self.config.jobs.items()}
         failed = 0
-        self._held_shards = [keys for keys, held in by_shard.items() if held]
-        for keys, held in by_shard.items():
-            if not held:
-                continue
+        for keys in self.shards if held else []:
             try:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.hset(keys.held(self.held), mapping=held)
@@ -351,9 +345,7 @@ class Worker:
                 outcome = self._execute(run, ctx)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
-        with self._lock:
-            run.ended = True
-            self._ended += 1
+        run.ended = True
         self._wake.set()
         if outcome is None:
             self.free(run)
@@ -373,7 +365,7 @@ class Worker:
         """Slots taken: runs started and not ended. A run frees its slot when it ends, so
         claiming goes on while its result is written (its lease is still renewed)."""
         with self._lock:
-            return len(self._running) - self._ended
+            return sum(not run.ended for run in self._running.values())
 
     def running(self) -> list[Running]:
         """The runs this worker holds a lease on (ended ones until their result is in)."""
@@ -383,8 +375,7 @@ class Worker:
     def free(self, run: Running) -> None:
         """Forget a run whose result is recorded (or that never started)."""
         with self._lock:
-            if self._running.pop(run.key, None) is not None and run.ended:
-                self._ended -= 1
+            self._running.pop(run.key, None)
         self.runs_finished += 1
 
     def wake(self) -> None:
@@ -433,7 +424,8 @@ class Worker:
             pipe.execute()
             # Redis lost what this worker holds (a restart without persistence, a flush):
             # until it is written again, the claim script gives this worker nothing.
-            if not all(self.client.exists(k.held(self.held)) for k in self._held_shards):
+            if self.config.jobs and not all(self.client.exists(k.held(self.held))
+                                            for k in self.shards):
                 log.warning("the definitions this worker holds are gone from Redis; "
                             "writing them again")
                 self._held_at = -HELD_RENEW_EVERY
