@@ -31,7 +31,8 @@ from cronsvc.cli.term import echo, echo_json
 if TYPE_CHECKING:  # the commands import them when they run: `cronsvc --help` stays quick
     from redis import Redis
 
-    from cronsvc.config.models import Config
+    from cronsvc.config.jobfile import JobFile
+
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -116,8 +117,8 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
     from cronsvc.metrics.counters import start_metrics
     from cronsvc.planner.planner import Planner
 
-    path, _, client = _role(config, redis_url, log_format, name or "planner")
-    Planner(path, client, horizon=horizon, tick=tick, planner_id=name,
+    job_file, client = _role(config, redis_url, log_format, name or "planner")
+    Planner(job_file, client, horizon=horizon, tick=tick, planner_id=name,
             metrics=start_metrics(metrics_port)).run_forever()
 
 
@@ -133,49 +134,45 @@ def notifier(config: str | None, redis_url: str | None, log_format: str,
     time sends). Run one beside the workers to hear that no planner is live."""
     import threading
 
-    from cronsvc.config.watch import FileWatch, reread
     from cronsvc.notify.notifier import Notifier, log
     from cronsvc.process.signals import on_stop_signals
 
-    path, loaded, client = _role(config, redis_url, log_format, name or "notifier")
-    current = [loaded]
+    job_file, client = _role(config, redis_url, log_format, name or "notifier")
     done = threading.Event()
 
     def reload() -> None:
-        fresh = reread(path, current[0], log)
+        fresh = job_file.reload(force=True)
         if fresh is not None:
-            current[0] = fresh
-            log.info("reloaded %s: %d jobs, %d channels", path, len(fresh.jobs),
+            log.info("reloaded %s: %d jobs, %d channels", job_file, len(fresh.jobs),
                      len(fresh.notify))
 
-    sender = Notifier(client, lambda: current[0], role=name or "notifier",
+    sender = Notifier(client, lambda: job_file.config, role=name or "notifier",
                       watch_planners=True)
     restore = on_stop_signals(done.set, reload)
-    watch = FileWatch(path, reload)
-    watch.start()
+    job_file.watch(reload)
     sender.start()
     try:
         while not done.wait(1.0):
             pass
     finally:
         sender.stop()
-        watch.stop()
+        job_file.stop()
         restore()
 
 
 def _role(config: str | None, redis_url: str | None, log_format: str,
-          log_name: str) -> tuple[str, Config, Redis]:
-    """What a planner or worker starts from: its job file, loaded; logging set up; and
-    its Redis connection."""
-    from cronsvc.config.models import load_config
+          log_name: str) -> tuple[JobFile, Redis]:
+    """What a planner, worker or notifier starts from: its job file, the one owner of it in
+    the process; logging set up; and its Redis connection."""
+    from cronsvc.config.jobfile import JobFile
     from cronsvc.process.logs import setup_logging
     from cronsvc.store.connection import connect
 
-    path = config_path(config)
-    loaded = load_config(path)
+    job_file = JobFile(config_path(config))
+    loaded = job_file.config
     url = require_redis_url(redis_url, loaded)
     setup_logging(log_format, log_name)
-    return path, loaded, connect(url, cluster=loaded.redis.cluster or None)
+    return job_file, connect(url, cluster=loaded.redis.cluster or None)
 
 
 @main.command()
@@ -209,7 +206,7 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     from cronsvc.process.signals import on_stop_signals
     from cronsvc.worker.worker import Worker
 
-    path, loaded, client = _role(config, redis_url, log_format, (name or "worker").split("@")[0])
+    job_file, client = _role(config, redis_url, log_format, (name or "worker").split("@")[0])
     served = None
     if pools is not None:
         try:
@@ -220,9 +217,9 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
         host = None if host is None else host_name(host)
     except ValueError as exc:
         raise BadArgument(f"--host: {exc}") from None
-    w = Worker(loaded, client, concurrency=concurrency, lease=lease, grace=grace,
+    w = Worker(job_file, client, concurrency=concurrency, lease=lease, grace=grace,
                worker_id=name or process_id(), metrics=start_metrics(metrics_port),
-               config_path=path, pools=served, host=host)
+               pools=served, host=host)
     on_stop_signals(w.stop, reload=w.request_reload)
     w.run_forever()
 

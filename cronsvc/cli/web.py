@@ -3,8 +3,9 @@ passes on to it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -18,6 +19,10 @@ from cronsvc.cli.options import (
 )
 from cronsvc.web.hosts import split_host
 from cronsvc.web.settings import MAX_BODY, SESSION_TTL, WebSettings, parse_proxy, parse_size
+
+if TYPE_CHECKING:  # read when the command runs: `cronsvc --help` stays quick
+    from cronsvc.config.jobfile import JobFile
+    from cronsvc.config.models import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -84,5 +89,17 @@ def web(config: str | None, redis_url: str | None, host: str, port: int,
     check_bind(host, tokens)  # before connecting: the refusal is the one line to see
     client = connect_client(config, redis_url)
     setup_logging(log_format, "web")
-    serve(client, client.config, tokens, host, port,
+    serve(client, web_job_file(client.config), tokens, host, port,
           WebSettings(allowed_hosts, trusted_proxies, max_body, session_ttl))
+
+
+def web_job_file(loaded: Config | None) -> JobFile | None:
+    """The web server's job file, started from what the CLI read of it (a broken file: its
+    redis: section, and the state 'rejected'); None without a file."""
+    from cronsvc.config.jobfile import JobFile
+
+    if loaded is None or loaded.source is None or not os.path.exists(loaded.source):
+        return None
+    job_file = JobFile(loaded.source, config=loaded)
+    job_file.reload(force=True)  # a broken file is known as such from the start
+    return job_file

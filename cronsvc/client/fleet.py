@@ -38,7 +38,7 @@ from cronsvc.client.views import (
     score_ms,
     spec_of,
 )
-from cronsvc.clock import ms_to_dt, redis_ms
+from cronsvc.clock import iso_utc, ms_to_dt, redis_ms
 from cronsvc.errors import ScheduleError, UnknownJob, did_you_mean
 from cronsvc.fires import is_fire_id, job_of, kind_of, parse_fire, placed_by
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
@@ -575,6 +575,14 @@ def _warnings(server: ServerSettings, planners: list[Member], workers: list[Memb
         if m.alive and isinstance(err, dict) and ago is not None and ago <= RECENT_ERROR_MS:
             found.append(f"{m.id} saw a Redis error {ago // 1000}s ago: "
                          f"{err.get('code')} {err.get('message', '')}".rstrip())
+    for m in (*planners, *workers):
+        file = m.info.get("file")
+        broken = file.get("broken") if isinstance(file, dict) else None
+        if m.alive and isinstance(file, dict) and isinstance(broken, dict):
+            since = broken.get("since")
+            found.append(f"{m.id}'s job file {file.get('path')} is rejected since "
+                         f"{iso_utc(since) if isinstance(since, int) else '?'}: "
+                         f"{broken.get('problem')}; it runs its last good one")
     files = {p.info.get("digest") for p in planners if p.alive and p.info.get("digest")}
     if len(files) > 1 and newest:
         behind = sorted(p.id for p in planners if p.alive and p.info.get("digest")

@@ -15,14 +15,13 @@ import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import redis
 
 from cronsvc.clock import SYSTEM, Clock, iso_utc, monotonic, redis_ms
-from cronsvc.config.models import Config, Job, load_config
-from cronsvc.config.watch import FileWatch, file_stat, reread
+from cronsvc.config.jobfile import JobFile
+from cronsvc.config.models import Config, Job
 from cronsvc.errors import Superseded
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.metrics.counters import NO_METRICS, Metrics
@@ -63,7 +62,7 @@ class Planner:
 
     def __init__(
         self,
-        config_path: str | os.PathLike[str],
+        job_file: str | os.PathLike[str] | JobFile,
         redis_client: redis.Redis,
         *,
         planner_id: str | None = None,
@@ -72,9 +71,7 @@ class Planner:
         tick: float | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self.config_path = Path(config_path)
-        self._stat = file_stat(self.config_path)
-        self.config: Config = load_config(self.config_path)
+        self.job_file = job_file if isinstance(job_file, JobFile) else JobFile(job_file)
         self.client = redis_client
         self.scripts = Scripts(redis_client)
         self.planner_id = planner_id or process_id()
@@ -83,7 +80,6 @@ class Planner:
         self._tick = tick
         self._needs_sync = True
         self._ticker = Ticker(self._scheduled_tick, lambda: self.tick_interval)
-        self._watch = FileWatch(self.config_path, self.request_reload)
         self._started_ms = clock.now_ms()
         self.errors = ErrorLog(clock)
         # The file changed under this planner since it last decided what to publish.
@@ -94,6 +90,11 @@ class Planner:
         self._said: set[str] = set()  # runtime schedules of jobs this file lacks, said once
         self.metrics = metrics or NO_METRICS
         self.metrics.watch_fleet(redis_client, lambda: self.config)
+
+    @property
+    def config(self) -> Config:
+        """The job file in force: the last good one."""
+        return self.job_file.config
 
     # -- settings that follow the file unless given explicitly ---------------
     @property
@@ -136,21 +137,13 @@ class Planner:
     # -- reload ----------------------------------------------------------------
     def reload(self, *, force: bool = False) -> bool:
         """Load the file again if it changed (or ``force``); True if a new config is in force.
-
-        A broken file is logged, one located problem per line, and the last
-        good config stays.
-        """
-        stat = file_stat(self.config_path)
-        if stat == self._stat and not force:
-            return False
-        self._stat = stat
-        config = reread(self.config_path, self.config, log)
+        A broken file keeps the last good one in force (:class:`JobFile`)."""
+        config = self.job_file.reload(force=force)
         if config is None:
             return False
-        self.config = config
         self._needs_sync = True
         self._changed = True
-        log.info("reloaded %s: %d jobs", self.config_path, len(config.jobs))
+        log.info("reloaded %s: %d jobs", self.job_file, len(config.jobs))
         return True
 
     # -- publishing ----------------------------------------------------------
@@ -179,7 +172,7 @@ class Planner:
                             "deciding again at the next tick", gen)
                 self.generation, self.verdict = None, Verdict.YIELD
                 return Verdict.YIELD
-            log.info("publishing %s as generation %d (%d jobs)", self.config_path, gen,
+            log.info("publishing %s as generation %d (%d jobs)", self.job_file, gen,
                      len(self.config.jobs))
             self.newest = Newest(gen, self.config.digest, self.planner_id, now,
                                  len(self.config.jobs))
@@ -344,7 +337,7 @@ class Planner:
             differs = "cannot compare"
         log.warning("%s is not the published job file (generation %d, from %s at %s): "
                     "publishing nothing, planning only the jobs both define alike (%s)",
-                    self.config_path, n.gen, n.planner,
+                    self.job_file, n.gen, n.planner,
                     iso_utc(n.at_ms) if n.at_ms is not None else "?", differs)
 
     def _plan(self) -> TickStats:
@@ -410,7 +403,8 @@ class Planner:
     def _heartbeat(self, stats: TickStats) -> None:
         keys = self._shards()[0]
         now = self._now()
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "config": str(self.config_path),
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "config": str(self.job_file),
+                "file": self.job_file.state(),
                 "started": self._started_ms, "last_tick": now, "jobs": stats.jobs,
                 "added": stats.added, "stale": stats.stale, "planned_to": stats.upto_ms,
                 "horizon": self.horizon, "tick": self.tick_interval,
@@ -436,16 +430,16 @@ class Planner:
         SIGHUP reloads the file. Ticks never overlap; late ones are coalesced.
         """
         log.info("planner %s started: %d jobs from %s, horizon %.0fs, tick %.0fs",
-                 self.planner_id, len(self.config.jobs), self.config_path, self.horizon,
+                 self.planner_id, len(self.config.jobs), self.job_file, self.horizon,
                  self.tick_interval)
-        self._watch.start()
+        self.job_file.watch(self.request_reload)
         notifier = Notifier(self.client, lambda: self.config, role="planner")
         notifier.start()
         try:
             self._ticker.run()
         finally:
             notifier.stop()
-            self._watch.stop()
+            self.job_file.stop()
             try:
                 self.unregister()
             except REDIS_ERRORS as exc:

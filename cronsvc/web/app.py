@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 
 from cronsvc.client import OUTAGES
 from cronsvc.client.client import Client
-from cronsvc.config.models import Config
+from cronsvc.config.jobfile import JobFile
 from cronsvc.errors import (
     BadArgument,
     BadSchedule,
@@ -59,17 +59,18 @@ def status_of(exc: Exception) -> int:
     return 409 if isinstance(exc, CronsvcError) else 500
 
 
-def create_app(client: Client, tokens: list[Token], config: Config | None,
+def create_app(client: Client, tokens: list[Token], job_file: JobFile | None,
                hosts: AllowedHosts, settings: WebSettings) -> ASGIApp:
-    """The web app on ``client``, answering to ``hosts``; ``config`` is the job file whose
-    definitions it shows. ConfigError if the session key cannot be kept."""
+    """The web app on ``client``, answering to ``hosts``; ``job_file`` is the job file whose
+    definitions it shows (the last good one). ConfigError if the session key cannot be
+    kept."""
     from cronsvc.web import api, pages, signin
 
     # The docs page's script and style ship in the wheel (static/vendor): no CDN.
     app = FastAPI(title="cronsvc", version="1", docs_url=None,
                   openapi_url="/api/openapi.json", redoc_url=None)
     app.state.client = client
-    app.state.config = config
+    app.state.job_file = job_file
     # No tokens: nobody signs in, and nothing is written to the state dir.
     sessions = Sessions(settings.state_dir, settings.session_ttl) if tokens else None
     app.state.guard = Guard(tokens, sessions)

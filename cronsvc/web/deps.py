@@ -3,11 +3,11 @@ them to the audit log."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import HTTPException, Request
 
 from cronsvc.client.client import Client
+from cronsvc.clock import iso_utc
+from cronsvc.config.jobfile import JobFile
 from cronsvc.config.models import Config
 from cronsvc.web.security import Identity
 
@@ -35,7 +35,17 @@ def operator(request: Request) -> Client:
 
 
 def job_file(request: Request) -> Config | None:
-    """The job file the web server was started with (definitions as its workers see them),
-    or None."""
-    config: Any = request.app.state.config
-    return config  # type: ignore[no-any-return]
+    """The job file of the web server, the last good one (definitions as its workers see
+    them), or None."""
+    owner: JobFile | None = request.app.state.job_file
+    return owner.config if owner is not None else None
+
+
+def file_warnings(request: Request) -> list[str]:
+    """What the pages say of the web server's own job file: broken since when, and why."""
+    owner: JobFile | None = request.app.state.job_file
+    broken = owner.broken if owner is not None else None
+    if broken is None:
+        return []
+    return [f"the web server's job file {owner} is rejected since {iso_utc(broken.since_ms)}: "
+            f"{broken.problems[0] if broken.problems else '?'}; it shows the last good one"]

@@ -25,7 +25,7 @@ from cronsvc.client.views import JobInfo, records
 from cronsvc.clock import iso_utc
 from cronsvc.config.models import Config, Job
 from cronsvc.web.api import STATUSES, definition, file_job, job_page, job_status, offset
-from cronsvc.web.deps import job_file, operator, reader
+from cronsvc.web.deps import file_warnings, job_file, operator, reader
 from cronsvc.web.security import CSRF_COOKIE, CSRF_FIELD
 
 router = APIRouter(include_in_schema=False)
@@ -110,6 +110,7 @@ class Health:
 @router.get("/")
 def overview(request: Request, client: Client = Depends(reader)) -> Response:
     status = client.status()
+    status.warnings[:0] = file_warnings(request)
     queue = client.queue(limit=10)
     dead = client.dead()
     now = status.now_ms

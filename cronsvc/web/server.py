@@ -8,7 +8,7 @@ import socket
 import uvicorn
 
 from cronsvc.client.client import Client
-from cronsvc.config.models import Config
+from cronsvc.config.jobfile import JobFile
 from cronsvc.errors import ConfigError
 from cronsvc.web.app import create_app
 from cronsvc.web.hosts import AllowedHosts
@@ -18,14 +18,16 @@ from cronsvc.web.tokens import Token, check_bind
 log = logging.getLogger("cronsvc.web")
 
 
-def serve(client: Client, config: Config | None, tokens: list[Token], host: str,
+def serve(client: Client, job_file: JobFile | None, tokens: list[Token], host: str,
           port: int, settings: WebSettings) -> None:
     """Serve until SIGTERM or SIGINT. ConfigError before anything listens when ``host`` is
     not loopback and there is no token, or when it cannot listen."""
     check_bind(host, tokens)
     sock = listen(host, port)
     bound = sock.getsockname()[1]  # port 0: the one the system chose, which Host names
-    app = create_app(client, tokens, config, AllowedHosts(host, bound, settings.allowed_hosts),
+    if job_file is not None:  # jobs added to the file show their definitions too
+        job_file.watch(job_file.reread)
+    app = create_app(client, tokens, job_file, AllowedHosts(host, bound, settings.allowed_hosts),
                      settings)
     # proxy_headers off: uvicorn would believe X-Forwarded-* from 127.0.0.1 by default;
     # the gate believes only --trusted-proxy (cronsvc.web.middleware).

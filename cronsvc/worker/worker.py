@@ -27,14 +27,13 @@ import logging
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import redis
 
 from cronsvc.clock import SYSTEM, Clock, monotonic
+from cronsvc.config.jobfile import JobFile
 from cronsvc.config.models import Config
-from cronsvc.config.watch import FileWatch, reread
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
@@ -84,7 +83,7 @@ class Worker:
 
     def __init__(
         self,
-        config: Config,
+        config: Config | JobFile,
         client: redis.Redis,
         *,
         concurrency: int | None = None,
@@ -93,13 +92,13 @@ class Worker:
         grace: float | None = None,
         clock: Clock = SYSTEM,
         metrics: Metrics | None = None,
-        config_path: str | Path | None = None,
         pools: tuple[str, ...] | None = None,
         host: str | None = None,
     ) -> None:
-        self.config = config
-        # Reloaded on change and SIGHUP (none: a worker built from a Config in code).
-        self.config_path = config_path
+        # Reloaded on change and SIGHUP (a Config built in code never changes).
+        self.job_file = config if isinstance(config, JobFile) else JobFile.fixed(config)
+        config = self.job_file.config
+        self.config = config  # the file's, with the redis and worker sections it started with
         self.held = held_digest(config)
         self.client = client
         self.scripts = Scripts(client)
@@ -152,20 +151,18 @@ class Worker:
         A broken file is logged, one located problem per line, and the last good
         config stays. Runs in progress keep the definition they started with.
         """
-        if self.config_path is None:
-            return False
-        config = reread(self.config_path, self.config, log)
+        config = self.job_file.reload(force=True)  # asked for: a change, or SIGHUP
         if config is None:
             return False
         if (config.redis, config.worker) != (self.config.redis, self.config.worker):
             log.warning("%s: redis and worker settings take effect at the next start",
-                        self.config_path)
+                        self.job_file)
             config = config.model_copy(update={"redis": self.config.redis,
                                                "worker": self.config.worker})
         self.config, self.held = config, held_digest(config)
         self._queues = self._queues_of(config)
         self._held_at = -HELD_RENEW_EVERY  # write the new definitions at once
-        log.info("reloaded %s: %d jobs", self.config_path, len(config.jobs))
+        log.info("reloaded %s: %d jobs", self.job_file, len(config.jobs))
         return True
 
     def run_forever(self) -> None:
@@ -179,17 +176,14 @@ class Worker:
         self.results.start()
         if any(job.command for job in self.config.jobs.values()):
             self._watchdog.start()
-        watch = FileWatch(self.config_path, self.request_reload) if self.config_path else None
-        if watch is not None:
-            watch.start()
+        self.job_file.watch(self.request_reload)
         log.info("worker %s started: %d slots, lease %.0fs, %d jobs, pools %s",
                  self.worker_id, self.concurrency, self.lease_ms / 1000, len(self.config.jobs),
                  ", ".join(self.served()))
         try:
             self._loop()
         finally:
-            if watch is not None:
-                watch.stop()
+            self.job_file.stop()
             self._shutdown()
 
     # -- claiming ----------------------------------------------------------
@@ -415,6 +409,7 @@ class Worker:
         keys = self.shards[0]
         info = {"busy": self._busy(), "slots": self.concurrency, "pid": os.getpid(),
                 "held": self.held, "jobs": len(self.config.jobs), "pools": self.served(),
+                "file": self.job_file.state(),
                 "host": self.host,
                 "last_error": self.errors.as_info()}
         try:
