@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from cronsvc.store.scripts import load_sources
+from tests.support.parts import missing
 from tests.support.paths import ROOT
 
 
@@ -25,7 +24,7 @@ def build_wheel(out: Path) -> Path:
         if proc.returncode == 0 and wheels:
             return wheels[0]
         errors.append(proc.stderr.strip().splitlines()[-1:] or ["?"])
-    pytest.skip(f"cannot build a wheel here (no hatchling offline?): {errors}")
+    missing(f"cannot build a wheel here (no hatchling offline?): {errors}")
 
 
 def test_installed_wheel_finds_its_scripts(tmp_path: Path) -> None:

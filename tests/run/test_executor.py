@@ -7,8 +7,6 @@ import os
 import shlex
 import sys
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from cronsvc.run.calls import OUTPUT_CAP
 from cronsvc.run.context import FireContext
 from cronsvc.run.executor import Outcome, execute
 from tests.support import calls
+from tests.support.wait import wait_for
 
 PY = sys.executable
 DUE_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
@@ -63,14 +62,6 @@ def py(code: str, **fields: Any) -> Job:
 
 def run(job: Job, ctx: FireContext = CTX, **kw: Any) -> Outcome:
     return execute(job, ctx, **kw)
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def alive(pid: int) -> bool:
@@ -189,7 +180,7 @@ def test_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
     assert out.error == "timed out after 0.5s"
     children = read_pids(pids)
     assert len(children) == 3
-    wait_until(lambda: not any(alive(p) for p in children), "the job's children to die")
+    wait_for(lambda: not any(alive(p) for p in children), message="the job's children to die")
 
 
 def test_sigterm_ignored_escalates_to_sigkill(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,7 +195,7 @@ def test_cancel_kills_the_whole_process_tree(tmp_path: Path) -> None:
     cancel = threading.Event()
 
     def cancel_when_started() -> None:
-        wait_until(lambda: len(read_pids(pids)) == 3, "the job to start its children")
+        wait_for(lambda: len(read_pids(pids)) == 3, message="the job to start its children")
         cancel.set()
 
     helper = threading.Thread(target=cancel_when_started, daemon=True)
@@ -213,7 +204,7 @@ def test_cancel_kills_the_whole_process_tree(tmp_path: Path) -> None:
     helper.join()
     assert (out.status, out.error) == ("cancelled", "cancelled")
     children = read_pids(pids)
-    wait_until(lambda: not any(alive(p) for p in children), "the job's children to die")
+    wait_for(lambda: not any(alive(p) for p in children), message="the job's children to die")
 
 
 def test_cancel_set_before_start_runs_nothing(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.parts import missing
+
 #: Flags that keep Chromium off the network it would call home on.
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -27,10 +29,7 @@ def chromium_path() -> str | None:
 def browser() -> Iterator[Any]:
     path = chromium_path()
     if path is None:
-        message = "chromium not found: install Debian's chromium (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        missing("chromium not found: install Debian's chromium (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
