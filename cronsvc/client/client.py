@@ -38,6 +38,8 @@ from cronsvc.errors import (
 )
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys
+from cronsvc.planner.publish import publish_file
+from cronsvc.presence import process_id
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.schedule.runtime import payload_problem
 from cronsvc.schedule.when import due_problem
@@ -97,9 +99,9 @@ class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
         hold another one (a rollback on purpose); the generation it is now."""
         if self.config is None:
             raise BadArgument("publish_config needs the client's config")
-        from cronsvc.planner.planner import Planner
-
-        generation = Planner(self.config.source, self.redis).publish(force=True)
+        # The file as it reads now, as a planner started on it would publish it.
+        generation = publish_file(self.redis, self.scripts, load_config(self.config.source),
+                                  planner_id=process_id())
         assert generation is not None  # forced: never yields
         return generation
 

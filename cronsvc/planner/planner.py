@@ -198,17 +198,6 @@ class Planner:
                 return True
         return False
 
-    def publish(self, *, force: bool = False) -> int | None:
-        """Decide and publish now, as a tick does; ``force`` publishes the file even when
-        another one is newer (``cronsvc publish``: a rollback on purpose). The generation
-        this planner's file is now, or None when it yielded."""
-        if force:
-            self._changed = True
-        if self.decide() is Verdict.YIELD:
-            return None
-        self.sync()
-        return self.generation
-
     def sync(self) -> None:
         """Publish new, changed and removed jobs of this planner's generation
         (:func:`cronsvc.planner.publish.sync_jobs`): a conflict or a shard down is tried

@@ -171,6 +171,27 @@ def by_shard(config: Config) -> dict[Keys, list[Job]]:
     return groups
 
 
+def publish_file(client: redis.Redis, scripts: Scripts, config: Config, *, planner_id: str
+                 ) -> int | None:
+    """Publish ``config`` now as the newest generation, even when planners hold a newer
+    file (``cronsvc publish``: a rollback on purpose); the generation it is now, or None
+    when another file was published meanwhile."""
+    first = all_shards(config.redis.shards, config.redis.prefix)[0]
+    newest = Newest.of(texts(client.hgetall(first.generation)))
+    # Forced: a new generation unless it is the newest already, whoever holds the newest
+    # (what generations.decide says of a file that changed).
+    generation = newest.gen if newest.digest == config.digest else claim_generation(
+        scripts, config, planner_id, newest)
+    if generation is None:
+        return None
+    try:
+        sync_jobs(client, scripts, config, generation, now_ms=server_now(client),
+                  horizon_ms=int(config.planner.horizon * 1000))
+    except Superseded:
+        return None
+    return generation
+
+
 def claim_generation(scripts: Scripts, config: Config, planner_id: str, newest: Newest, *,
                      script_now: int | None = None) -> int | None:
     """Make ``config`` the generation after ``newest``: its number, or None when another

@@ -234,6 +234,8 @@ def test_cronsvc_publish_forces_a_file_and_the_planners_yield_to_it(
     # The client's call forces a file the same way, even over a live planner's newer one.
     assert Client(redis_url, config=str(new)).publish_config() == 3
     assert r.hgetall(K.jobs) == lines_of(new)
+    # The newest file forced again is no new generation.
+    assert Client(redis_url, config=str(new)).publish_config() == 3
     assert a.tick().verdict == "current"
     # A file edited under its planner is newer than anything published: it wins.
     write(new, NEW.replace("*/5 * * * *", "*/6 * * * *"))
