@@ -2,7 +2,8 @@
 at, cancel, retry, purge, schedule changes), who made it, when, and the note given.
 
 One list on the first shard (``Keys.audit``), newest first and capped. The CLI, the
-HTTP API and the pages all write it through the Client, so one place shows them all.
+HTTP API and the pages all write it through the Client (each change ends with
+:meth:`cronsvc.client.core.Core.audited`), so one place shows them all.
 """
 
 from __future__ import annotations
@@ -10,16 +11,14 @@ from __future__ import annotations
 import getpass
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
-from cronsvc.audit import AUDIT_CAP, Action, parse, write
+import redis
+
+from cronsvc.audit import AUDIT_CAP, Action, parse
 from cronsvc.errors import BadArgument
+from cronsvc.keys import Keys
 from cronsvc.store.replies import text
-
-if TYPE_CHECKING:
-    import redis
-
-    from cronsvc.keys import Keys
 
 
 def default_actor() -> str:
@@ -39,23 +38,19 @@ class AuditPage:
     cursor: int | None
 
 
-class AuditLog:
-    """The audit half of :class:`cronsvc.Client`."""
+class AuditContext(Protocol):
+    """What the audit log takes of the client's core (:class:`cronsvc.client.core.Core`)."""
 
     redis: redis.Redis
-    actor: str
 
-    if TYPE_CHECKING:  # provided by FleetReader, beside this class in Client
-        def server_ms(self) -> int: ...
+    def all_shards(self) -> list[Keys]: ...
 
-        def _shards(self) -> list[Keys]: ...
 
-    def audited(self, action: str, target: str, note: str | None = None,
-                **detail: Any) -> None:
-        """Write one entry for an action that just took effect."""
-        write(self.redis, self._shards()[0].audit,
-              Action(self.server_ms(), self.actor, action, target, note or None,
-                     {k: v for k, v in detail.items() if v is not None}))
+class AuditLog:
+    """The audit log as :class:`cronsvc.Client` reads it."""
+
+    def __init__(self, core: AuditContext) -> None:
+        self.core = core
 
     def audit(self, *, limit: int = 50, cursor: int | None = None) -> AuditPage:
         """A page of the audit log, newest first."""
@@ -65,7 +60,7 @@ class AuditLog:
         if cursor is not None and not 0 <= cursor <= AUDIT_CAP:
             raise BadArgument(f"cursor {cursor}: not one a page gave (0 to {AUDIT_CAP})")
         start = cursor or 0
-        raw = self.redis.lrange(self._shards()[0].audit, start, start + limit)
+        raw = self.core.redis.lrange(self.core.all_shards()[0].audit, start, start + limit)
         actions = [parse(text(r)) for r in raw[:limit]]
         return AuditPage(actions, start + limit if len(raw) > limit else None)
 

@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+import redis
 
 from cronsvc.client.views import spec_of
 from cronsvc.clock import dt_to_ms, iso_utc, ms_to_dt
@@ -29,18 +31,16 @@ from cronsvc.errors import (
 )
 from cronsvc.fires import fire_id, parse_fire
 from cronsvc.history import record
-from cronsvc.keys import EACH_HOST, Keys, keys_for
+from cronsvc.keys import EACH_HOST, Keys
 from cronsvc.policy import Policy
 from cronsvc.ran import REACH_MS
 from cronsvc.schedule.expand import Spec, occurrences_ms
+from cronsvc.schedule.runtime import RuntimeSchedule
 from cronsvc.schedule.when import parse_past
 from cronsvc.store.replies import text
+from cronsvc.store.scripts import Scripts
 
-if TYPE_CHECKING:
-    from cronsvc.schedule.runtime import RuntimeSchedule
-    from cronsvc.store.scripts import Scripts
-
-__all__ = ["MAX_BACKFILL", "Backfill", "BackfillFire", "BackfillOps"]
+__all__ = ["MAX_BACKFILL", "Backfill", "BackfillContext", "BackfillFire", "BackfillOps"]
 
 #: Fires one backfill may take at most: a wider range is a mistake more often than not.
 MAX_BACKFILL = 10_000
@@ -91,22 +91,30 @@ class _Target:
     spec: Spec
 
 
+class BackfillContext(Protocol):
+    """What a backfill takes of the client's core (:class:`cronsvc.client.core.Core`)."""
+
+    redis: redis.Redis
+    scripts: Scripts
+    actor: str
+
+    def server_ms(self) -> int: ...
+    def keys(self, job: str) -> Keys: ...
+    def unknown_job(self, job: str, extra: str = "") -> UnknownJob: ...
+    def audited(self, action: str, target: str, note: str | None = None,
+                **detail: Any) -> None: ...
+
+
 class BackfillOps:
-    """``Client.backfill`` (a mixin of :class:`cronsvc.client.client.Client`)."""
+    """``Client.backfill``: the core, and how to read a runtime schedule (a backfill's
+    target may be one)."""
 
-    if TYPE_CHECKING:
-        scripts: Scripts
-        redis: Any
-        actor: str
-        shards: int
-        prefix: str
-
-        def server_ms(self) -> int: ...
-        def keys(self, job: str) -> Keys: ...
-        def _unknown_job(self, job: str, extra: str = "") -> UnknownJob: ...
-        def get_schedule(self, id: str) -> RuntimeSchedule: ...
-        def audited(self, action: str, target: str, note: str | None = None,
-                    **detail: Any) -> None: ...
+    def __init__(self, core: BackfillContext,
+                 get_schedule: Callable[[str], RuntimeSchedule]) -> None:
+        self.core = core
+        self.redis = core.redis
+        self.scripts = core.scripts
+        self.get_schedule = get_schedule
 
     def backfill(self, target: str, start: Instant, end: Instant = "now", *,
                  dry_run: bool = False, max_concurrent: int = 1, tz: str | None = None,
@@ -130,7 +138,7 @@ class BackfillOps:
         if max_concurrent < 1:
             raise BadArgument(f"max_concurrent {max_concurrent}: at least 1")
         t = self._backfill_target(target)
-        now = self.server_ms()
+        now = self.core.server_ms()
         zone = tz or t.spec.timezone
         from_ms, to_ms = _ms(start, "start", now, zone), min(_ms(end, "end", now, zone), now)
         if from_ms > to_ms:
@@ -156,9 +164,9 @@ class BackfillOps:
             return plan
         todo = plan.to_run
         line = record(todo[0].fire, "backfill", job=t.job, reason=(
-            f"{self.actor}: {len(todo)} of {len(fires)}, {_minutes(from_ms)}.."
+            f"{self.core.actor}: {len(todo)} of {len(fires)}, {_minutes(from_ms)}.."
             f"{_minutes(to_ms)}"))
-        self.audited("backfill", target, note, range=f"{iso_utc(from_ms)}/{iso_utc(to_ms)}",
+        self.core.audited("backfill", target, note, range=f"{iso_utc(from_ms)}/{iso_utc(to_ms)}",
                      fires=len(todo))
         ended = self._feed(t, [f.fire for f in todo], line, max_concurrent, progress, poll)
         after = {f.fire: f for f in ended}
@@ -179,9 +187,9 @@ class BackfillOps:
                                    "skipped)") from None
             keys, _, paused = self._published(schedule.job)
             _refuse_paused(schedule.job, paused)
+            # Its fires live on the shard of its id, in the queue of its job's pool.
             return _Target(schedule.job, target, "!" + target,
-                           keys_for(target, self.shards, self.prefix).with_pool(keys.pool),
-                           schedule.spec)
+                           self.core.keys(target).with_pool(keys.pool), schedule.spec)
         _refuse_paused(target, paused)
         if keys.pool == EACH_HOST:
             raise BadArgument(f"backfill {target}: a job with pool: each-host cannot be "
@@ -194,13 +202,13 @@ class BackfillOps:
     def _published(self, job: str) -> tuple[Keys, Spec | None, bool]:
         """A published job's keys (with its pool's queue), schedule, and whether it is
         paused (at run time or in its file), in one round trip; UnknownJob if there is none."""
-        keys = self.keys(job)
+        keys = self.core.keys(job)
         pipe = self.redis.pipeline(transaction=False)
         for key in (keys.jobs, keys.specs, keys.paused):
             pipe.hget(key, job)
         line, spec, pause = pipe.execute()
         if line is None:
-            raise self._unknown_job(job)
+            raise self.core.unknown_job(job)
         policy = Policy.parse(text(line))
         return (keys.with_pool(policy.pool), spec_of(job, text(spec)) if spec else None,
                 pause is not None or policy.paused_in_file)

@@ -14,54 +14,57 @@ Results are the plain dataclasses of :mod:`cronsvc.client.views`.
 from __future__ import annotations
 
 import copy
-import json
-import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import redis
 
-from cronsvc.client.audit import AuditLog, default_actor
-from cronsvc.client.backfill import BackfillOps
-from cronsvc.client.fleet import FleetReader
-from cronsvc.client.schedules import ScheduleOps
-from cronsvc.client.views import Pause, Policy, Resumed, in_flight, spec_of
-from cronsvc.clock import dt_to_ms, monotonic
-from cronsvc.config.models import Config, load_config
-from cronsvc.errors import (
-    BadArgument,
-    BadTime,
-    CronsvcError,
-    StillRunning,
-    UnknownFire,
-    UnknownJob,
+from cronsvc.client.audit import AuditLog, AuditPage, default_actor
+from cronsvc.client.backfill import Backfill, BackfillOps, Instant, Progress
+from cronsvc.client.core import Core
+from cronsvc.client.fleet import QUEUE_SCAN, FleetReader
+from cronsvc.client.jobs import MAX_CATCH_UP, JobOps
+from cronsvc.client.schedules import ScheduleOps, SchedulePage
+from cronsvc.client.views import (
+    Aside,
+    DeadFire,
+    FireView,
+    JobInfo,
+    JobQueue,
+    Listing,
+    Member,
+    Pause,
+    PoolView,
+    QueueView,
+    Resumed,
+    Status,
 )
-from cronsvc.fires import fire_id, new_tag, parse_fire
+from cronsvc.config.models import Config, load_config
+from cronsvc.errors import BadArgument
 from cronsvc.keys import Keys
-from cronsvc.schedule.expand import occurrences_ms
-from cronsvc.schedule.runtime import payload_problem
-from cronsvc.schedule.when import due_problem
+from cronsvc.planner.publish import publish_file
+from cronsvc.presence import process_id
+from cronsvc.schedule.expand import Fire
+from cronsvc.schedule.runtime import Outcome, RuntimeSchedule
 from cronsvc.store.connection import connect
-from cronsvc.store.replies import text
 from cronsvc.store.scripts import Scripts
 
 __all__ = ["MAX_CATCH_UP", "Client"]
 
-#: ``resume(catch_up=True)`` queues at most this many missed fires (the newest).
-MAX_CATCH_UP = 1000
-_CATCH_UP_WINDOW_MS = 3_600_000
-_CATCH_UP_WINDOW_MAX_MS = 32 * 86_400_000
 
-
-class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
+class Client:
     """Operations on the fleet that uses one Redis (or one set of shards).
 
-    The reading half (jobs, next_fires, history, queue, dead, status, ...) is
-    :class:`cronsvc.client.fleet.FleetReader`, runtime schedules
+    Each method hands its call on to one part: reading the fleet (jobs, next_fires,
+    history, queue, dead, status, ...) is :class:`cronsvc.client.fleet.FleetReader`,
+    changing jobs and fires :class:`cronsvc.client.jobs.JobOps`, runtime schedules
     :class:`cronsvc.client.schedules.ScheduleOps`, backfill
     :class:`cronsvc.client.backfill.BackfillOps`, the audit log
-    :class:`cronsvc.client.audit.AuditLog`; this class adds what changes state. Every
-    change is written to the audit log as done by ``actor`` (by default the OS user).
+    :class:`cronsvc.client.audit.AuditLog`. The parts share one
+    :class:`cronsvc.client.core.Core` (the connection, scripts, keys, server clock and
+    audited writes), each through a Protocol of what it uses of it. Every change is
+    written to the audit log as done by ``actor`` (by default the OS user).
     """
 
     def __init__(
@@ -81,15 +84,23 @@ class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
             if not url:
                 raise BadArgument("Client needs a Redis URL (or a config with redis.url)")
             client = connect(url, cluster=(config.redis.cluster or None) if config else None)
-        super().__init__(client, config.redis.shards if config else 1,
-                         config.redis.prefix if config else "")
-        self.scripts = Scripts(client, prefix=self.prefix)
-        self.actor = actor or default_actor()
+        self._compose(Core(client, config.redis.shards if config else 1,
+                           config.redis.prefix if config else "", actor or default_actor()))
+
+    def _compose(self, core: Core) -> None:
+        """Make the parts around ``core``. They keep no state of their own, so a client
+        acting as another actor is new parts around a copy of the core."""
+        self._core = core
+        self._fleet = FleetReader(core)
+        self._jobs = JobOps(core, self._fleet)
+        self._schedules = ScheduleOps(core)
+        self._backfills = BackfillOps(core, self._schedules.get_schedule)
+        self._audit = AuditLog(core)
 
     def acting_as(self, actor: str) -> Client:
         """This client, on the same connection, writing ``actor`` to the audit log."""
         other = copy.copy(self)
-        other.actor = actor
+        other._compose(self._core.acting_as(actor))
         return other
 
     def publish_config(self) -> int:
@@ -97,13 +108,152 @@ class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
         hold another one (a rollback on purpose); the generation it is now."""
         if self.config is None:
             raise BadArgument("publish_config needs the client's config")
-        from cronsvc.planner.planner import Planner
-
-        generation = Planner(self.config.source, self.redis).publish(force=True)
+        # The file as it reads now, as a planner started on it would publish it.
+        generation = publish_file(self.redis, self.scripts, load_config(self.config.source),
+                                  planner_id=process_id())
         assert generation is not None  # forced: never yields
         return generation
 
-    # -- one-off runs ----------------------------------------------------------
+    # -- what the parts share ----------------------------------------------------------
+    @property
+    def redis(self) -> redis.Redis:
+        return self._core.redis
+
+    @property
+    def scripts(self) -> Scripts:
+        return self._core.scripts
+
+    @property
+    def shards(self) -> int:
+        return self._core.shards
+
+    @property
+    def prefix(self) -> str:
+        return self._core.prefix
+
+    @property
+    def actor(self) -> str:
+        return self._core.actor
+
+    def keys(self, job: str) -> Keys:
+        return self._core.keys(job)
+
+    def keys_of_fire(self, fid: str) -> Keys:
+        """The keys of the shard that holds the fire (its schedule's, else its job's), with
+        the queue and working set of its job's pool."""
+        return self._core.keys_of_fire(fid)
+
+    def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]:
+        """The pool of each of ``jobs``, from the lines of shard ``keys`` (``job_lines``: of
+        every job); a job not published there: the default."""
+        return self._core.pools_of(keys, jobs)
+
+    def server_ms(self) -> int:
+        """The Redis server clock, the only clock the fleet goes by."""
+        return self._core.server_ms()
+
+    def published_jobs(self) -> list[str]:
+        """Names of the jobs the planners have published."""
+        return self._core.published_jobs()
+
+    def require_job(self, job: str) -> Keys:
+        """The keys of a published job, with its pool's queue and working set; UnknownJob
+        naming close matches if there is none."""
+        return self._core.require_job(job)
+
+    def audited(self, action: str, target: str, note: str | None = None,
+                **detail: Any) -> None:
+        """Write one entry for an action that just took effect."""
+        self._core.audited(action, target, note, **detail)
+
+    # -- reading the fleet ------------------------------------------------------------
+    def pools(self) -> list[str]:
+        """Every pool the published jobs or the workers name, ``default`` first."""
+        return self._fleet.pools()
+
+    def served_pools(self, now_ms: int) -> set[str]:
+        """The pools some live worker serves."""
+        return self._fleet.served_pools(now_ms)
+
+    def pool_views(self, now_ms: int, workers: list[Member]) -> list[PoolView]:
+        """Each pool: its jobs, the live workers serving it, its due fires."""
+        return self._fleet.pool_views(now_ms, workers)
+
+    def histories(self, jobs: list[str], count: int) -> list[list[str]]:
+        """Per job, its newest ``count`` history lines (raw JSON, as Redis holds them: any
+        may not be a record), newest first."""
+        return self._fleet.histories(jobs, count)
+
+    def jobs(self) -> Listing[JobInfo]:
+        """Every published job with its schedule, next fire, last run and pause, by name."""
+        return self._fleet.jobs()
+
+    def jobs_named(self, names: Sequence[str]) -> Listing[JobInfo]:
+        """The published jobs among ``names``, in that order: what a page of a long list
+        reads (a few round trips per shard, whatever the number of jobs)."""
+        return self._fleet.jobs_named(names)
+
+    def job(self, job: str) -> JobInfo:
+        """One published job (UnknownJob with close names if there is none)."""
+        return self._fleet.job(job)
+
+    def next_fires(self, job: str, count: int = 5, *, after_ms: int | None = None) -> list[int]:
+        """The next ``count`` fire times (ms) of the published schedule of ``job``."""
+        return self._fleet.next_fires(job, count, after_ms=after_ms)
+
+    def upcoming(self, job: str, count: int = 10) -> list[Fire]:
+        """The next ``count`` slots of the published schedule of ``job``, with DST notes
+        (as ``cronsvc next`` shows them)."""
+        return self._fleet.upcoming(job, count)
+
+    def history(self, job: str, count: int = 20) -> Listing[dict[str, Any]]:
+        """The newest ``count`` history records of ``job``, newest first.
+
+        A job removed from the file keeps its history until it expires by cap;
+        UnknownJob only when there is neither a published job nor a history.
+        """
+        return self._fleet.history(job, count)
+
+    def zones(self) -> dict[str, str]:
+        """Job -> time zone of every published job (times in tables are local to it)."""
+        return self._fleet.zones()
+
+    def fire_state(self, fid: str) -> str:
+        """Where a fire is: ``queued``, ``running``, ``dead``, ``done`` (in the job's
+        history) or ``unknown``."""
+        return self._fleet.fire_state(fid)
+
+    def fire(self, fid: str) -> FireView:
+        """Where a fire is, and each attempt of it the job's history holds (BadArgument if
+        ``fid`` is not a fire id)."""
+        return self._fleet.fire(fid)
+
+    def queue_by_job(self, scan: int = QUEUE_SCAN) -> tuple[list[JobQueue], bool]:
+        """The queue summed up per job: due now, planned ahead, in flight, dead, and the
+        oldest due; and whether a shard's queue held more than ``scan`` fires (then only
+        its first ``scan``, by due time, are counted)."""
+        return self._fleet.queue_by_job(scan)
+
+    def queue(self, limit: int = 20) -> QueueView:
+        """Due fires, fires planned ahead (the first ``limit`` of each) and every fire in
+        flight with its lease deadline and worker, over all shards."""
+        return self._fleet.queue(limit)
+
+    def dead(self, job: str | None = None) -> Listing[DeadFire]:
+        """Dead fires (of ``job`` only, if given), most recently dead first."""
+        return self._fleet.dead(job)
+
+    def status(self) -> Status:
+        """Live planners and workers with their heartbeats, how Redis is set up and how full
+        it is, which job file is published, and what the workers' files cannot run."""
+        return self._fleet.status()
+
+    def malformed(self, limit: int = 100) -> Aside:
+        """The entries set aside (cronsvc/malformed.py), newest first, of every shard: the
+        first ``limit``, and how many there are."""
+        return self._fleet.malformed(limit)
+
+    # -- changing jobs and fires -------------------------------------------------------
     def enqueue(self, job: str, when: int | datetime | timedelta, payload: Any = None, *,
                 kind: str = "at", note: str | None = None) -> str:
         """Run ``job`` once at ``when`` with ``payload``; the new fire's id.
@@ -114,45 +264,19 @@ class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
         ``MAX_PAYLOAD_BYTES``, 64 KiB, as JSON: BadArgument otherwise) reaches the run
         as ``CRONSVC_PAYLOAD`` or ``ctx.payload``.
         """
-        problem = payload_problem(payload)
-        if problem:
-            raise BadArgument(f"{job}: payload: {problem}")
-        keys = self.require_job(job)
-        now = self.server_ms()
-        if isinstance(when, timedelta):
-            due_ms = now + int(when / timedelta(milliseconds=1))
-        elif isinstance(when, datetime):
-            if when.tzinfo is None:
-                raise BadTime(f"{job}: {when.isoformat()}: naive datetime: give a time zone")
-            due_ms = dt_to_ms(when)
-        else:
-            due_ms = int(when)
-        problem = due_problem(due_ms, now)
-        if problem:
-            raise BadTime(f"{job}: due time {due_ms} ms {problem}")
-        fid = fire_id(job, due_ms, new_tag(kind))
-        self.scripts.enqueue(keys, fid, due_ms, payload)
-        if due_ms <= now + 1000:
-            self.redis.publish(keys.wakeup, "enqueue")
-        self.audited(kind, job, note, fire=fid)
-        return fid
+        return self._jobs.enqueue(job, when, payload, kind=kind, note=note)
 
     def trigger(self, job: str, payload: Any = None, *, note: str | None = None) -> str:
         """Run ``job`` once now, beside its schedule (paused or not); the new fire's id."""
-        return self.enqueue(job, timedelta(0), payload, kind="trigger", note=note)
+        return self._jobs.trigger(job, payload, note=note)
 
     def cancel(self, fid: str, *, note: str | None = None) -> bool:
         """Unqueue a fire not started yet; False if it is not queued (running or done).
 
         BadArgument if ``fid`` is not a fire id.
         """
-        parse_fire(fid)
-        done = self.scripts.cancel(self.keys_of_fire(fid), fid)
-        if done:
-            self.audited("cancel", fid, note)
-        return done
+        return self._jobs.cancel(fid, note=note)
 
-    # -- pause -----------------------------------------------------------------
     def pause(self, job: str, note: str | None = None, *, wait: float | None = None) -> Pause:
         """Stop new fires of ``job`` on every worker at once.
 
@@ -163,41 +287,7 @@ class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
         (triggers and ``at`` runs asked for later still do). StillRunning if
         they do not end in time; the job stays paused either way.
         """
-        keys = self.require_job(job)
-        since, held = self.scripts.pause(keys, job, note or "")
-        for other in self._other_shards(keys):
-            try:
-                held += self.scripts.pause(other, job, note or "")[1]
-            except UnknownJob:  # that shard has no line of it yet: no fire of it runs there
-                pass
-        result = Pause(job, since, note or "", [in_flight(*h) for h in held])
-        self.audited("pause", job, note)
-        if wait is None or not result.in_flight:
-            return result
-        left = self._wait_done([f.fire for f in result.in_flight], wait)
-        if left:
-            raise StillRunning(f"{job} is paused, but {len(left)} run(s) claimed before are "
-                               f"still running after {wait:g}s: {', '.join(left)}")
-        return Pause(job, since, note or "", result.in_flight, waited=True)
-
-    def _other_shards(self, keys: Keys) -> list[Keys]:
-        """The shards but ``keys``'s: a job paused or resumed in a sharded fleet is so on
-        each, where its runtime schedules' fires are claimed."""
-        if self.shards <= 1:
-            return []
-        return [k.with_pool(keys.pool) for k in self._shards() if k.shard != keys.shard]
-
-    def _wait_done(self, fires: list[str], timeout: float) -> list[str]:
-        """Poll until none of ``fires`` is in flight; those still in flight at the end."""
-        deadline = monotonic() + timeout
-        while True:
-            pipe = self.redis.pipeline(transaction=False)
-            for fid in fires:
-                pipe.zscore(self.keys_of_fire(fid).working, fid)
-            fires = [f for f, s in zip(fires, pipe.execute(), strict=True) if s is not None]
-            if not fires or monotonic() >= deadline:
-                return fires
-            time.sleep(0.05)  # an operator command waiting on other processes' runs
+        return self._jobs.pause(job, note, wait=wait)
 
     def resume(self, job: str, *, catch_up: bool = False, note: str | None = None) -> Resumed:
         """Let ``job`` fire again from now; true if it was paused at run time.
@@ -207,86 +297,89 @@ class Client(AuditLog, ScheduleOps, BackfillOps, FleetReader):
         (``latest``: the newest, ``all``: each, at most MAX_CATCH_UP, ``none``:
         none). They then meet the usual rules, the starting deadline included.
         """
-        keys = self.require_job(job)
-        policy = Policy.parse(text(self.redis.hget(keys.jobs, job)))
-        for _ in range(5):
-            pause_json, truncated = "", False
-            fires: list[str] = []
-            if catch_up:
-                raw = self.redis.hget(keys.paused, job)
-                if raw is not None:
-                    pause_json = text(raw)
-                    fires, truncated = self._missed(keys, job, pause_json, policy.catch_up)
-            status, queued_again = self.scripts.resume(keys, job, pause_json, fires)
-            if status >= 0:
-                break
-        else:
-            raise CronsvcError(f"the pause of {job} keeps changing: try again")
-        for other in self._other_shards(keys):
-            self.scripts.resume(other, job)
-        self.audited("resume", job, note, catch_up=catch_up or None,
-                     queued_again=len(queued_again) or None)
-        if queued_again:
-            self.redis.publish(keys.wakeup, "resume")
-        return Resumed(job, status == 1, queued_again, policy.catch_up if catch_up else "",
-                       truncated, policy.paused_in_file)
+        return self._jobs.resume(job, catch_up=catch_up, note=note)
 
-    def _missed(self, keys: Keys, job: str, pause_json: str,
-                catch_up: str) -> tuple[list[str], bool]:
-        """Fire ids due since the pause began, newest ``latest``/MAX_CATCH_UP of them."""
-        want = {"latest": 1, "all": MAX_CATCH_UP}.get(catch_up, 0)
-        since = int(json.loads(pause_json).get("since") or 0)
-        spec_json = self.redis.hget(keys.specs, job)
-        if not want or not since or spec_json is None:
-            return [], False
-        spec = spec_of(job, text(spec_json))
-        # Walk back from now in growing windows: a long pause of a busy job stays cheap.
-        hi, size = self.server_ms(), _CATCH_UP_WINDOW_MS
-        dues: list[int] = []
-        while hi > since and len(dues) <= want:
-            lo = max(since, hi - size)
-            dues = occurrences_ms(spec, lo, hi) + dues
-            hi, size = lo, min(size * 2, _CATCH_UP_WINDOW_MAX_MS)
-        truncated = catch_up == "all" and len(dues) > want
-        return [fire_id(job, d) for d in dues[-want:]], truncated
-
-    # -- dead fires --------------------------------------------------------------
     def dead_retry(self, fid: str, *, note: str | None = None) -> None:
         """Queue a dead fire again now, with the job's full set of attempts.
 
         UnknownFire if it is not dead; UnknownJob if its job is no longer published;
         CronsvcError if it is a cron fire of a paused job (it would only be skipped).
         """
-        job, _, tag = parse_fire(fid)
-        keys = self.keys_of_fire(fid)
-        if not self.redis.hexists(self.keys(job).jobs, job):
-            raise self._unknown_job(job, f" (fire {fid}): a dead fire of a removed job cannot "
-                                         "run again; `cronsvc dead purge --job` forgets it")
-        if tag is None and self.job(job).paused:
-            raise CronsvcError(f"{job} is paused: a retried cron fire would be skipped; "
-                               f"resume it first (or `cronsvc trigger {job}`)")
-        if not self.scripts.retry_dead(keys, fid):
-            raise UnknownFire(f"fire {fid} is not dead (it is {self.fire_state(fid)})")
-        self.redis.publish(keys.wakeup, "retry")
-        self.audited("retry", fid, note)
+        self._jobs.dead_retry(fid, note=note)
 
     def dead_purge(self, job: str | None = None, *, fires: list[str] | None = None,
                    note: str | None = None) -> int:
         """Forget dead fires (of ``job`` only, or only ``fires``, if given) with their
         attempts and payloads; how many went."""
-        if fires:
-            for fid in fires:
-                parse_fire(fid)  # BadArgument for what is not a fire id
-            by_shard: dict[Keys, list[str]] = {}
-            for fid in fires:
-                by_shard.setdefault(self.keys_of_fire(fid), []).append(fid)
-            gone = sum(self.scripts.purge_dead(keys, job, group)
-                       for keys, group in by_shard.items())
-            target = fires[0] if len(fires) == 1 else f"{len(fires)} fires"
-        else:
-            gone = sum(self.scripts.purge_dead(keys, job) for keys in self._shards_of(job))
-            target = job or "*"
-        if gone:
-            self.audited("purge", target, note, fires=gone)
-        return gone
+        return self._jobs.dead_purge(job, fires=fires, note=note)
 
+    # -- runtime schedules -------------------------------------------------------------
+    def upsert_schedule(self, id: str, *, job: str, **fields: Any) -> Outcome:
+        """Create the schedule ``id`` or make it what is given: ``created``, ``changed`` or
+        ``unchanged``. Fields: exactly one of ``cron`` or ``every`` (``'90m'``, seconds or
+        a ``timedelta``), ``anchor``, ``timezone``, ``start``, ``end``, ``max_runs``,
+        ``payload`` (JSON, at most 64 KiB), ``paused``, ``catch_up``,
+        ``starting_deadline``, ``jitter``, ``overlap`` and ``actor``. BadSchedule names
+        the field that is wrong; the job must be one the planners published."""
+        return self._schedules.upsert_schedule(id, job=job, **fields)
+
+    def upsert_schedules(self, items: Iterable[Mapping[str, Any]]) -> list[Outcome]:
+        """:meth:`upsert_schedule` for many at once, in a few round trips per shard: the
+        outcome of each, in order. Every item is checked before anything changes."""
+        return self._schedules.upsert_schedules(items)
+
+    def delete_schedule(self, id: str) -> bool:
+        """Delete the schedule and unqueue its fires that have not started (those in
+        flight finish); False if there was none."""
+        return self._schedules.delete_schedule(id)
+
+    def pause_schedule(self, id: str, *, actor: str | None = None) -> Outcome:
+        """Stop the schedule's fires until :meth:`resume_schedule` (its queued fires go)."""
+        return self._schedules.pause_schedule(id, actor=actor)
+
+    def resume_schedule(self, id: str, *, actor: str | None = None) -> Outcome:
+        """Fire again from now on (fires due while it was paused do not run)."""
+        return self._schedules.resume_schedule(id, actor=actor)
+
+    def get_schedule(self, id: str) -> RuntimeSchedule:
+        """The schedule ``id``; UnknownSchedule if there is none."""
+        return self._schedules.get_schedule(id)
+
+    def schedules(self, *, job: str | None = None, prefix: str | None = None,
+                  cursor: str | None = None, limit: int = 100) -> SchedulePage:
+        """A page of schedules (about ``limit``; of ``job`` and ids starting with
+        ``prefix`` only, if given), read with HSCAN: never the whole set in one call."""
+        return self._schedules.schedules(job=job, prefix=prefix, cursor=cursor, limit=limit)
+
+    def count_schedules(self, *, job: str | None = None) -> int:
+        """How many schedules there are (of ``job``, if given)."""
+        return self._schedules.count_schedules(job=job)
+
+    # -- backfill ----------------------------------------------------------------------
+    def backfill(self, target: str, start: Instant, end: Instant = "now", *,
+                 dry_run: bool = False, max_concurrent: int = 1, tz: str | None = None,
+                 note: str | None = None, planned: Callable[[Backfill], None] | None = None,
+                 progress: Progress | None = None, poll: float = 0.05) -> Backfill:
+        """Run the fires of ``target`` (a job, else a runtime schedule id) due from ``start``
+        to ``end`` (both included; an end past now is now) that did not run,
+        ``max_concurrent`` at a time, in due order; returns once the last one ended
+        (``planned`` is called with the plan first, ``progress`` as each fire ends).
+        ``dry_run``: only say which.
+
+        ``start`` and ``end``: ms since the epoch, aware datetimes, or text: ISO 8601 (a
+        date alone is its midnight; without an offset it is read in ``tz``, by default the
+        schedule's zone), ``now``, or ``-2d`` / ``-6h`` before now.
+
+        The fires are those of the schedule as published now. ``start`` may be at most
+        35 days ago (:data:`cronsvc.ran.REACH_MS`): older runs are no longer recorded.
+        The job's overlap and limits still hold: a job with ``overlap: forbid`` runs its
+        backfilled fires one at a time, and never beside one of its own runs.
+        """
+        return self._backfills.backfill(target, start, end, dry_run=dry_run,
+                                        max_concurrent=max_concurrent, tz=tz, note=note,
+                                        planned=planned, progress=progress, poll=poll)
+
+    # -- the audit log -----------------------------------------------------------------
+    def audit(self, *, limit: int = 50, cursor: int | None = None) -> AuditPage:
+        """A page of the audit log, newest first."""
+        return self._audit.audit(limit=limit, cursor=cursor)

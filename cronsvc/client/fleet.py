@@ -1,7 +1,8 @@
 """Read-only views of a fleet: jobs, history, queue, dead fires, planners and workers.
 
-:class:`FleetReader` is the reading half of :class:`cronsvc.Client`; it only
-reads Redis (and the server clock), so it is safe to call from anywhere.
+:class:`FleetReader` is the reading part of :class:`cronsvc.Client`; it only
+reads Redis (and the server clock), so it is safe to call from anywhere: what it
+takes of the client's core (:class:`FleetContext`) has no scripts and no audit log.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import collections
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
@@ -38,10 +39,10 @@ from cronsvc.client.views import (
     score_ms,
     spec_of,
 )
-from cronsvc.clock import iso_utc, ms_to_dt, redis_ms
-from cronsvc.errors import ScheduleError, UnknownJob, did_you_mean
-from cronsvc.fires import is_fire_id, job_of, kind_of, parse_fire, placed_by
-from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
+from cronsvc.clock import iso_utc, ms_to_dt
+from cronsvc.errors import ScheduleError, UnknownJob
+from cronsvc.fires import is_fire_id, job_of, kind_of, parse_fire
+from cronsvc.keys import DEFAULT_POOL, Keys
 from cronsvc.malformed import named, parse
 from cronsvc.notify.notifier import pending
 from cronsvc.policy import Policy
@@ -50,49 +51,46 @@ from cronsvc.schedule.expand import Fire, next_fires, upcoming
 from cronsvc.store.replies import integer, json_object, opt_text, text
 from cronsvc.store.scripts import UNHELD_MS
 
-__all__ = ["FleetReader"]
+__all__ = ["FleetContext", "FleetReader"]
 
 #: Queued fires read per shard to sum the queue up per job.
 QUEUE_SCAN = 100_000
 
 
+class FleetContext(Protocol):
+    """What the reader takes of the client's core (:class:`cronsvc.client.core.Core`)."""
+
+    redis: redis.Redis
+    shards: int
+
+    def keys(self, job: str) -> Keys: ...
+    def keys_of_fire(self, fid: str) -> Keys: ...
+    def all_shards(self) -> list[Keys]: ...
+    def shards_of(self, job: str | None) -> list[Keys]: ...
+    def server_ms(self) -> int: ...
+    def published_jobs(self) -> list[str]: ...
+    def require_job(self, job: str) -> Keys: ...
+    def unknown_job(self, job: str, extra: str = "") -> UnknownJob: ...
+
+
 class FleetReader:
     """What a fleet on one Redis (or one set of shards) holds, read from Redis."""
 
-    def __init__(self, client: redis.Redis, shards: int = 1, prefix: str = "") -> None:
-        self.redis = client
-        self.shards = shards
-        self.prefix = prefix
-
-    def keys(self, job: str) -> Keys:
-        return keys_for(job, self.shards, self.prefix)
-
-    def keys_of_fire(self, fid: str) -> Keys:
-        """The keys of the shard that holds the fire (its schedule's, else its job's), with
-        the queue and working set of its job's pool."""
-        keys = keys_for(placed_by(fid), self.shards, self.prefix)
-        job = job_of(fid)
-        return keys.with_pool(self.pools_of(keys, [job])[job])
-
-    def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]:
-        """The pool of each of ``jobs``, from the lines of shard ``keys`` (``job_lines``: of
-        every job); a job not published there: the default."""
-        names = sorted(set(jobs))
-        lines = self.redis.hmget(keys.job_lines, names) if names else []
-        return {name: Policy.parse(text(line)).pool if line is not None else DEFAULT_POOL
-                for name, line in zip(names, lines, strict=True)}
+    def __init__(self, core: FleetContext) -> None:
+        self.core = core
+        self.redis = core.redis  # the connection it reads
 
     def _pool_jobs(self) -> collections.Counter[str]:
         """How many published jobs each pool has."""
         pipe = self.redis.pipeline(transaction=False)
-        for keys in self._shards():
+        for keys in self.core.all_shards():
             pipe.hgetall(keys.jobs)
         return collections.Counter(Policy.parse(text(line)).pool
                                    for lines in pipe.execute() for line in lines.values())
 
     def _workers(self, now_ms: int) -> list[Member]:
         """Every worker that reported in, live or not, with what it said of itself."""
-        keys = self._shards()[0]
+        keys = self.core.all_shards()[0]
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrange(keys.workers, 0, -1, withscores=True)
         pipe.hgetall(keys.worker_info)
@@ -102,7 +100,7 @@ class FleetReader:
     def pools(self) -> list[str]:
         """Every pool the published jobs or the workers name, ``default`` first."""
         found = {DEFAULT_POOL, *self._pool_jobs(),
-                 *_serving(self._workers(self.server_ms()), live_only=False)}
+                 *_serving(self._workers(self.core.server_ms()), live_only=False)}
         return sorted(found, key=lambda p: (p != DEFAULT_POOL, p))
 
     def served_pools(self, now_ms: int) -> set[str]:
@@ -115,14 +113,14 @@ class FleetReader:
         names = sorted({DEFAULT_POOL, *jobs, *serving}, key=lambda p: (p != DEFAULT_POOL, p))
         pipe = self.redis.pipeline(transaction=False)
         for pool in names:
-            for keys in self._shards():
+            for keys in self.core.all_shards():
                 pipe.zcount(keys.with_pool(pool).queue, "-inf", now_ms)
                 pipe.zrange(keys.with_pool(pool).queue, 0, 0, withscores=True)
         replies = iter(pipe.execute())
         views = []
         for pool in names:
             due, firsts = 0, []
-            for _ in self._shards():
+            for _ in self.core.all_shards():
                 n, first = next(replies), next(replies)
                 due += int(n)
                 if n and first:
@@ -133,19 +131,14 @@ class FleetReader:
     def _queues(self) -> list[Keys]:
         """The queue and working set of every pool on every shard."""
         pools = self.pools()
-        return [k.with_pool(pool) for k in self._shards() for pool in pools]
-
-    def _shards_of(self, job: str | None) -> list[Keys]:
-        """The shards that may hold fires of ``job`` (every shard: of any job, or in a sharded
-        fleet, where its runtime schedules' fires live on the shards of their ids)."""
-        return [self.keys(job)] if job and self.shards <= 1 else self._shards()
+        return [k.with_pool(pool) for k in self.core.all_shards() for pool in pools]
 
     def _history_keys(self, job: str) -> list[str]:
         """Where the job's history lives: its shard's list, and in a sharded fleet every
         shard's (a runtime schedule's runs are recorded on the shard of the schedule)."""
-        if self.shards <= 1:
-            return [self.keys(job).history(job)]
-        return [k.history(job) for k in self._shards()]
+        if self.core.shards <= 1:
+            return [self.core.keys(job).history(job)]
+        return [k.history(job) for k in self.core.all_shards()]
 
     def histories(self, jobs: list[str], count: int) -> list[list[str]]:
         """Per job, its newest ``count`` history lines (raw JSON, as Redis holds them: any
@@ -158,47 +151,18 @@ class FleetReader:
         return [newest_first([[text(r) for r in next(replies)] for _ in self._history_keys(j)],
                              count) for j in jobs]
 
-    def _shards(self) -> list[Keys]:
-        return all_shards(self.shards, self.prefix)
-
-    def server_ms(self) -> int:
-        """The Redis server clock, the only clock the fleet goes by."""
-        return redis_ms(self.redis)
-
     # -- jobs ------------------------------------------------------------------
-    def published_jobs(self) -> list[str]:
-        """Names of the jobs the planners have published."""
-        names: list[str] = []
-        for keys in self._shards():
-            names += [text(k) for k in self.redis.hkeys(keys.jobs)]
-        return sorted(names)
-
-    def require_job(self, job: str) -> Keys:
-        """The keys of a published job, with its pool's queue and working set; UnknownJob
-        naming close matches if there is none."""
-        keys = self.keys(job)
-        line = self.redis.hget(keys.jobs, job)
-        if line is not None:
-            return keys.with_pool(Policy.parse(text(line)).pool)
-        raise self._unknown_job(job)
-
-    def _unknown_job(self, job: str, extra: str = "") -> UnknownJob:
-        known = self.published_jobs()
-        hint = did_you_mean(job, known, n=3, quote=False) or (
-            "" if known else "; no job is published (is a planner running?)")
-        return UnknownJob(f"unknown job {job!r}{extra}{hint}")
-
     def jobs(self) -> Listing[JobInfo]:
         """Every published job with its schedule, next fire, last run and pause, by name."""
-        return self.jobs_named(self.published_jobs())
+        return self.jobs_named(self.core.published_jobs())
 
     def jobs_named(self, names: Sequence[str]) -> Listing[JobInfo]:
         """The published jobs among ``names``, in that order: what a page of a long list
         reads (a few round trips per shard, whatever the number of jobs)."""
-        now = self.server_ms()
+        now = self.core.server_ms()
         by_shard: dict[Keys, list[str]] = {}
         for name in names:
-            by_shard.setdefault(self.keys(name), []).append(name)
+            by_shard.setdefault(self.core.keys(name), []).append(name)
         found: dict[str, tuple[str, str | None, str | None]] = {}
         for keys, group in by_shard.items():
             pipe = self.redis.pipeline(transaction=False)
@@ -211,7 +175,7 @@ class FleetReader:
         listed = [n for n in names if n in found]
         jobs: Listing[JobInfo] = Listing()
         for name, lines in zip(listed, self.histories(listed, LAST_RUN_SCAN), strict=True):
-            keys = self.keys(name)
+            keys = self.core.keys(name)
             line, spec, _ = found[name]
             if not Policy.is_line(line):
                 jobs.unreadable.append(named(keys.jobs, name, "not a policy line"))
@@ -225,23 +189,23 @@ class FleetReader:
 
     def job(self, job: str) -> JobInfo:
         """One published job (UnknownJob with close names if there is none)."""
-        self.require_job(job)
+        self.core.require_job(job)
         return self.jobs_named([job])[0]
 
     def next_fires(self, job: str, count: int = 5, *, after_ms: int | None = None) -> list[int]:
         """The next ``count`` fire times (ms) of the published schedule of ``job``."""
-        keys = self.require_job(job)
+        keys = self.core.require_job(job)
         spec = spec_of(job, text(self.redis.hget(keys.specs, job)))
-        return next_fires(spec, self.server_ms() if after_ms is None else after_ms, count)
+        return next_fires(spec, self.core.server_ms() if after_ms is None else after_ms, count)
 
     def upcoming(self, job: str, count: int = 10) -> list[Fire]:
         """The next ``count`` slots of the published schedule of ``job``, with DST notes
         (as ``cronsvc next`` shows them)."""
-        keys = self.require_job(job)
+        keys = self.core.require_job(job)
         spec = spec_of(job, text(self.redis.hget(keys.specs, job)))
         if spec.cron is None and spec.every_ms is None:
             return []
-        return upcoming(spec, ms_to_dt(self.server_ms()), count)
+        return upcoming(spec, ms_to_dt(self.core.server_ms()), count)
 
     def history(self, job: str, count: int = 20) -> Listing[dict[str, Any]]:
         """The newest ``count`` history records of ``job``, newest first.
@@ -250,16 +214,16 @@ class FleetReader:
         UnknownJob only when there is neither a published job nor a history.
         """
         raw = self.histories([job], count)[0]
-        if not raw and not self.redis.hexists(self.keys(job).jobs, job):
-            raise self._unknown_job(job)
+        if not raw and not self.redis.hexists(self.core.keys(job).jobs, job):
+            raise self.core.unknown_job(job)
         unreadable: list[str] = []
-        found = records(self.keys(job).history(job), raw, unreadable)
+        found = records(self.core.keys(job).history(job), raw, unreadable)
         return Listing(found, unreadable)
 
     def zones(self) -> dict[str, str]:
         """Job -> time zone of every published job (times in tables are local to it)."""
         found: dict[str, str] = {}
-        for keys in self._shards():
+        for keys in self.core.all_shards():
             for name, spec in self._hash(keys.specs).items():
                 zone = (json_object(spec) or {}).get("timezone")
                 found[name] = zone if isinstance(zone, str) else "UTC"
@@ -282,7 +246,7 @@ class FleetReader:
         """Where a fire is, and each attempt of it the job's history holds (BadArgument if
         ``fid`` is not a fire id)."""
         job, due, _ = parse_fire(fid)
-        keys = self.keys_of_fire(fid)
+        keys = self.core.keys_of_fire(fid)
         pipe = self.redis.pipeline(transaction=False)
         for key in (keys.queue, keys.working, keys.dead):
             pipe.zscore(key, fid)
@@ -305,7 +269,7 @@ class FleetReader:
         """The queue summed up per job: due now, planned ahead, in flight, dead, and the
         oldest due; and whether a shard's queue held more than ``scan`` fires (then only
         its first ``scan``, by due time, are counted)."""
-        now = self.server_ms()
+        now = self.core.server_ms()
         counts: dict[str, list[int]] = {}
         oldest: dict[str, int] = {}
         cut = False
@@ -338,7 +302,7 @@ class FleetReader:
     def queue(self, limit: int = 20) -> QueueView:
         """Due fires, fires planned ahead (the first ``limit`` of each) and every fire in
         flight with its lease deadline and worker, over all shards."""
-        now = self.server_ms()
+        now = self.core.server_ms()
         due: list[QueuedFire] = []
         ahead: list[QueuedFire] = []
         held: list[InFlight] = []
@@ -400,7 +364,7 @@ class FleetReader:
     # -- dead fires --------------------------------------------------------------
     def dead(self, job: str | None = None) -> Listing[DeadFire]:
         """Dead fires (of ``job`` only, if given), most recently dead first."""
-        shards = self._shards_of(job)
+        shards = self.core.shards_of(job)
         found: Listing[DeadFire] = Listing()
         for keys in shards:
             entries = self._fires(keys.dead, self._scored(keys.dead), found.unreadable)
@@ -443,8 +407,8 @@ class FleetReader:
     def status(self) -> Status:
         """Live planners and workers with their heartbeats, how Redis is set up and how full
         it is, which job file is published, and what the workers' files cannot run."""
-        now = self.server_ms()
-        keys = self._shards()[0]  # presence lives on the first shard
+        now = self.core.server_ms()
+        keys = self.core.all_shards()[0]  # presence lives on the first shard
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrange(keys.planners, 0, -1, withscores=True)
         pipe.hgetall(keys.planner_info)
@@ -463,8 +427,8 @@ class FleetReader:
         gaps, unrunnable = definition_gaps(*self._definitions(workers))
         server = self._server_settings()
         newest = {text(k): text(v) for k, v in generation.items()} or None
-        schedules = sum(int(self.redis.hlen(k.schedules)) for k in self._shards())
-        notifications = pending(self.redis, keys, self._shards())
+        schedules = sum(int(self.redis.hlen(k.schedules)) for k in self.core.all_shards())
+        notifications = pending(self.redis, keys, self.core.all_shards())
         warnings = _warnings(server, planners, workers, newest, gaps, unrunnable, now)
         aside = self.malformed(limit=1)
         if aside.total:
@@ -487,7 +451,7 @@ class FleetReader:
         """The entries set aside (cronsvc/malformed.py), newest first, of every shard: the
         first ``limit``, and how many there are."""
         pipe = self.redis.pipeline(transaction=False)
-        for keys in self._shards():
+        for keys in self.core.all_shards():
             pipe.llen(keys.malformed)
             pipe.lrange(keys.malformed, 0, limit - 1)
         replies = pipe.execute()
@@ -503,7 +467,7 @@ class FleetReader:
         digests = sorted(set(live.values()))
         published: dict[str, str] = {}
         held: dict[str, dict[str, str]] = {d: {} for d in digests}
-        for keys in self._shards():
+        for keys in self.core.all_shards():
             pipe = self.redis.pipeline(transaction=False)
             pipe.hgetall(keys.jobs)
             for d in digests:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
+
+import redis
 
 from cronsvc.errors import BadSchedule, CronsvcError, UnknownSchedule, Unreadable, did_you_mean
 from cronsvc.fires import fire_id
-from cronsvc.keys import Keys, keys_for
+from cronsvc.keys import Keys
 from cronsvc.malformed import named
 from cronsvc.presence import WAKE_WITHIN_MS
 from cronsvc.schedule.expand import occurrences_ms
@@ -27,12 +29,7 @@ from cronsvc.schedule.runtime import (
     with_paused,
 )
 from cronsvc.store.replies import text
-from cronsvc.store.scripts import schedule_outcome
-
-if TYPE_CHECKING:
-    import redis
-
-    from cronsvc.store.scripts import Scripts
+from cronsvc.store.scripts import Scripts, schedule_outcome
 
 #: How far ahead an upsert queues the first fires itself (the planners take it from there).
 HORIZON_MS = 2 * 3_600_000
@@ -56,26 +53,31 @@ class SchedulePage:
     unreadable: list[str] = field(default_factory=list)  # entries that are no schedule
 
 
-class ScheduleOps:
-    """The runtime-schedule half of :class:`cronsvc.Client`."""
+class ScheduleContext(Protocol):
+    """What schedule operations take of the client's core
+    (:class:`cronsvc.client.core.Core`)."""
 
     redis: redis.Redis
     scripts: Scripts
     shards: int
-    prefix: str
     actor: str  # who changes schedules when a call names nobody
 
-    if TYPE_CHECKING:  # provided by FleetReader, beside this class in Client
-        def server_ms(self) -> int: ...
+    def keys(self, job: str) -> Keys: ...  # a schedule's fires: on the shard of its id
+    def server_ms(self) -> int: ...
+    def published_jobs(self) -> list[str]: ...
+    def all_shards(self) -> list[Keys]: ...
+    def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]: ...
+    def audited(self, action: str, target: str, note: str | None = None,
+                **detail: Any) -> None: ...
 
-        def published_jobs(self) -> list[str]: ...
 
-        def _shards(self) -> list[Keys]: ...
+class ScheduleOps:
+    """The runtime schedules of :class:`cronsvc.Client`."""
 
-        def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]: ...
-
-        def audited(self, action: str, target: str, note: str | None = None,
-                    **detail: Any) -> None: ...
+    def __init__(self, core: ScheduleContext) -> None:
+        self.core = core
+        self.redis = core.redis
+        self.scripts = core.scripts
 
     # -- changes ---------------------------------------------------------------------
     def upsert_schedule(self, id: str, *, job: str, **fields: Any) -> Outcome:
@@ -90,8 +92,8 @@ class ScheduleOps:
     def upsert_schedules(self, items: Iterable[Mapping[str, Any]]) -> list[Outcome]:
         """:meth:`upsert_schedule` for many at once, in a few round trips per shard: the
         outcome of each, in order. Every item is checked before anything changes."""
-        now = self.server_ms()
-        jobs = set(self.published_jobs())
+        now = self.core.server_ms()
+        jobs = set(self.core.published_jobs())
         built = [self._build(dict(item), now, jobs) for item in items]
         seen: set[str] = set()
         for s in built:
@@ -99,7 +101,7 @@ class ScheduleOps:
                 raise BadSchedule(f"schedule {s.id!r}: given twice in one batch")
             seen.add(s.id)
         groups = self._by_shard(built)
-        if self.shards > 1:
+        if self.core.shards > 1:
             self._check_mirrored(groups)
         outcomes: dict[str, Outcome] = {}
         for keys, group in groups.items():
@@ -109,26 +111,26 @@ class ScheduleOps:
         changed = {o: sum(1 for v in outcomes.values() if v == o) for o in ("created", "changed")}
         if any(changed.values()):
             target = built[0].id if len(built) == 1 else f"{len(built)} schedules"
-            self.audited("schedule-set", target, None, job=built[0].job if len(built) == 1
+            self.core.audited("schedule-set", target, None, job=built[0].job if len(built) == 1
                          else None, **{k: v for k, v in changed.items() if v})
         return [outcomes[s.id] for s in built]
 
     def delete_schedule(self, id: str) -> bool:
         """Delete the schedule and unqueue its fires that have not started (those in
         flight finish); False if there was none."""
-        keys = self._keys(id)
+        keys = self.core.keys(id)
         for _ in range(ATTEMPTS):
             old = self._read(keys, [id], set())[0][0]
             if old is None:
                 return False
-            pool = self.pools_of(keys, [old.job])[old.job]
+            pool = self.core.pools_of(keys, [old.job])[old.job]
             old, mark, lowest = self._read(keys, [id], {pool})[0]
             if old is None:
                 return False
             result = self.scripts.schedule_delete(keys.with_pool(pool), id, old.rev, mark,
                                                   _old_fires(old, mark, lowest.get(pool)))
             if result == "deleted":
-                self.audited("schedule-delete", id, None, job=old.job)
+                self.core.audited("schedule-delete", id, None, job=old.job)
             if result != "retry":
                 return result == "deleted"
         raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
@@ -144,7 +146,7 @@ class ScheduleOps:
     # -- reading ---------------------------------------------------------------------
     def get_schedule(self, id: str) -> RuntimeSchedule:
         """The schedule ``id``; UnknownSchedule if there is none."""
-        keys = self._keys(id)
+        keys = self.core.keys(id)
         raw = self.redis.hget(keys.schedules, id)
         if raw is None:
             raise UnknownSchedule(f"no schedule {id!r}")
@@ -156,7 +158,7 @@ class ScheduleOps:
         ``prefix`` only, if given), read with HSCAN: never the whole set in one call."""
         if limit < 1:
             raise BadSchedule(f"limit {limit!r}: at least 1")
-        shards = self._shards()
+        shards = self.core.all_shards()
         shard, scan = _parse_cursor(cursor, len(shards))
         found: list[RuntimeSchedule] = []
         unreadable: list[str] = []
@@ -181,7 +183,7 @@ class ScheduleOps:
     def count_schedules(self, *, job: str | None = None) -> int:
         """How many schedules there are (of ``job``, if given)."""
         total = 0
-        for keys in self._shards():
+        for keys in self.core.all_shards():
             if job is None:
                 total += int(self.redis.hlen(keys.schedules))
             else:
@@ -195,24 +197,24 @@ class ScheduleOps:
             hint = did_you_mean(job, jobs) if isinstance(job, str) else ""
             raise BadSchedule(f"schedule {sid!r}: job: unknown job {job!r}{hint} (a runtime "
                               "schedule runs a job the planners published from the job file)")
-        item.setdefault("actor", self.actor)
+        item.setdefault("actor", self.core.actor)
         try:
             return build(sid, job=job, now_ms=now, **item)  # type: ignore[arg-type]
         except TypeError as exc:
             raise BadSchedule(f"schedule {sid!r}: {exc}") from None
 
     def _set_paused(self, id: str, paused: bool, actor: str | None) -> Outcome:
-        keys = self._keys(id)
+        keys = self.core.keys(id)
         for _ in range(ATTEMPTS):
-            now = self.server_ms()
+            now = self.core.server_ms()
             old, _, _ = self._read(keys, [id], set())[0]
             if old is None:
                 raise UnknownSchedule(f"no schedule {id!r}")
-            done = self._set_all(keys, [with_paused(old, paused, actor or self.actor, now)], now,
-                                 expect_rev=old.rev)
+            change = with_paused(old, paused, actor or self.core.actor, now)
+            done = self._set_all(keys, [change], now, expect_rev=old.rev)
             if done is not None:
                 if done[id] != "unchanged":
-                    self.audited("schedule-pause" if paused else "schedule-resume", id)
+                    self.core.audited("schedule-pause" if paused else "schedule-resume", id)
                 return done[id]
         raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
 
@@ -222,7 +224,7 @@ class ScheduleOps:
         outcomes: dict[str, Outcome] = {}
         pending = list(group)
         wake = False
-        pools = self.pools_of(keys, {s.job for s in group})  # whose queue takes the fires
+        pools = self.core.pools_of(keys, {s.job for s in group})  # whose queue takes the fires
         for _ in range(ATTEMPTS):
             if not pending:
                 break
@@ -278,10 +280,6 @@ class ScheduleOps:
                         float(mark) if mark is not None else None, lowest))
         return out
 
-    def _keys(self, sid: str) -> Keys:
-        return keys_for(sid, self.shards, self.prefix)
-
-
     def _check_mirrored(self, groups: Mapping[Keys, Sequence[RuntimeSchedule]]) -> None:
         """In a sharded fleet, a schedule's fires are claimed on the shard of its id, by the
         job's line the planners copy to every shard (``Keys.job_lines``): the job must be
@@ -298,7 +296,7 @@ class ScheduleOps:
     def _by_shard(self, group: Sequence[RuntimeSchedule]) -> dict[Keys, list[RuntimeSchedule]]:
         out: dict[Keys, list[RuntimeSchedule]] = {}
         for s in group:
-            out.setdefault(self._keys(s.id), []).append(s)
+            out.setdefault(self.core.keys(s.id), []).append(s)
         return out
 
 

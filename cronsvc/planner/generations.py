@@ -40,6 +40,15 @@ class Newest:
     at_ms: int | None = None
     jobs: int | None = None
 
+    @classmethod
+    def of(cls, raw: Mapping[str, str]) -> Newest:
+        """The generation ``Keys.generation`` holds (empty: none published yet)."""
+        if not raw.get("gen"):
+            return cls()
+        return cls(int(raw["gen"]), raw.get("digest"), raw.get("planner"),
+                   int(raw["at"]) if raw.get("at") else None,
+                   int(raw["jobs"]) if raw.get("jobs") else None)
+
 
 def decide(digest: str, newest: Newest, *, published_as: int | None, changed: bool,
            newest_held: bool) -> Verdict:

@@ -13,24 +13,30 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
-from cronsvc.clock import SYSTEM, Clock, iso_utc, monotonic, redis_ms
+from cronsvc.clock import SYSTEM, Clock, iso_utc, monotonic
 from cronsvc.config.jobfile import JobFile
 from cronsvc.config.models import Config, Job
 from cronsvc.errors import Superseded
-from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
+from cronsvc.keys import DEFAULT_POOL, Keys, all_shards
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.notifier import Notifier
+from cronsvc.planner.batch import PlanBatch
 from cronsvc.planner.generations import Newest, Verdict, compare, decide
-from cronsvc.planner.publish import PlanBatch, Published, diff, policy_line
+from cronsvc.planner.publish import (
+    MAX_FIRES_PER_CALL,
+    by_shard,
+    claim_generation,
+    policy_line,
+    server_now,
+    sync_jobs,
+)
 from cronsvc.planner.schedules import plan_schedules
 from cronsvc.planner.ticker import Ticker
-from cronsvc.policy import Policy
 from cronsvc.presence import WAKE_WITHIN_MS, alive, planner_stale_ms, process_id
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
@@ -39,7 +45,6 @@ from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.planner")
 
-MAX_FIRES_PER_CALL = 5000  # keeps one script call short: Redis serves nobody meanwhile
 MIN_LOOKBACK_MS = 24 * 3600 * 1000  # a planner down for a month must not plan a month
 
 
@@ -111,10 +116,7 @@ class Planner:
         """Redis server time: a planner whose clock is off plans the same fires."""
         if self.clock is not SYSTEM:
             return self.clock.now_ms()
-        try:
-            return redis_ms(self.client)
-        except redis.RedisError:  # on a cluster TIME may pick a node that is down
-            return self.clock.now_ms()
+        return server_now(self.client)
 
     def _script_now(self) -> int | None:
         # Scripts use the Redis clock; only an injected clock (tests) overrides it.
@@ -122,13 +124,6 @@ class Planner:
 
     def _shards(self) -> list[Keys]:
         return all_shards(self.config.redis.shards, self.config.redis.prefix)
-
-    def _by_shard(self) -> dict[Keys, list[Job]]:
-        groups: dict[Keys, list[Job]] = {k: [] for k in self._shards()}
-        for job in self.config.jobs.values():
-            keys = keys_for(job.name, self.config.redis.shards, self.config.redis.prefix)
-            groups.setdefault(keys, []).append(job)
-        return groups
 
     def _noted(self, exc: BaseException) -> None:
         """Remember a Redis error for status and metrics."""
@@ -156,7 +151,7 @@ class Planner:
         pipe.zrange(keys.planners, 0, -1, withscores=True)
         pipe.hgetall(keys.planner_info)
         raw, published_as, seen, infos = pipe.execute()
-        newest = _newest(texts(raw))
+        newest = Newest.of(texts(raw))
         now = self._now()
         verdict = decide(self.config.digest, newest,
                          published_as=None if published_as is None else int(published_as),
@@ -164,16 +159,11 @@ class Planner:
                          newest_held=self._newest_held(newest, seen, texts(infos), now))
         self.newest = newest
         if verdict is Verdict.PUBLISH:
-            gen, status = self.scripts.generation(
-                keys, self.config.digest, self.planner_id, newest.gen, len(self.config.jobs),
-                now_ms=self._script_now())
-            if status < 0:  # another file came first: look again at the next tick
-                log.warning("another job file was published meanwhile (generation %d); "
-                            "deciding again at the next tick", gen)
+            gen = claim_generation(self.scripts, self.config, self.planner_id, newest,
+                                   script_now=self._script_now())
+            if gen is None:  # another file came first: look again at the next tick
                 self.generation, self.verdict = None, Verdict.YIELD
                 return Verdict.YIELD
-            log.info("publishing %s as generation %d (%d jobs)", self.job_file, gen,
-                     len(self.config.jobs))
             self.newest = Newest(gen, self.config.digest, self.planner_id, now,
                                  len(self.config.jobs))
             self._needs_sync = True
@@ -201,93 +191,19 @@ class Planner:
                 return True
         return False
 
-    def publish(self, *, force: bool = False) -> int | None:
-        """Decide and publish now, as a tick does; ``force`` publishes the file even when
-        another one is newer (``cronsvc publish``: a rollback on purpose). The generation
-        this planner's file is now, or None when it yielded."""
-        if force:
-            self._changed = True
-        if self.decide() is Verdict.YIELD:
-            return None
-        self.sync()
-        return self.generation
-
     def sync(self) -> None:
-        """Publish new, changed and removed jobs of this planner's generation; unqueue the
-        fires of old definitions (each recorded in its job's history).
-
-        A job another planner of the same generation changed since we read it is a
-        conflict: logged, and tried again at the next tick. A newer generation on a
-        shard stops the publish there: the next tick decides again.
-        """
+        """Publish new, changed and removed jobs of this planner's generation
+        (:func:`cronsvc.planner.publish.sync_jobs`): a conflict or a shard down is tried
+        again at the next tick, a newer generation makes the next tick decide again."""
         if self.generation is None:
             return
-        now = self._now()
-        retry = False
-        for keys, jobs in self._by_shard().items():
-            try:
-                retry |= self._sync_shard(keys, jobs, now, self.generation)
-            except Superseded as exc:
-                retry = True
-                log.warning("shard %s holds a newer job file (%s); deciding again at the "
-                            "next tick", keys.shard, exc)
-                self.generation = None
-                break
-            except REDIS_ERRORS as exc:
-                # One shard down (a cluster master failing over) must not stop the others.
-                retry = True
-                self._noted(exc)
-                log.warning("cannot publish to shard %s, trying again at the next tick: %s",
-                            keys.shard, describe(exc))
-        self._needs_sync = retry
-
-    def _sync_shard(self, keys: Keys, jobs: list[Job], now: int, generation: int) -> bool:
-        """Publish one shard's jobs; True if a conflict needs another try."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hgetall(keys.jobs)
-        pipe.hgetall(keys.specs)
-        pipe.hgetall(keys.watermarks)
-        pipe.get(keys.published)
-        sharded = keys.job_lines != keys.jobs
-        if sharded:
-            pipe.hgetall(keys.job_lines)
-        lines, specs, marks, published, *mirror = pipe.execute()
-        have = Published(texts(lines), texts(specs), texts(marks),
-                         self._lowest(keys, texts(lines).values()),
-                         texts(mirror[0]) if sharded else None)
-        changes = diff({j.name: j for j in jobs}, have, now, int(self.horizon * 1000),
-                       self.config.jobs)
-        if not changes and published is not None and int(published) == generation:
-            return False
-        changed = 0
-        retry = False
-        for part in changes.chunks(MAX_FIRES_PER_CALL):
-            result = self.scripts.publish(keys, part.sets, part.removals, part.unqueue,
-                                          generation=generation,
-                                          history_cap=self.config.worker.history,
-                                          now_ms=self._script_now(), mirror=part.mirror,
-                                          unmirror=part.unmirror)
-            changed += result.changed
-            for job in result.conflicts:
-                retry = True
-                log.warning("job %s was changed by another planner meanwhile; "
-                            "publishing again at the next tick", job)
-        if changes.sets or changes.removals or changes.unqueue:
-            log.info("published %d job(s), removed %d, unqueued %d old fire(s)",
-                     len(changes.sets), len(changes.removals), changes.fires)
-        if changed:
-            self.client.publish(keys.wakeup, "publish")
-        return retry
-
-    def _lowest(self, keys: Keys, lines: Iterable[str]) -> dict[str, int]:
-        """The lowest score of the queue of each pool the shard's jobs name (a pool whose
-        queue is empty is left out)."""
-        pools = sorted({DEFAULT_POOL, *(Policy.parse(line).pool for line in lines)})
-        pipe = self.client.pipeline(transaction=False)
-        for pool in pools:
-            pipe.zrange(keys.with_pool(pool).queue, 0, 0, withscores=True)
-        return {pool: int(first[0][1]) for pool, first in zip(pools, pipe.execute(), strict=True)
-                if first}
+        try:
+            self._needs_sync = sync_jobs(
+                self.client, self.scripts, self.config, self.generation, now_ms=self._now(),
+                horizon_ms=int(self.horizon * 1000), script_now=self._script_now(),
+                noted=self._noted)
+        except Superseded:
+            self.generation, self._needs_sync = None, True
 
     def _disagreement(self) -> str:
         """How this planner's file differs from the published one, for its log line."""
@@ -344,7 +260,7 @@ class Planner:
         now = self._now()
         upto = now + int(self.horizon * 1000)
         stats = TickStats(jobs=len(self.config.jobs), upto_ms=upto)
-        for keys, jobs in self._by_shard().items():
+        for keys, jobs in by_shard(self.config).items():
             try:
                 if jobs:
                     self._plan_shard(keys, jobs, now, upto, stats)
@@ -465,12 +381,4 @@ class Planner:
             log.warning("tick failed, trying again at the next one: %s", describe(exc))
         except Exception:  # the planner outlives any one bad tick
             log.exception("tick failed")
-
-
-def _newest(raw: dict[str, str]) -> Newest:
-    if not raw.get("gen"):
-        return Newest()
-    return Newest(int(raw["gen"]), raw.get("digest"), raw.get("planner"),
-                  int(raw["at"]) if raw.get("at") else None,
-                  int(raw["jobs"]) if raw.get("jobs") else None)
 

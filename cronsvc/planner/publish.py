@@ -1,27 +1,37 @@
-"""What a planner sends to Redis: job definitions, and fires in bounded batches.
+"""What a planner publishes to Redis: the job definitions of a job file.
 
 The claim script decides from the published policy line alone (it cannot read
 the YAML), so this module is the single place that turns a :class:`Job` into
-that line and into the schedule spec the next planner compares against.
+that line and into the schedule spec the next planner compares against. Publishing
+a file as a generation is here, apart from any planner: the planners' ticks and
+``cronsvc publish`` (:meth:`cronsvc.Client.publish_config`) both call it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from cronsvc.config.models import Job
+import redis
+
+from cronsvc.clock import SYSTEM, redis_ms
+from cronsvc.config.models import Config, Job
+from cronsvc.errors import Superseded
 from cronsvc.fires import fire_id
-from cronsvc.keys import DEFAULT_POOL, Keys
+from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
+from cronsvc.planner.generations import Newest
 from cronsvc.policy import Policy, digest_of
 from cronsvc.schedule.expand import Spec, occurrences_ms
+from cronsvc.store.faults import REDIS_ERRORS, describe
+from cronsvc.store.replies import texts
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.planner")
 
 ABSENT = "-"  # expected digest of a job that is not published yet
+MAX_FIRES_PER_CALL = 5000  # keeps one script call short: Redis serves nobody meanwhile
 
 
 def policy_line(job: Job) -> str:
@@ -141,46 +151,136 @@ def _old_fires(name: str, have: Published, now_ms: int, horizon_ms: int,
         return []
 
 
-class PlanBatch:
-    """The plan calls of one shard, each carrying at most ``limit`` fires.
+# -- publishing a generation ---------------------------------------------------------------
+def server_now(client: redis.Redis) -> int:
+    """The Redis server clock, else this host's: on a cluster TIME may pick a node that is
+    down, and publishing still goes on to the shards that are up."""
+    try:
+        return redis_ms(client)
+    except redis.RedisError:
+        return SYSTEM.now_ms()
 
-    Redis serves nobody while a script runs, so a big expansion (a per-second
-    job, thousands of jobs) goes in several short calls.
+
+def by_shard(config: Config) -> dict[Keys, list[Job]]:
+    """The jobs of ``config`` on each shard (every shard, one without jobs too)."""
+    groups: dict[Keys, list[Job]] = {k: [] for k in all_shards(config.redis.shards,
+                                                               config.redis.prefix)}
+    for job in config.jobs.values():
+        keys = keys_for(job.name, config.redis.shards, config.redis.prefix)
+        groups.setdefault(keys, []).append(job)
+    return groups
+
+
+def publish_file(client: redis.Redis, scripts: Scripts, config: Config, *, planner_id: str
+                 ) -> int | None:
+    """Publish ``config`` now as the newest generation, even when planners hold a newer
+    file (``cronsvc publish``: a rollback on purpose); the generation it is now, or None
+    when another file was published meanwhile."""
+    first = all_shards(config.redis.shards, config.redis.prefix)[0]
+    newest = Newest.of(texts(client.hgetall(first.generation)))
+    # Forced: a new generation unless it is the newest already, whoever holds the newest
+    # (what generations.decide says of a file that changed).
+    generation = newest.gen if newest.digest == config.digest else claim_generation(
+        scripts, config, planner_id, newest)
+    if generation is None:
+        return None
+    try:
+        sync_jobs(client, scripts, config, generation, now_ms=server_now(client),
+                  horizon_ms=int(config.planner.horizon * 1000))
+    except Superseded:
+        return None
+    return generation
+
+
+def claim_generation(scripts: Scripts, config: Config, planner_id: str, newest: Newest, *,
+                     script_now: int | None = None) -> int | None:
+    """Make ``config`` the generation after ``newest``: its number, or None when another
+    file was published meanwhile (the caller decides again)."""
+    first = all_shards(config.redis.shards, config.redis.prefix)[0]
+    gen, status = scripts.generation(first, config.digest, planner_id, newest.gen,
+                                     len(config.jobs), now_ms=script_now)
+    if status < 0:
+        log.warning("another job file was published meanwhile (generation %d); "
+                    "deciding again at the next tick", gen)
+        return None
+    log.info("publishing %s as generation %d (%d jobs)", config.source, gen, len(config.jobs))
+    return gen
+
+
+def sync_jobs(client: redis.Redis, scripts: Scripts, config: Config, generation: int, *,
+              now_ms: int, horizon_ms: int, script_now: int | None = None,
+              noted: Callable[[BaseException], None] | None = None) -> bool:
+    """Publish the new, changed and removed jobs of ``config`` as ``generation``, and
+    unqueue the fires of old definitions (each recorded in its job's history); True if a
+    shard needs another try.
+
+    A job another publisher of the same generation changed since it was read is a
+    conflict: logged, for another try. So is a shard that cannot be reached (``noted``
+    hears of its error): one shard down must not stop the others. A newer generation on a
+    shard stops the publish there: Superseded.
     """
+    retry = False
+    for keys, jobs in by_shard(config).items():
+        try:
+            retry |= _sync_shard(client, scripts, config, keys, jobs, generation,
+                                 now_ms=now_ms, horizon_ms=horizon_ms, script_now=script_now)
+        except Superseded as exc:
+            log.warning("shard %s holds a newer job file (%s); deciding again at the "
+                        "next tick", keys.shard, exc)
+            raise
+        except REDIS_ERRORS as exc:
+            retry = True
+            if noted is not None:
+                noted(exc)
+            log.warning("cannot publish to shard %s, trying again at the next tick: %s",
+                        keys.shard, describe(exc))
+    return retry
 
-    def __init__(self, scripts: Scripts, keys: Keys, limit: int) -> None:
-        self.scripts = scripts
-        self.keys = keys
-        self.limit = limit
-        self.added = 0
-        self.stale: list[str] = []
-        self.earliest: int | None = None  # first due of the calls that added fires
-        self._entries: list[tuple[str, str, int, list[int]]] = []
-        self._size = 0
 
-    def add(self, job: Job, dues: list[int], upto: int) -> None:
-        """Plan ``dues`` (ascending, all after the watermark) and raise the watermark to upto."""
-        while len(dues) > self.limit - self._size:
-            room = self.limit - self._size
-            head, dues = dues[:room], dues[room:]
-            # The watermark rises to this part's last fire only, so the rest still follows.
-            self._entries.append((job.name, job.digest, head[-1], head))
-            self._size += room
-            self.flush()
-        self._entries.append((job.name, job.digest, upto, dues))
-        self._size += max(len(dues), 1)  # a job without fires still costs the call some work
-        if self._size >= self.limit:
-            self.flush()
+def _sync_shard(client: redis.Redis, scripts: Scripts, config: Config, keys: Keys,
+                jobs: list[Job], generation: int, *, now_ms: int, horizon_ms: int,
+                script_now: int | None) -> bool:
+    """Publish one shard's jobs; True if a conflict needs another try."""
+    pipe = client.pipeline(transaction=False)
+    pipe.hgetall(keys.jobs)
+    pipe.hgetall(keys.specs)
+    pipe.hgetall(keys.watermarks)
+    pipe.get(keys.published)
+    sharded = keys.job_lines != keys.jobs
+    if sharded:
+        pipe.hgetall(keys.job_lines)
+    lines, specs, marks, published, *mirror = pipe.execute()
+    have = Published(texts(lines), texts(specs), texts(marks),
+                     _lowest(client, keys, texts(lines).values()),
+                     texts(mirror[0]) if sharded else None)
+    changes = diff({j.name: j for j in jobs}, have, now_ms, horizon_ms, config.jobs)
+    if not changes and published is not None and int(published) == generation:
+        return False
+    changed = 0
+    retry = False
+    for part in changes.chunks(MAX_FIRES_PER_CALL):
+        result = scripts.publish(keys, part.sets, part.removals, part.unqueue,
+                                 generation=generation, history_cap=config.worker.history,
+                                 now_ms=script_now, mirror=part.mirror, unmirror=part.unmirror)
+        changed += result.changed
+        for job in result.conflicts:
+            retry = True
+            log.warning("job %s was changed by another planner meanwhile; "
+                        "publishing again at the next tick", job)
+    if changes.sets or changes.removals or changes.unqueue:
+        log.info("published %d job(s), removed %d, unqueued %d old fire(s)",
+                 len(changes.sets), len(changes.removals), changes.fires)
+    if changed:
+        client.publish(keys.wakeup, "publish")
+    return retry
 
-    def flush(self) -> None:
-        """Send what is pending."""
-        if not self._entries:
-            return
-        result = self.scripts.plan(self.keys, self._entries)
-        self.added += result.added
-        self.stale += result.stale
-        firsts = [dues[0] for *_, dues in self._entries if dues]
-        if result.added and firsts:
-            self.earliest = min([*firsts, self.earliest or firsts[0]])
-        self._entries = []
-        self._size = 0
+
+def _lowest(client: redis.Redis, keys: Keys, lines: Iterable[str]) -> dict[str, int]:
+    """The lowest score of the queue of each pool the shard's jobs name (a pool whose
+    queue is empty is left out)."""
+    pools = sorted({DEFAULT_POOL, *(Policy.parse(line).pool for line in lines)})
+    pipe = client.pipeline(transaction=False)
+    for pool in pools:
+        pipe.zrange(keys.with_pool(pool).queue, 0, 0, withscores=True)
+    return {pool: int(first[0][1]) for pool, first in zip(pools, pipe.execute(), strict=True)
+            if first}

@@ -21,7 +21,7 @@ from cronsvc.clock import FixedClock
 from cronsvc.config.models import load_config
 from cronsvc.fires import fire_id, parse_fire
 from cronsvc.keys import Keys
-from cronsvc.planner import planner as planner_mod
+from cronsvc.planner import publish
 from cronsvc.planner.generations import Disagreement, Newest, Verdict, compare, decide
 from cronsvc.planner.planner import Planner
 from cronsvc.planner.publish import policy_line
@@ -234,6 +234,8 @@ def test_cronsvc_publish_forces_a_file_and_the_planners_yield_to_it(
     # The client's call forces a file the same way, even over a live planner's newer one.
     assert Client(redis_url, config=str(new)).publish_config() == 3
     assert r.hgetall(K.jobs) == lines_of(new)
+    # The newest file forced again is no new generation.
+    assert Client(redis_url, config=str(new)).publish_config() == 3
     assert a.tick().verdict == "current"
     # A file edited under its planner is newer than anything published: it wins.
     write(new, NEW.replace("*/5 * * * *", "*/6 * * * *"))
@@ -244,7 +246,7 @@ def test_cronsvc_publish_forces_a_file_and_the_planners_yield_to_it(
 
 def test_every_fire_a_publish_unqueues_is_in_its_jobs_history(
         tmp_path: Path, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(planner_mod, "MAX_FIRES_PER_CALL", 7)  # many calls per publish
+    monkeypatch.setattr(publish, "MAX_FIRES_PER_CALL", 7)  # many calls per publish
     cfg = write(tmp_path / "m.yaml", "jobs:\n" + "".join(
         f'  {name}:\n    cron: "{cron}"\n    command: ["true"]\n'
         for name, cron in (("kept", "*/5 * * * *"), ("edited", "* * * * *"),

@@ -315,7 +315,7 @@ def test_big_expansions_are_split_into_bounded_calls(tmp_path: Path, r: redis.Re
 def test_edit_with_many_queued_fires_unqueues_them_in_chunks(
         tmp_path: Path, r: redis.Redis, clock: FixedClock,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(planner_mod, "MAX_FIRES_PER_CALL", 5)
+    monkeypatch.setattr(planning, "MAX_FIRES_PER_CALL", 5)
     cfg = write(tmp_path / "m.yaml", 'jobs:\n  m:\n    cron: "* * * * *"\n    command: ["x"]\n')
     p = make(cfg, r, clock)
     p.tick()
