@@ -153,7 +153,7 @@ class Keys:
 
     @property
     def outbox(self) -> str:
-        """list: events to tell people about (JSON, cronsvc/notify/events.py), newest first;
+        """list: events to tell people about (JSON, cronsvc/outbox/entries.py), newest first;
         pushed by the script that records the outcome, drained by the notifier."""
         return self._k("cron:outbox")
 

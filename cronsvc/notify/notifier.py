@@ -48,8 +48,9 @@ from cronsvc.history import record
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.malformed import SetAside
 from cronsvc.notify.channels import DeliveryError, send
-from cronsvc.notify.events import from_json, from_outbox, outbox_entry
+from cronsvc.notify.events import from_json, from_outbox
 from cronsvc.notify.fold import Episodes, Told
+from cronsvc.outbox.entries import parse_entry
 from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
 from cronsvc.store.faults import REDIS_ERRORS, describe
 from cronsvc.store.replies import json_object, text
@@ -204,7 +205,7 @@ class Notifier:
             aside: list[str] = []
             for item in reversed(raw):  # oldest first
                 try:
-                    entry = outbox_entry(text(item))
+                    entry = parse_entry(text(item))
                 except ValueError as exc:  # written by hand: kept, never routed
                     found = SetAside(keys.outbox, text(item), str(exc), now)
                     log.warning("set aside %s (`cronsvc malformed` lists it)", found)
