@@ -5,13 +5,10 @@ Where it runs: in every planner (``cronsvc planner``, ``cronsvc up``), and alone
 number may run; one lease (``Keys.notify_lease``) picks the one that sends, and another
 takes over within :data:`LEASE_MS` when it stops.
 
-1. *Route*: the outbox of every shard is read oldest first. Each event is filtered by what
-   its job wants, folded (:mod:`cronsvc.notify.fold`) and turned into one message per
-   channel of the job; ``lua/notify-route-6+.lua`` queues the messages, writes the episodes
-   and takes the events out of the outbox in one step, checking the lease. A message id is
-   the event id and the channel, and a message queued or sent before is not queued again:
-   two notifiers, or one that died between the two steps on a sharded fleet, send nothing
-   twice. Only a notifier that dies between sending and recording it sends a message
+1. *Route*: the outbox of every shard is read oldest first, and its events become
+   messages (:mod:`cronsvc.notify.messages`: filtered by what the job wants, folded, one
+   per channel, queued in one step with the events' leaving the outbox, never queued
+   twice). Only a notifier that dies between sending and recording it sends a message
    again, with the same id (``X-Cronsvc-Delivery``), which is the receiver's key.
 2. *Deliver*: each channel has its own thread, so a slow or dead endpoint delays only its
    own messages. A failed attempt is tried again after ``retry`` seconds, doubling up to
@@ -33,8 +30,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -42,14 +38,14 @@ import redis
 from cronsvc import audit
 from cronsvc.clock import monotonic, redis_ms
 from cronsvc.config.models import Config
-from cronsvc.errors import NotLeader, UnknownJob
+from cronsvc.errors import UnknownJob
 from cronsvc.fires import chain_fire
 from cronsvc.history import record
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.malformed import SetAside
 from cronsvc.notify.channels import DeliveryError, send
-from cronsvc.notify.events import from_json, from_outbox
-from cronsvc.notify.fold import Episodes, Told
+from cronsvc.notify.events import from_json
+from cronsvc.notify.messages import Messages
 from cronsvc.outbox.entries import parse_entry
 from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
 from cronsvc.store.faults import REDIS_ERRORS, describe
@@ -90,6 +86,7 @@ class Notifier:
         self._fleet_due = 0.0
         self._since: dict[str, int] = {}  # fleet condition -> when it was first seen
         self._lost = False  # Redis was unreachable at the last look (logged once)
+        self.messages = Messages(client, self.scripts, config, self.id, self.leader)
 
     # -- settings ------------------------------------------------------------------
     @property
@@ -176,32 +173,14 @@ class Notifier:
                 thread.start()
 
     # -- route ---------------------------------------------------------------------
-    def links(self, job: str | None, fire: str | None) -> dict[str, str]:
-        base = self.config().notifier.url
-        if not base:
-            return {}
-        base = base.rstrip("/")
-        out = {}
-        if job:
-            out["job"] = f"{base}/jobs/{job}"
-        if fire:
-            out["fire"] = f"{base}/fires/{fire}"
-        return out
-
-    def route(self) -> int:
-        """Route what the outboxes hold; the number of messages queued."""
-        home = self.home
+    def route(self) -> None:
+        """Route what the outboxes hold."""
         now = self.now()
-        episodes = self._episodes(home)
-        queued = 0
-        summaries = episodes.due(now)
-        if summaries:
-            queued += self._queue(home, 0, episodes, self._messages(summaries, now))
+        self.messages.begin(now)
         for keys in self.shards():
             raw = self.client.lrange(keys.outbox, -ROUTE_BATCH, -1)
             if not raw:
                 continue
-            told: list[Told] = []
             aside: list[str] = []
             for item in reversed(raw):  # oldest first
                 try:
@@ -214,77 +193,10 @@ class Notifier:
                 if entry.get("event") == "chain":
                     self._chain(entry)
                     continue
-                if not self._wanted(entry):
-                    continue
-                told_now = episodes.seen(entry, now)
-                if told_now is not None:
-                    told.append(told_now)
+                self.messages.take(entry, keys)
                 if entry.get("event") == "paused":
                     self._pause_everywhere(entry, keys)
-            messages = self._messages(told, now)
-            if keys == home:
-                queued += self._queue(home, len(raw), episodes, messages, aside)
-            else:
-                queued += self._queue(home, 0, episodes, messages, aside)
-                self.client.ltrim(keys.outbox, 0, -len(raw) - 1)
-        return queued
-
-    def _episodes(self, home: Keys) -> Episodes:
-        """The episodes as Redis holds them, folded by the file's window."""
-        raw = self.client.hgetall(home.notify_episodes)
-        return Episodes({text(k): text(v) for k, v in raw.items()},
-                        int(self.config().notifier.fold * 1000))
-
-    def _queue(self, home: Keys, routed: int, episodes: Episodes,
-               messages: list[tuple[str, str, str]], aside: Sequence[str] = ()) -> int:
-        changes = episodes.changes()
-        episodes.changed.clear()
-        if not routed and not changes and not messages and not aside:
-            return 0
-        try:
-            return self.scripts.notify_route(home, self.id, routed, changes, messages, aside)
-        except NotLeader:
-            self.leader.clear()
-            return 0
-
-    def _wanted(self, entry: dict[str, Any]) -> bool:
-        """The job of the event is in this file, has channels and wants this event."""
-        kind, job = entry.get("event"), entry.get("job")
-        spec = self.config().jobs.get(job) if isinstance(job, str) else None
-        if spec is None:
-            if job is not None:
-                log.warning("notify: event %s of job %s, which this file does not have: "
-                            "not told", kind, job)
-            return False
-        if kind == "paused":
-            return True
-        return bool(spec.notify) and kind in spec.notify_on
-
-    def _messages(self, told: list[Told], now: int) -> list[tuple[str, str, str]]:
-        """``(channel, message id, JSON)`` of each message to queue."""
-        config = self.config()
-        out = []
-        for t in told:
-            entry = t.entry
-            job = entry.get("job")
-            event = from_outbox(entry, now, self.links(job, entry.get("fire")))
-            if t.summary_id is not None:
-                event = replace(event, id=t.summary_id, count=t.count, period_s=t.period_s,
-                                 at_ms=now)
-            elif t.count != 1:
-                event = replace(event, count=t.count)
-            if job is None:
-                channels = config.notifier.fleet
-            else:
-                spec = config.jobs.get(job)
-                channels = spec.notify if spec else ()
-            for channel in channels:
-                if channel in config.notify:
-                    body = json.dumps({"event": asdict(event), "channel": channel,
-                                       "first_ms": now, "attempts": 0, "error": None},
-                                      separators=(",", ":"))
-                    out.append((channel, f"{event.id}/{channel}", body))
-        return out
+            self.messages.close(keys, len(raw), aside)
 
     def _chain(self, entry: dict[str, Any]) -> None:
         """Queue the jobs the end of an upstream fire triggers, each once ever, with the
@@ -315,6 +227,8 @@ class Notifier:
     def _pause_everywhere(self, entry: dict[str, Any], seen_on: Keys) -> None:
         """A job paused after failures on one shard is paused on the others too, and the
         audit log says so (actor ``auto``)."""
+        if entry.get("job") not in self.config().jobs:  # another file's job: left alone
+            return
         job, note = str(entry.get("job")), str(entry.get("reason") or "auto")
         for keys in self.shards():
             if keys != seen_on:
@@ -423,7 +337,7 @@ class Notifier:
             conditions["no_planner"] = (
                 not any(alive(int(s), now, stale) for _, s in planners),
                 "no live planner: no new fires are being planned", "a planner is live again")
-        episodes = self._episodes(home)
+        episodes = self.messages.episodes(home)
         told = []
         for kind, (active, begun, ended) in conditions.items():
             if active:
@@ -435,7 +349,7 @@ class Notifier:
             if t is not None:
                 told.append(t)
         if told or episodes.changed:
-            self._queue(home, 0, episodes, self._messages(told, now))
+            self.messages.queue(home, 0, episodes, self.messages.render(told, now))
 
 
 def pending(client: redis.Redis, home: Keys, shards: list[Keys]) -> dict[str, Any]:
