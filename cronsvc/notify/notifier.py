@@ -35,17 +35,15 @@ from typing import Any
 
 import redis
 
-from cronsvc import audit
 from cronsvc.clock import monotonic, redis_ms
 from cronsvc.config.models import Config
-from cronsvc.errors import UnknownJob
-from cronsvc.fires import chain_fire
-from cronsvc.history import record
-from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
+from cronsvc.keys import DEFAULT_POOL, Keys, all_shards
 from cronsvc.malformed import SetAside
 from cronsvc.notify.channels import DeliveryError, send
 from cronsvc.notify.events import from_json
 from cronsvc.notify.messages import Messages
+from cronsvc.outbox.autopause import AutoPause
+from cronsvc.outbox.chains import Chains
 from cronsvc.outbox.entries import parse_entry
 from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
 from cronsvc.store.faults import REDIS_ERRORS, describe
@@ -87,6 +85,8 @@ class Notifier:
         self._since: dict[str, int] = {}  # fleet condition -> when it was first seen
         self._lost = False  # Redis was unreachable at the last look (logged once)
         self.messages = Messages(client, self.scripts, config, self.id, self.leader)
+        self.chains = Chains(client, self.scripts, config)
+        self.autopause = AutoPause(client, self.scripts, config)
 
     # -- settings ------------------------------------------------------------------
     @property
@@ -191,55 +191,12 @@ class Notifier:
                     aside.append(found.line())
                     continue
                 if entry.get("event") == "chain":
-                    self._chain(entry)
+                    self.chains.take(entry, keys)
                     continue
                 self.messages.take(entry, keys)
                 if entry.get("event") == "paused":
-                    self._pause_everywhere(entry, keys)
+                    self.autopause.take(entry, keys)
             self.messages.close(keys, len(raw), aside)
-
-    def _chain(self, entry: dict[str, Any]) -> None:
-        """Queue the jobs the end of an upstream fire triggers, each once ever, with the
-        upstream job, fire, status and output tail as their payload."""
-        config = self.config()
-        upstream, job = str(entry.get("fire")), str(entry.get("job"))
-        due = int(entry.get("at") or self.now())
-        payload = {"upstream": {"job": job, "fire": upstream, "status": entry.get("status"),
-                                "attempt": entry.get("attempt"),
-                                "output": entry.get("output")}}
-        for target in str(entry.get("next") or "").split(","):
-            if not target:
-                continue
-            spec = config.jobs.get(target)
-            keys = keys_for(target, config.redis.shards, config.redis.prefix,
-                            spec.pool if spec else DEFAULT_POOL)
-            fid = chain_fire(target, upstream, due)
-            line = record(fid, "chained", reason=f"after {upstream}: {entry.get('status')}")
-            done = self.scripts.chain(keys, fid, due, payload, line, config.worker.history)
-            if done == 1:
-                self.client.publish(keys.wakeup, "chain")
-                log.info("%s: %s ended (%s), queued %s", job, upstream, entry.get("status"),
-                         fid, extra={"job": target, "fire": fid})
-            elif done < 0:
-                log.warning("%s: %s ended, but %s is not published: not queued", job,
-                            upstream, target, extra={"job": target})
-
-    def _pause_everywhere(self, entry: dict[str, Any], seen_on: Keys) -> None:
-        """A job paused after failures on one shard is paused on the others too, and the
-        audit log says so (actor ``auto``)."""
-        if entry.get("job") not in self.config().jobs:  # another file's job: left alone
-            return
-        job, note = str(entry.get("job")), str(entry.get("reason") or "auto")
-        for keys in self.shards():
-            if keys != seen_on:
-                try:
-                    self.scripts.pause(keys, job, note)
-                except UnknownJob:
-                    pass
-        audit.write(self.client, self.home.audit,
-                    audit.Action(int(entry.get("at") or self.now()), "auto", "pause", job, note,
-                                 {"fires_failed": entry.get("count")}))
-        log.warning("%s paused: %s", job, note, extra={"job": job})
 
     # -- deliver -------------------------------------------------------------------
     def _deliver_loop(self, channel: str) -> None:
