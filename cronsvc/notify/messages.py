@@ -29,7 +29,7 @@ from cronsvc.errors import NotLeader
 from cronsvc.keys import Keys, all_shards
 from cronsvc.notify.events import from_outbox
 from cronsvc.notify.fold import Episodes, Told
-from cronsvc.outbox.entries import Entry
+from cronsvc.outbox.entries import CHAIN, PAUSED, Entry
 from cronsvc.store.replies import text
 from cronsvc.store.scripts import Scripts
 
@@ -40,8 +40,9 @@ Message: TypeAlias = tuple[str, str, str]
 
 
 class Messages:
-    """The notifications of one notifier. A pass over the outboxes is :meth:`begin`, then
-    :meth:`take` for each entry of a shard and :meth:`close` once the shard is read."""
+    """The notifications of one notifier: a consumer of the outbox router, and the one
+    that takes each shard's batch out (:class:`cronsvc.outbox.router.Closer`). The router
+    calls :meth:`begin` once a pass, :meth:`take` per entry and :meth:`close` per shard."""
 
     def __init__(self, client: redis.Redis, scripts: Scripts, config: Callable[[], Config],
                  sender: str, leader: threading.Event) -> None:
@@ -62,9 +63,16 @@ class Messages:
         c = self.config()
         return all_shards(c.redis.shards, c.redis.prefix)[0]
 
-    # -- one pass ------------------------------------------------------------------
+    # -- a consumer of the outbox router -------------------------------------------
+    def needed(self, config: Config) -> bool:
+        """The file declares channels (the fleet's are among them)."""
+        return bool(config.notify)
+
+    def takes(self, kind: str) -> bool:
+        return kind != CHAIN  # a chain is work for cronsvc.outbox.chains, told to no one
+
     def begin(self, now_ms: int) -> None:
-        """Start a pass: the episodes as Redis holds them, and the summaries of the fold
+        """A pass starts: the episodes as Redis holds them, and the summaries of the fold
         windows that ended, queued first."""
         self._now = now_ms
         self._home = self.home
@@ -95,7 +103,7 @@ class Messages:
             self.queue(self._home, 0, self._episodes, messages, aside)
             self.client.ltrim(shard.outbox, 0, -routed - 1)
 
-    # -- shared with the fleet watch -------------------------------------------------
+    # -- shared with the fleet watch ----------------------------------------------
     def episodes(self, home: Keys) -> Episodes:
         """The episodes as Redis holds them, folded by the file's window."""
         raw = self.client.hgetall(home.notify_episodes)
@@ -124,7 +132,7 @@ class Messages:
                 log.warning("notify: event %s of job %s, which this file does not have: "
                             "not told", kind, job)
             return False
-        if kind == "paused":
+        if kind == PAUSED:
             return True
         return bool(spec.notify) and kind in spec.notify_on
 

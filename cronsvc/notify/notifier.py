@@ -1,15 +1,18 @@
-"""The notifier: drains the outbox into messages, and delivers them, one channel per thread.
+"""The notifier: runs the outbox router, delivers messages one channel per thread, and
+watches the fleet.
 
 Where it runs: in every planner (``cronsvc planner``, ``cronsvc up``), and alone as
 ``cronsvc notifier`` (run one beside the workers to hear that no planner is left). Any
-number may run; one lease (``Keys.notify_lease``) picks the one that sends, and another
+number may run; one lease (``Keys.notify_lease``) picks the one that acts, and another
 takes over within :data:`LEASE_MS` when it stops.
 
-1. *Route*: the outbox of every shard is read oldest first, and its events become
-   messages (:mod:`cronsvc.notify.messages`: filtered by what the job wants, folded, one
-   per channel, queued in one step with the events' leaving the outbox, never queued
-   twice). Only a notifier that dies between sending and recording it sends a message
-   again, with the same id (``X-Cronsvc-Delivery``), which is the receiver's key.
+1. *Route*: the outbox router (:mod:`cronsvc.outbox.router`) reads every shard's outbox
+   oldest first and hands each entry to its consumers: the notifications
+   (:mod:`cronsvc.notify.messages`), the chains (:mod:`cronsvc.outbox.chains`) and the
+   auto-pause (:mod:`cronsvc.outbox.autopause`). So chains and the cross-shard pause need
+   a notifier running, as messages do. A message is queued once; only a notifier that
+   dies between sending it and recording that sends it again, with the same id
+   (``X-Cronsvc-Delivery``), which is the receiver's key.
 2. *Deliver*: each channel has its own thread, so a slow or dead endpoint delays only its
    own messages. A failed attempt is tried again after ``retry`` seconds, doubling up to
    ``retry_max``; a message undelivered after ``give_up`` is set aside
@@ -17,9 +20,6 @@ takes over within :data:`LEASE_MS` when it stops.
 3. *Watch the fleet*, when the file names ``notifier.fleet`` channels: no live worker or
    no live planner for ``fleet_after`` seconds, or the oldest due fire later than
    ``queue_late``.
-
-A job paused automatically (``pause_after_failures``) is paused by the script on the
-shard that saw the failures; the notifier pauses it on the other shards too.
 """
 
 from __future__ import annotations
@@ -38,13 +38,12 @@ import redis
 from cronsvc.clock import monotonic, redis_ms
 from cronsvc.config.models import Config
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards
-from cronsvc.malformed import SetAside
 from cronsvc.notify.channels import DeliveryError, send
 from cronsvc.notify.events import from_json
 from cronsvc.notify.messages import Messages
 from cronsvc.outbox.autopause import AutoPause
 from cronsvc.outbox.chains import Chains
-from cronsvc.outbox.entries import parse_entry
+from cronsvc.outbox.router import Router
 from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
 from cronsvc.store.faults import REDIS_ERRORS, describe
 from cronsvc.store.replies import json_object, text
@@ -55,8 +54,6 @@ log = logging.getLogger("cronsvc.notify")
 LEASE_MS = 10_000
 #: How often the leader routes the outbox, and how often the others look at the lease.
 TICK_S = 0.25
-#: Outbox entries routed per shard and pass at most.
-ROUTE_BATCH = 200
 #: How often the fleet is looked at.
 FLEET_EVERY_S = 5.0
 #: Messages a channel thread takes per look at its queue.
@@ -85,8 +82,13 @@ class Notifier:
         self._since: dict[str, int] = {}  # fleet condition -> when it was first seen
         self._lost = False  # Redis was unreachable at the last look (logged once)
         self.messages = Messages(client, self.scripts, config, self.id, self.leader)
-        self.chains = Chains(client, self.scripts, config)
-        self.autopause = AutoPause(client, self.scripts, config)
+        # The outbox router, run under this lease: the notifications are also the closer,
+        # as their messages leave with the routed entries in one script call.
+        self.router = Router(client, self.shards, [
+            self.messages,
+            Chains(client, self.scripts, config),
+            AutoPause(client, self.scripts, config),
+        ], closer=self.messages)
 
     # -- settings ------------------------------------------------------------------
     @property
@@ -140,10 +142,10 @@ class Notifier:
 
     def step(self) -> None:
         """One pass: keep the lease; as leader, route the outbox and watch the fleet. A file
-        with no channel and no job pausing itself after failures has nothing to send."""
+        that gives the router's consumers nothing to do (no channel, no chain, no job
+        pausing itself after failures) needs no leader."""
         config = self.config()
-        if not config.notify and not any(j.pause_after_failures or j.on_success or j.on_failure
-                                         for j in config.jobs.values()):
+        if not self.router.needed(config):
             if self.leader.is_set():
                 self.scripts.notify_lease(self.home, self.id, 0)
                 self.leader.clear()
@@ -157,7 +159,7 @@ class Notifier:
             self.leader.clear()
             return
         self._channel_threads()
-        self.route()
+        self.router.route(self.now())
         if monotonic() >= self._fleet_due:
             after = self.config().notifier.fleet_after
             self._fleet_due = monotonic() + max(0.5, min(FLEET_EVERY_S, after))
@@ -171,32 +173,6 @@ class Notifier:
                                           name=f"cronsvc-notify-{name}", daemon=True)
                 self._threads[name] = thread
                 thread.start()
-
-    # -- route ---------------------------------------------------------------------
-    def route(self) -> None:
-        """Route what the outboxes hold."""
-        now = self.now()
-        self.messages.begin(now)
-        for keys in self.shards():
-            raw = self.client.lrange(keys.outbox, -ROUTE_BATCH, -1)
-            if not raw:
-                continue
-            aside: list[str] = []
-            for item in reversed(raw):  # oldest first
-                try:
-                    entry = parse_entry(text(item))
-                except ValueError as exc:  # written by hand: kept, never routed
-                    found = SetAside(keys.outbox, text(item), str(exc), now)
-                    log.warning("set aside %s (`cronsvc malformed` lists it)", found)
-                    aside.append(found.line())
-                    continue
-                if entry.get("event") == "chain":
-                    self.chains.take(entry, keys)
-                    continue
-                self.messages.take(entry, keys)
-                if entry.get("event") == "paused":
-                    self.autopause.take(entry, keys)
-            self.messages.close(keys, len(raw), aside)
 
     # -- deliver -------------------------------------------------------------------
     def _deliver_loop(self, channel: str) -> None:

@@ -24,7 +24,7 @@ from cronsvc.clock import redis_ms
 from cronsvc.config.models import Config
 from cronsvc.errors import UnknownJob
 from cronsvc.keys import Keys, all_shards
-from cronsvc.outbox.entries import Entry
+from cronsvc.outbox.entries import PAUSED, Entry
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.outbox")
@@ -38,6 +38,12 @@ class AutoPause:
         self.client = client
         self.scripts = scripts
         self.config = config
+
+    def needed(self, config: Config) -> bool:
+        return any(job.pause_after_failures for job in config.jobs.values())
+
+    def takes(self, kind: str) -> bool:
+        return kind == PAUSED
 
     def take(self, entry: Entry, shard: Keys) -> None:
         """Pause the job of ``entry``, paused on ``shard``, on the other shards too, and

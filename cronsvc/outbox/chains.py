@@ -24,7 +24,7 @@ from cronsvc.config.models import Config
 from cronsvc.fires import chain_fire
 from cronsvc.history import record
 from cronsvc.keys import DEFAULT_POOL, Keys, keys_for
-from cronsvc.outbox.entries import Entry
+from cronsvc.outbox.entries import CHAIN, Entry
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.outbox")
@@ -38,6 +38,12 @@ class Chains:
         self.client = client
         self.scripts = scripts
         self.config = config
+
+    def needed(self, config: Config) -> bool:
+        return any(job.on_success or job.on_failure for job in config.jobs.values())
+
+    def takes(self, kind: str) -> bool:
+        return kind == CHAIN
 
     def take(self, entry: Entry, shard: Keys) -> None:
         """Queue the jobs the end of an upstream fire triggers, each once ever, with the

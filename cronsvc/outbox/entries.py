@@ -17,6 +17,11 @@ from cronsvc.fires import is_fire_id
 #: One entry, read: every field as the JSON has it.
 Entry: TypeAlias = dict[str, Any]
 
+#: The event of an entry naming the jobs the end of a fire triggers.
+CHAIN = "chain"
+#: The event of an entry saying a job was paused after fires failed in a row.
+PAUSED = "paused"
+
 #: The type of each field of an outbox entry (all but ``event`` may be left out).
 FIELD_TYPES: dict[str, type] = {
     "event": str, "job": str, "fire": str, "attempt": int, "at": int, "status": str,
