@@ -153,8 +153,9 @@ class Keys:
 
     @property
     def outbox(self) -> str:
-        """list: events to tell people about (JSON, cronsvc/notify/events.py), newest first;
-        pushed by the script that records the outcome, drained by the notifier."""
+        """list: events to tell people about, chains and automatic pauses (JSON,
+        cronsvc/outbox/entries.py), newest first; pushed by the script that records the
+        outcome, drained by the outbox router the notifier runs (cronsvc/outbox/router.py)."""
         return self._k("cron:outbox")
 
     @property

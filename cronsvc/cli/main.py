@@ -130,8 +130,9 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
 @friendly
 def notifier(config: str | None, redis_url: str | None, log_format: str,
              name: str | None) -> None:
-    """Tell the job file's notify channels what happens (planners do this too: one at a
-    time sends). Run one beside the workers to hear that no planner is live."""
+    """Route the outbox: tell the job file's notify channels what happens, queue chained
+    jobs and spread automatic pauses to every shard (planners do this too: one at a time
+    acts). Run one beside the workers to hear that no planner is live."""
     import threading
 
     from cronsvc.notify.notifier import Notifier, log

@@ -155,6 +155,10 @@ class Job(_Frozen):
     ping: Ping | None = None  # not part of the definition: a monitor's URL is not what runs
     notify: tuple[str, ...] = ()  # channels of the file's notify section
     notify_on: tuple[NotifyEvent, ...] = DEFAULT_NOTIFY_ON
+    # Paused after this many fires failed in a row: by the script, on the shard that saw
+    # them; on the other shards by the outbox router (cronsvc.outbox.autopause), which runs
+    # in every planner and in `cronsvc notifier`: without one of them running, the pause
+    # stays on that one shard.
     pause_after_failures: int | None = Field(default=None, ge=1)
     # The file's named limits this job's tags join: (name, runs at once). Set from the
     # file's ``limits:`` section, never written in a job.
@@ -166,7 +170,9 @@ class Job(_Frozen):
     business_days: bool = False
     # Of the days cron names, only the first or last business day of each month.
     only: Literal["first_business_day", "last_business_day"] | None = None
-    # Jobs triggered when a fire of this one ends: succeeded, or failed for good.
+    # Jobs triggered when a fire of this one ends: succeeded, or failed for good. Queued by
+    # the outbox router (cronsvc.outbox.chains), which runs in every planner and in
+    # `cronsvc notifier`: without one of them running, no chained job runs.
     on_success: tuple[str, ...] = ()
     on_failure: tuple[str, ...] = ()
     calendar: tuple[str, ...] = ()

@@ -14,10 +14,8 @@ time one event is sent again: the receiver's idempotency key.
 ``count`` says how many events of the kind it stands for: 1, but for a folded repeat
 (``period_s`` then says over how long) and for ``recovered`` (the failures it ends).
 
-The outbox entries the Lua scripts push (``lua/includes/outbox.lua``) are read here too,
-by :func:`outbox_entry` and :func:`from_outbox`: one JSON object with ``event``, ``job``,
-``fire``, ``attempt``, ``at`` (ms), ``status``, ``reason``, ``exit_code``, ``output``,
-``count`` and ``next``, each left out when it has no value.
+An outbox entry (:mod:`cronsvc.outbox.entries`) becomes the event it tells by
+:func:`from_outbox`.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cronsvc.clock import iso_utc
-from cronsvc.fires import is_fire_id, parse_fire
+from cronsvc.fires import parse_fire
 
 VERSION = 1
 #: The output tail a message carries at most.
@@ -117,33 +115,6 @@ def event_id(entry: dict[str, Any]) -> str:
     if kind == "paused":
         return f"paused:{fire}:{entry.get('count', 0)}"
     return f"{kind}:{fire}:{entry.get('attempt', 0)}"
-
-
-#: The type of each field of an outbox entry (all but ``event`` may be left out).
-OUTBOX_TYPES: dict[str, type] = {
-    "event": str, "job": str, "fire": str, "attempt": int, "at": int, "status": str,
-    "reason": str, "exit_code": int, "output": str, "count": int, "next": str}
-
-
-def outbox_entry(raw: str) -> dict[str, Any]:
-    """An outbox entry as the scripts push it; ValueError saying why one is not (an entry
-    written by hand: it is set aside, never routed)."""
-    try:
-        entry = json.loads(raw)
-    except ValueError:
-        raise ValueError("not JSON") from None
-    if not isinstance(entry, dict):
-        raise ValueError(f"a JSON {type(entry).__name__}, not an object")
-    if not isinstance(entry.get("event"), str):
-        raise ValueError("no event")
-    for name, kind in OUTBOX_TYPES.items():
-        value = entry.get(name)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            raise ValueError(f"its {name} is {json.dumps(value)[:40]}, not "
-                             f"{'a string' if kind is str else 'a whole number'}")
-    if entry.get("fire") is not None and not is_fire_id(entry["fire"]):
-        raise ValueError("its fire is not a fire id")
-    return entry
 
 
 def from_outbox(entry: dict[str, Any], now_ms: int, links: dict[str, str]) -> Event:

@@ -1,18 +1,18 @@
-"""The notifier: drains the outbox into messages, and delivers them, one channel per thread.
+"""The notifier: runs the outbox router, delivers messages one channel per thread, and
+watches the fleet.
 
 Where it runs: in every planner (``cronsvc planner``, ``cronsvc up``), and alone as
 ``cronsvc notifier`` (run one beside the workers to hear that no planner is left). Any
-number may run; one lease (``Keys.notify_lease``) picks the one that sends, and another
+number may run; one lease (``Keys.notify_lease``) picks the one that acts, and another
 takes over within :data:`LEASE_MS` when it stops.
 
-1. *Route*: the outbox of every shard is read oldest first. Each event is filtered by what
-   its job wants, folded (:mod:`cronsvc.notify.fold`) and turned into one message per
-   channel of the job; ``lua/notify-route-6+.lua`` queues the messages, writes the episodes
-   and takes the events out of the outbox in one step, checking the lease. A message id is
-   the event id and the channel, and a message queued or sent before is not queued again:
-   two notifiers, or one that died between the two steps on a sharded fleet, send nothing
-   twice. Only a notifier that dies between sending and recording it sends a message
-   again, with the same id (``X-Cronsvc-Delivery``), which is the receiver's key.
+1. *Route*: the outbox router (:mod:`cronsvc.outbox.router`) reads every shard's outbox
+   oldest first and hands each entry to its consumers: the notifications
+   (:mod:`cronsvc.notify.messages`), the chains (:mod:`cronsvc.outbox.chains`) and the
+   auto-pause (:mod:`cronsvc.outbox.autopause`). So chains and the cross-shard pause need
+   a notifier running, as messages do. A message is queued once; only a notifier that
+   dies between sending it and recording that sends it again, with the same id
+   (``X-Cronsvc-Delivery``), which is the receiver's key.
 2. *Deliver*: each channel has its own thread, so a slow or dead endpoint delays only its
    own messages. A failed attempt is tried again after ``retry`` seconds, doubling up to
    ``retry_max``; a message undelivered after ``give_up`` is set aside
@@ -20,9 +20,6 @@ takes over within :data:`LEASE_MS` when it stops.
 3. *Watch the fleet*, when the file names ``notifier.fleet`` channels: no live worker or
    no live planner for ``fleet_after`` seconds, or the oldest due fire later than
    ``queue_late``.
-
-A job paused automatically (``pause_after_failures``) is paused by the script on the
-shard that saw the failures; the notifier pauses it on the other shards too.
 """
 
 from __future__ import annotations
@@ -33,23 +30,20 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
-from cronsvc import audit
 from cronsvc.clock import monotonic, redis_ms
 from cronsvc.config.models import Config
-from cronsvc.errors import NotLeader, UnknownJob
-from cronsvc.fires import chain_fire
-from cronsvc.history import record
-from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
-from cronsvc.malformed import SetAside
+from cronsvc.keys import DEFAULT_POOL, Keys, all_shards
 from cronsvc.notify.channels import DeliveryError, send
-from cronsvc.notify.events import from_json, from_outbox, outbox_entry
-from cronsvc.notify.fold import Episodes, Told
+from cronsvc.notify.events import from_json
+from cronsvc.notify.messages import Messages
+from cronsvc.outbox.autopause import AutoPause
+from cronsvc.outbox.chains import Chains
+from cronsvc.outbox.router import Router
 from cronsvc.presence import WORKER_STALE_MS, alive, planner_stale_ms
 from cronsvc.store.faults import REDIS_ERRORS, describe
 from cronsvc.store.replies import json_object, text
@@ -60,8 +54,6 @@ log = logging.getLogger("cronsvc.notify")
 LEASE_MS = 10_000
 #: How often the leader routes the outbox, and how often the others look at the lease.
 TICK_S = 0.25
-#: Outbox entries routed per shard and pass at most.
-ROUTE_BATCH = 200
 #: How often the fleet is looked at.
 FLEET_EVERY_S = 5.0
 #: Messages a channel thread takes per look at its queue.
@@ -89,6 +81,14 @@ class Notifier:
         self._fleet_due = 0.0
         self._since: dict[str, int] = {}  # fleet condition -> when it was first seen
         self._lost = False  # Redis was unreachable at the last look (logged once)
+        self.messages = Messages(client, self.scripts, config, self.id, self.leader)
+        # The outbox router, run under this lease: the notifications are also the closer,
+        # as their messages leave with the routed entries in one script call.
+        self.router = Router(client, self.shards, [
+            self.messages,
+            Chains(client, self.scripts, config),
+            AutoPause(client, self.scripts, config),
+        ], closer=self.messages)
 
     # -- settings ------------------------------------------------------------------
     @property
@@ -142,10 +142,10 @@ class Notifier:
 
     def step(self) -> None:
         """One pass: keep the lease; as leader, route the outbox and watch the fleet. A file
-        with no channel and no job pausing itself after failures has nothing to send."""
+        that gives the router's consumers nothing to do (no channel, no chain, no job
+        pausing itself after failures) needs no leader."""
         config = self.config()
-        if not config.notify and not any(j.pause_after_failures or j.on_success or j.on_failure
-                                         for j in config.jobs.values()):
+        if not self.router.needed(config):
             if self.leader.is_set():
                 self.scripts.notify_lease(self.home, self.id, 0)
                 self.leader.clear()
@@ -159,7 +159,7 @@ class Notifier:
             self.leader.clear()
             return
         self._channel_threads()
-        self.route()
+        self.router.route(self.now())
         if monotonic() >= self._fleet_due:
             after = self.config().notifier.fleet_after
             self._fleet_due = monotonic() + max(0.5, min(FLEET_EVERY_S, after))
@@ -173,158 +173,6 @@ class Notifier:
                                           name=f"cronsvc-notify-{name}", daemon=True)
                 self._threads[name] = thread
                 thread.start()
-
-    # -- route ---------------------------------------------------------------------
-    def links(self, job: str | None, fire: str | None) -> dict[str, str]:
-        base = self.config().notifier.url
-        if not base:
-            return {}
-        base = base.rstrip("/")
-        out = {}
-        if job:
-            out["job"] = f"{base}/jobs/{job}"
-        if fire:
-            out["fire"] = f"{base}/fires/{fire}"
-        return out
-
-    def route(self) -> int:
-        """Route what the outboxes hold; the number of messages queued."""
-        home = self.home
-        now = self.now()
-        episodes = self._episodes(home)
-        queued = 0
-        summaries = episodes.due(now)
-        if summaries:
-            queued += self._queue(home, 0, episodes, self._messages(summaries, now))
-        for keys in self.shards():
-            raw = self.client.lrange(keys.outbox, -ROUTE_BATCH, -1)
-            if not raw:
-                continue
-            told: list[Told] = []
-            aside: list[str] = []
-            for item in reversed(raw):  # oldest first
-                try:
-                    entry = outbox_entry(text(item))
-                except ValueError as exc:  # written by hand: kept, never routed
-                    found = SetAside(keys.outbox, text(item), str(exc), now)
-                    log.warning("set aside %s (`cronsvc malformed` lists it)", found)
-                    aside.append(found.line())
-                    continue
-                if entry.get("event") == "chain":
-                    self._chain(entry)
-                    continue
-                if not self._wanted(entry):
-                    continue
-                told_now = episodes.seen(entry, now)
-                if told_now is not None:
-                    told.append(told_now)
-                if entry.get("event") == "paused":
-                    self._pause_everywhere(entry, keys)
-            messages = self._messages(told, now)
-            if keys == home:
-                queued += self._queue(home, len(raw), episodes, messages, aside)
-            else:
-                queued += self._queue(home, 0, episodes, messages, aside)
-                self.client.ltrim(keys.outbox, 0, -len(raw) - 1)
-        return queued
-
-    def _episodes(self, home: Keys) -> Episodes:
-        """The episodes as Redis holds them, folded by the file's window."""
-        raw = self.client.hgetall(home.notify_episodes)
-        return Episodes({text(k): text(v) for k, v in raw.items()},
-                        int(self.config().notifier.fold * 1000))
-
-    def _queue(self, home: Keys, routed: int, episodes: Episodes,
-               messages: list[tuple[str, str, str]], aside: Sequence[str] = ()) -> int:
-        changes = episodes.changes()
-        episodes.changed.clear()
-        if not routed and not changes and not messages and not aside:
-            return 0
-        try:
-            return self.scripts.notify_route(home, self.id, routed, changes, messages, aside)
-        except NotLeader:
-            self.leader.clear()
-            return 0
-
-    def _wanted(self, entry: dict[str, Any]) -> bool:
-        """The job of the event is in this file, has channels and wants this event."""
-        kind, job = entry.get("event"), entry.get("job")
-        spec = self.config().jobs.get(job) if isinstance(job, str) else None
-        if spec is None:
-            if job is not None:
-                log.warning("notify: event %s of job %s, which this file does not have: "
-                            "not told", kind, job)
-            return False
-        if kind == "paused":
-            return True
-        return bool(spec.notify) and kind in spec.notify_on
-
-    def _messages(self, told: list[Told], now: int) -> list[tuple[str, str, str]]:
-        """``(channel, message id, JSON)`` of each message to queue."""
-        config = self.config()
-        out = []
-        for t in told:
-            entry = t.entry
-            job = entry.get("job")
-            event = from_outbox(entry, now, self.links(job, entry.get("fire")))
-            if t.summary_id is not None:
-                event = replace(event, id=t.summary_id, count=t.count, period_s=t.period_s,
-                                 at_ms=now)
-            elif t.count != 1:
-                event = replace(event, count=t.count)
-            if job is None:
-                channels = config.notifier.fleet
-            else:
-                spec = config.jobs.get(job)
-                channels = spec.notify if spec else ()
-            for channel in channels:
-                if channel in config.notify:
-                    body = json.dumps({"event": asdict(event), "channel": channel,
-                                       "first_ms": now, "attempts": 0, "error": None},
-                                      separators=(",", ":"))
-                    out.append((channel, f"{event.id}/{channel}", body))
-        return out
-
-    def _chain(self, entry: dict[str, Any]) -> None:
-        """Queue the jobs the end of an upstream fire triggers, each once ever, with the
-        upstream job, fire, status and output tail as their payload."""
-        config = self.config()
-        upstream, job = str(entry.get("fire")), str(entry.get("job"))
-        due = int(entry.get("at") or self.now())
-        payload = {"upstream": {"job": job, "fire": upstream, "status": entry.get("status"),
-                                "attempt": entry.get("attempt"),
-                                "output": entry.get("output")}}
-        for target in str(entry.get("next") or "").split(","):
-            if not target:
-                continue
-            spec = config.jobs.get(target)
-            keys = keys_for(target, config.redis.shards, config.redis.prefix,
-                            spec.pool if spec else DEFAULT_POOL)
-            fid = chain_fire(target, upstream, due)
-            line = record(fid, "chained", reason=f"after {upstream}: {entry.get('status')}")
-            done = self.scripts.chain(keys, fid, due, payload, line, config.worker.history)
-            if done == 1:
-                self.client.publish(keys.wakeup, "chain")
-                log.info("%s: %s ended (%s), queued %s", job, upstream, entry.get("status"),
-                         fid, extra={"job": target, "fire": fid})
-            elif done < 0:
-                log.warning("%s: %s ended, but %s is not published: not queued", job,
-                            upstream, target, extra={"job": target})
-
-    def _pause_everywhere(self, entry: dict[str, Any], seen_on: Keys) -> None:
-        """A job paused after failures on one shard is paused on the others too, and the
-        audit log says so (actor ``auto``)."""
-        job, note = str(entry.get("job")), str(entry.get("reason") or "auto")
-        for keys in self.shards():
-            if keys != seen_on:
-                try:
-                    self.scripts.pause(keys, job, note)
-                except UnknownJob:
-                    pass
-        audit.write(self.client, self.home.audit,
-                    audit.Action(int(entry.get("at") or self.now()), "auto", "pause", job, note,
-                                 {"fires_failed": entry.get("count")}))
-        log.warning("%s paused: %s", job, note, extra={"job": job})
 
     # -- deliver -------------------------------------------------------------------
     def _deliver_loop(self, channel: str) -> None:
@@ -422,7 +270,7 @@ class Notifier:
             conditions["no_planner"] = (
                 not any(alive(int(s), now, stale) for _, s in planners),
                 "no live planner: no new fires are being planned", "a planner is live again")
-        episodes = self._episodes(home)
+        episodes = self.messages.episodes(home)
         told = []
         for kind, (active, begun, ended) in conditions.items():
             if active:
@@ -434,7 +282,7 @@ class Notifier:
             if t is not None:
                 told.append(t)
         if told or episodes.changed:
-            self._queue(home, 0, episodes, self._messages(told, now))
+            self.messages.queue(home, 0, episodes, self.messages.render(told, now))
 
 
 def pending(client: redis.Redis, home: Keys, shards: list[Keys]) -> dict[str, Any]:
