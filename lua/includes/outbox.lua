@@ -1,5 +1,6 @@
 -- outbox: the events people are told about, pushed by the script that records the outcome,
--- so an event exists exactly when its outcome does (cronsvc/notify/events.py reads them).
+-- so an event exists exactly when its outcome does (cronsvc/outbox/entries.py, its twin,
+-- reads them).
 -- A job's policy line says which events it wants (`mask`, ',dead,missed,' style, '' for
 -- none) and after how many fires failed in a row it is paused (`pause_after`, 0: never).
 --   outbox_line(e)      one entry as JSON, its fields in OUTBOX_FIELDS' order
