@@ -57,6 +57,7 @@
 -- @include fires.lua
 -- @include outbox.lua
 -- @include malformed.lua
+-- @include bulk.lua
 local worker_json = cjson.encode(ARGV[2])
 local batch = tonumber(ARGV[3])
 -- Lua formats numbers with sprintf on every use: turn the hot ones into strings once.
@@ -92,14 +93,6 @@ if soonest < 0 or soonest > now then return {now, soonest, 0, 0, 0} end
 local claimed, dropped = {}, {}
 local w_args, a_args, c_args, gone = {}, {}, {}, {}
 local nevents = 0
-
--- unpack() is bounded by the Lua C stack: send long argument lists in slices.
-local function bulk(cmd, key, args, width)
-  local step = 4000 - 4000 % width
-  for i = 1, #args, step do
-    redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
-  end
-end
 
 local policies = {}
 -- Policies of the jobs of these fires, read once per call: false when not published.
