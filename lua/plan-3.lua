@@ -7,6 +7,7 @@
 -- ARGV[2..] per job: job, digest, upto_ms, n, due_1 .. due_n (ascending ms)
 -- Returns {added_count, stale_jobs}: jobs whose digest is not the published one are skipped.
 -- @include bulk.lua
+-- @include fires.lua
 local added, stale = 0, {}
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
@@ -24,7 +25,7 @@ for _ = 1, tonumber(ARGV[1]) do
       local due = tonumber(ARGV[k])
       if due > wm and due <= upto then
         args[#args + 1] = ARGV[k]
-        args[#args + 1] = job .. '@' .. ARGV[k]
+        args[#args + 1] = fire_id(job, ARGV[k])
       end
     end
     added = added + bulk('ZADD', KEYS[1], args, 2, 'NX')

@@ -9,6 +9,7 @@
 -- Returns {added_count, ids skipped because their rev or mark moved (or they are gone)}.
 -- @include schedules.lua
 -- @include bulk.lua
+-- @include fires.lua
 local added, skipped = 0, {}
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
@@ -26,7 +27,7 @@ for _ = 1, tonumber(ARGV[1]) do
     local args = {}
     for k = first, i - 1 do
       args[#args + 1] = ARGV[k]
-      args[#args + 1] = job .. '@' .. ARGV[k] .. '!' .. sid
+      args[#args + 1] = fire_id(job, ARGV[k], sid)
     end
     added = added + bulk('ZADD', KEYS[3], args, 2, 'NX')
     redis.call('ZADD', KEYS[2], new_mark, sid)

@@ -25,6 +25,7 @@
 -- @include events.lua
 -- @include schedules.lua
 -- @include bulk.lua
+-- @include fires.lua
 local sid, content = ARGV[2], ARGV[5]
 local line = redis.call('HGET', KEYS[1], sid)
 local rev = line and schedule_rev(line) or '0'
@@ -52,7 +53,7 @@ local args = {}
 for i = 9 + n, #ARGV do
   if tonumber(ARGV[i]) > now then
     args[#args + 1] = ARGV[i]
-    args[#args + 1] = job .. '@' .. ARGV[i] .. '!' .. sid
+    args[#args + 1] = fire_id(job, ARGV[i], sid)
   end
 end
 bulk('ZADD', KEYS[4], args, 2, 'NX')
