@@ -58,6 +58,10 @@
 -- @include outbox.lua
 -- @include malformed.lua
 -- @include bulk.lua
+local queue, working, attempts, claims, jobs, paused, running, cancels, events, payloads,
+  dead, held, schedules, job_lines, outbox, failing, slots, malformed =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
+  KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
 local worker_json = cjson.encode(ARGV[2])
 local batch = tonumber(ARGV[3])
 -- Lua formats numbers with sprintf on every use: turn the hot ones into strings once.
@@ -76,12 +80,12 @@ local function next_due(skipping)
   local next_ms = -1
   local q
   if skipping then
-    q = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now_s, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    q = redis.call('ZRANGEBYSCORE', queue, '(' .. now_s, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   else
-    q = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+    q = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
   end
   if q[2] then next_ms = clamped(q[2]) end
-  local w = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  local w = redis.call('ZRANGE', working, 0, 0, 'WITHSCORES')
   if w[2] and (next_ms < 0 or clamped(w[2]) < next_ms) then next_ms = clamped(w[2]) end
   return next_ms
 end
@@ -96,28 +100,28 @@ local nevents = 0
 
 local policies = {}
 -- Policies of the jobs of these fires, read once per call: false when not published.
-local function load_policies(jobs)
+local function load_policies(names)
   local want = {}
-  for _, job in ipairs(jobs) do
+  for _, job in ipairs(names) do
     if policies[job] == nil then want[#want + 1] = job; policies[job] = false end
   end
   if #want == 0 then return end
-  local lines = redis.call('HMGET', KEYS[5], unpack(want))
-  if KEYS[14] ~= KEYS[5] then
+  local lines = redis.call('HMGET', jobs, unpack(want))
+  if job_lines ~= jobs then
     local other = {}
     for i, job in ipairs(want) do
       if not lines[i] then other[#other + 1] = i end
     end
     if #other > 0 then
-      local names = {}
-      for j, i in ipairs(other) do names[j] = want[i] end
-      local mirrored = redis.call('HMGET', KEYS[14], unpack(names))
+      local missing = {}
+      for j, i in ipairs(other) do missing[j] = want[i] end
+      local mirrored = redis.call('HMGET', job_lines, unpack(missing))
       for j, i in ipairs(other) do lines[i] = mirrored[j] end
     end
   end
-  local held = any_definition and {} or redis.call('HMGET', KEYS[12], unpack(want))
+  local holds = any_definition and {} or redis.call('HMGET', held, unpack(want))
   local pauses = {}
-  if redis.call('HLEN', KEYS[6]) > 0 then pauses = redis.call('HMGET', KEYS[6], unpack(want)) end
+  if redis.call('HLEN', paused) > 0 then pauses = redis.call('HMGET', paused, unpack(want)) end
   for i, job in ipairs(want) do
     local line = lines[i]
     local digest, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
@@ -143,25 +147,25 @@ local function load_policies(jobs)
         overlap = overlap, max_attempts = tonumber(max_attempts) or 1,
         paused = paused == '1' or (pauses[i] or false) ~= false,
         -- A line without a definition (an older planner's) needs the job, in any version.
-        held = any_definition or (held[i] or false) ~= false and
-          (definition == '' or held[i] == definition)}
+        held = any_definition or (holds[i] or false) ~= false and
+          (definition == '' or holds[i] == definition)}
     end
   end
 end
 
-local schedules = {}
+local schedule_policies = {}
 -- Policies of runtime schedules, read once per call: the job's, with the schedule's
 -- overrides and payload; false when the schedule is gone or runs another job now.
 -- `entries`: {schedule id, job} pairs whose jobs' policies are loaded.
 local function load_schedules(entries)
   local want, job_of_want = {}, {}
   for _, e in ipairs(entries) do
-    if schedules[e[1]] == nil then
-      want[#want + 1] = e[1]; job_of_want[#want] = e[2]; schedules[e[1]] = false
+    if schedule_policies[e[1]] == nil then
+      want[#want + 1] = e[1]; job_of_want[#want] = e[2]; schedule_policies[e[1]] = false
     end
   end
   if #want == 0 then return end
-  local lines = redis.call('HMGET', KEYS[13], unpack(want))
+  local lines = redis.call('HMGET', schedules, unpack(want))
   for i, sid in ipairs(want) do
     local p = policies[job_of_want[i]]
     if lines[i] and p then
@@ -169,7 +173,7 @@ local function load_schedules(entries)
       if job == job_of_want[i] then
         -- The schedule's own values; the rest is its job's (one shared metatable per job).
         p.inherit = p.inherit or {__index = p}
-        schedules[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
+        schedule_policies[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
           deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
           overlap = overlap ~= '' and overlap or p.overlap,
           paused = p.paused or paused == '1', payload = payload}, p.inherit)
@@ -179,7 +183,7 @@ local function load_schedules(entries)
 end
 
 local function event(kind, fid, reason)
-  add_event(KEYS[9], cjson.encode({event = kind, fire = fid, reason = reason, at = now}))
+  add_event(events, cjson.encode({event = kind, fire = fid, reason = reason, at = now}))
   nevents = nevents + 1
 end
 
@@ -188,24 +192,24 @@ local TOLD = {missed = 'missed', ['definition not held'] = 'missed',
   ['catch_up latest'] = 'skipped', ['overlap forbid'] = 'skipped'}
 local function tell(p, kind, fid, job, attempt, reason)
   if p and wants(p.mask, kind) then
-    redis.call('LPUSH', KEYS[15], outbox_line({event = kind, job = job, fire = fid,
+    redis.call('LPUSH', outbox, outbox_line({event = kind, job = job, fire = fid,
       attempt = attempt, at = now, reason = reason}))
   end
 end
 
 -- Slots: the fires of each bound (max_concurrent of an owner, a named limit) that hold one,
--- read once per call; a fire holds a slot while its lease in KEYS[2] runs.
+-- read once per call; a fire holds a slot while its lease in working runs.
 local slot_fires, slots_changed = {}, {}
 local function holding(field)
   local list = slot_fires[field]
   if list == nil then
     list = {}
-    local raw = redis.call('HGET', KEYS[17], field)
+    local raw = redis.call('HGET', slots, field)
     if raw then
       local seen = 0
       for fid in string.gmatch(raw, '[^|]+') do
         seen = seen + 1
-        local lease = redis.call('ZSCORE', KEYS[2], fid)
+        local lease = redis.call('ZSCORE', working, fid)
         if lease and tonumber(lease) >= now then list[#list + 1] = fid end
       end
       if seen ~= #list then slots_changed[field] = true end
@@ -244,7 +248,7 @@ end
 local waiting = {}
 local function waiter(owner)
   if waiting[owner] == nil then
-    waiting[owner] = redis.call('HGET', KEYS[17], 'w:' .. owner) or false
+    waiting[owner] = redis.call('HGET', slots, 'w:' .. owner) or false
   end
   return waiting[owner]
 end
@@ -255,8 +259,8 @@ local holders = {}  -- job -> fire claimed by this call (overlap forbid/replace)
 -- The fire in flight of a job, if its lease is still held.
 local function holder(job)
   if holders[job] then return holders[job] end
-  local current = redis.call('HGET', KEYS[7], job)
-  if current and redis.call('ZSCORE', KEYS[2], current) then return current end
+  local current = redis.call('HGET', running, job)
+  if current and redis.call('ZSCORE', working, current) then return current end
   return nil
 end
 
@@ -272,12 +276,12 @@ local function take(fid, owner, due, token, p, reclaimed, before)
   c_args[#c_args + 1] = claim_head .. token_s .. ',"due":' .. due
     .. claim_tail .. (reclaimed == 1 and ',"reclaimed":true}' or '}')
   if p and p.overlap ~= 'allow' then
-    redis.call('HSET', KEYS[7], owner, fid)
+    redis.call('HSET', running, owner, fid)
     holders[owner] = fid
   end
   if p and p.bounded then hold(p, owner, fid) end
   if p and p.overlap == 'queue' and waiter(owner) == fid then
-    redis.call('HDEL', KEYS[17], 'w:' .. owner)
+    redis.call('HDEL', slots, 'w:' .. owner)
     waiting[owner] = false
   end
   claimed[#claimed + 1] = {fid, token, tonumber(due), reclaimed, p and p.payload or '',
@@ -290,77 +294,77 @@ end
 local LOST_LEASE_EXTRA = 2
 local aside = {}  -- members that are not fire ids: out of the queue and working set, kept
 local function not_a_fire(key, fid)
-  set_aside(KEYS[18], key, fid, 'not a fire id', now)
+  set_aside(malformed, key, fid, 'not a fire id', now)
   aside[#aside + 1] = {fid, key}
 end
-local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_s, 'LIMIT', 0, batch)
+local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', 0, batch)
 for i = #stale, 1, -1 do
   if not well_formed(stale[i]) then
-    redis.call('ZREM', KEYS[2], stale[i])
-    not_a_fire(KEYS[2], table.remove(stale, i))
+    redis.call('ZREM', working, stale[i])
+    not_a_fire(working, table.remove(stale, i))
   end
 end
 if #stale > 0 then
-  local jobs, sids, entries = {}, {}, {}
+  local names, sids, entries = {}, {}, {}
   for i, fid in ipairs(stale) do
     local job, _, _, sid = split_fire(fid)
-    jobs[i], sids[i] = job, sid or false
+    names[i], sids[i] = job, sid or false
     if sid then entries[#entries + 1] = {sid, job} end
   end
-  load_policies(jobs)
+  load_policies(names)
   load_schedules(entries)
-  local used = redis.call('HMGET', KEYS[3], unpack(stale))
-  local before = redis.call('HMGET', KEYS[4], unpack(stale))
+  local used = redis.call('HMGET', attempts, unpack(stale))
+  local before = redis.call('HMGET', claims, unpack(stale))
   for i, fid in ipairs(stale) do
-    local job, n = jobs[i], tonumber(used[i]) or 0
+    local job, n = names[i], tonumber(used[i]) or 0
     local p = policies[job]
     local owner = owner_of(fid, job)
-    if sids[i] then p, owner = p and schedules[sids[i]], '!' .. sids[i] end
+    if sids[i] then p, owner = p and schedule_policies[sids[i]], '!' .. sids[i] end
     if sids[i] and policies[job] and not p then
       -- Its schedule was deleted, or now runs another job: the run it had is not redone.
-      redis.call('ZREM', KEYS[2], fid)
-      redis.call('HDEL', KEYS[4], fid)
-      redis.call('HDEL', KEYS[8], fid)
+      redis.call('ZREM', working, fid)
+      redis.call('HDEL', claims, fid)
+      redis.call('HDEL', cancels, fid)
       gone[#gone + 1] = fid
-      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
+      if redis.call('HGET', running, owner) == fid then redis.call('HDEL', running, owner) end
       dropped[#dropped + 1] = {fid, 'schedule removed'}
       event('dropped', fid, 'schedule removed')
     elseif p and not p.held then
       -- Not this worker's to run: back to the queue at its due time, no attempt used, for a
       -- worker that holds its definition (the claim is kept: whoever takes it sees the holder).
-      redis.call('ZREM', KEYS[2], fid)
-      redis.call('ZADD', KEYS[1], due_s_of(fid), fid)
-      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
+      redis.call('ZREM', working, fid)
+      redis.call('ZADD', queue, due_s_of(fid), fid)
+      if redis.call('HGET', running, owner) == fid then redis.call('HDEL', running, owner) end
       event('handed back', fid, 'lease lapsed; definition not held by ' .. ARGV[2])
     elseif not p or n >= p.max_attempts + LOST_LEASE_EXTRA then
       -- Attempts and payload stay, so the dead fire can be retried by hand.
-      redis.call('ZREM', KEYS[2], fid)
-      redis.call('HDEL', KEYS[4], fid)
-      redis.call('HDEL', KEYS[8], fid)
-      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
-      redis.call('ZADD', KEYS[11], now_s, fid)
+      redis.call('ZREM', working, fid)
+      redis.call('HDEL', claims, fid)
+      redis.call('HDEL', cancels, fid)
+      if redis.call('HGET', running, owner) == fid then redis.call('HDEL', running, owner) end
+      redis.call('ZADD', dead, now_s, fid)
       dropped[#dropped + 1] = {fid, p and 'dead' or 'dead: job removed'}
       event('dead', fid, p and 'lease lost on the last attempt' or 'job removed')
       tell(p, 'dead', fid, job, n, 'lease lost on the last attempt')
       if p and p.on_failure then
-        chained(KEYS[15], job, fid, '{"status":"dead","attempt":' .. n .. ',"started":'
+        chained(outbox, job, fid, '{"status":"dead","attempt":' .. n .. ',"started":'
           .. now_s .. '}', p.on_failure)
       end
       if p and tracks(p.mask, p.pause_after) then
-        fire_failed(KEYS[16], KEYS[6], KEYS[15], job, fid, p.pause_after, now)
+        fire_failed(failing, paused, outbox, job, fid, p.pause_after, now)
       end
     elseif full(p, owner) then
       -- Its slot went with its lease and is taken now: back to the queue, no attempt used,
       -- until one is free (a retry is never judged by its starting deadline).
-      redis.call('ZREM', KEYS[2], fid)
-      redis.call('ZADD', KEYS[1], due_s_of(fid), fid)
-      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
+      redis.call('ZREM', working, fid)
+      redis.call('ZADD', queue, due_s_of(fid), fid)
+      if redis.call('HGET', running, owner) == fid then redis.call('HDEL', running, owner) end
       event('handed back', fid, 'lease lapsed; ' .. full(p, owner))
     else
       take(fid, owner, due_s_of(fid), n + 1, p, 1, before[i])
       event('reclaimed', fid, nil)
       tell(p, 'lease_lost', fid, job, n, 'its worker stopped renewing the lease')
-      if p and tracks(p.mask, p.pause_after) then attempt_failed(KEYS[16], job) end
+      if p and tracks(p.mask, p.pause_after) then attempt_failed(failing, job) end
     end
   end
 end
@@ -372,7 +376,7 @@ local examined = 0
 local skipped, leave = false, {}  -- fires left queued for workers holding their definition
 local fires = {}
 if #claimed < batch then
-  fires = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, scan)
+  fires = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, scan)
   local parsed, latest = {}, {}
   for i, fid in ipairs(fires) do
     if well_formed(fid) then
@@ -388,26 +392,26 @@ if #claimed < batch then
   while #claimed < batch and examined < #fires do
     -- One slice at a time, the size still missing: drops are rare, so usually one slice.
     local first, last = examined + 1, math.min(#fires, examined + batch - #claimed)
-    local ids, jobs, entries = {}, {}, {}
+    local ids, names, entries = {}, {}, {}
     for i = first, last do
       ids[#ids + 1] = fires[i]
       if parsed[i] then
-        jobs[#jobs + 1] = parsed[i][1]
+        names[#names + 1] = parsed[i][1]
         if parsed[i][5] then entries[#entries + 1] = {parsed[i][5], parsed[i][1]} end
       end
     end
-    load_policies(jobs)
+    load_policies(names)
     if #entries > 0 then load_schedules(entries) end
-    local used = redis.call('HMGET', KEYS[3], unpack(ids))
+    local used = redis.call('HMGET', attempts, unpack(ids))
     for i = first, last do
       local fid = fires[i]
       if not parsed[i] then
-        not_a_fire(KEYS[1], fid)
+        not_a_fire(queue, fid)
       else
         local job, due_s, due, oneoff = parsed[i][1], parsed[i][2], parsed[i][3], parsed[i][4]
         local sid, owner = parsed[i][5], parsed[i][6]
         local p, n = policies[job], tonumber(used[i - first + 1])
-        if sid and p then p = schedules[sid] end
+        if sid and p then p = schedule_policies[sid] end
         local reason = nil
         -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
         if not p then
@@ -438,7 +442,7 @@ if #claimed < batch then
             elseif ahead and p.overlap == 'forbid' then
               reason = 'overlap forbid'
             elseif ahead and p.overlap == 'replace' then
-              redis.call('HSET', KEYS[8], ahead, 'replaced')
+              redis.call('HSET', cancels, ahead, 'replaced')
               event('cancelled', ahead, 'replaced by ' .. fid)
             elseif ahead then
               why = 'overlap queue'
@@ -452,13 +456,13 @@ if #claimed < batch then
             leave[fid] = true
           elseif why and p.overlap == 'queue' then
             local w = waiter(owner)
-            if w and w ~= fid and redis.call('ZSCORE', KEYS[1], w) then
+            if w and w ~= fid and redis.call('ZSCORE', queue, w) then
               reason = 'overlap queue: ' .. w .. ' waits already'
             else
               skipped = true
               leave[fid] = true
               if w ~= fid then
-                redis.call('HSET', KEYS[17], 'w:' .. owner, fid)
+                redis.call('HSET', slots, 'w:' .. owner, fid)
                 waiting[owner] = fid
                 -- Said once, when it starts waiting: the worker writes it to the history.
                 dropped[#dropped + 1] = {fid, 'queued behind ' .. ahead}
@@ -478,7 +482,7 @@ if #claimed < batch then
           if TOLD[reason] then tell(p, TOLD[reason], fid, job, nil, reason) end
         else
           -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
-          local before = n and redis.call('HGET', KEYS[4], fid) or nil
+          local before = n and redis.call('HGET', claims, fid) or nil
           take(fid, owner, due_s, (n or 0) + 1, p, before and 1 or 0, before)
         end
       end
@@ -488,46 +492,46 @@ if #claimed < batch then
 end
 
 if examined > 0 and not skipped then
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, examined - 1)
+  redis.call('ZREMRANGEBYRANK', queue, 0, examined - 1)
 elseif examined > 0 then
   local taken = {}
   for i = 1, examined do
     if not leave[fires[i]] then taken[#taken + 1] = fires[i] end
   end
-  if #taken > 0 then bulk('ZREM', KEYS[1], taken, 1) end
+  if #taken > 0 then bulk('ZREM', queue, taken, 1) end
 end
 if #w_args > 0 then
-  bulk('ZADD', KEYS[2], w_args, 2)
-  bulk('HSET', KEYS[3], a_args, 2)
-  bulk('HSET', KEYS[4], c_args, 2)
-  if redis.call('HLEN', KEYS[10]) > 0 then
+  bulk('ZADD', working, w_args, 2)
+  bulk('HSET', attempts, a_args, 2)
+  bulk('HSET', claims, c_args, 2)
+  if redis.call('HLEN', payloads) > 0 then
     local ids = {}
     for i, c in ipairs(claimed) do ids[i] = c[1] end
-    local payloads = redis.call('HMGET', KEYS[10], unpack(ids))
-    for i, c in ipairs(claimed) do c[5] = payloads[i] or c[5] end
+    local given = redis.call('HMGET', payloads, unpack(ids))
+    for i, c in ipairs(claimed) do c[5] = given[i] or c[5] end
   end
 end
-if #gone > 0 then bulk('HDEL', KEYS[3], gone, 1) end
+if #gone > 0 then bulk('HDEL', attempts, gone, 1) end
 if #aside > 0 then
   local members = {}
   for i, a in ipairs(aside) do members[i] = a[1] end
-  for _, key in ipairs({KEYS[3], KEYS[4], KEYS[8], KEYS[10]}) do bulk('HDEL', key, members, 1) end
+  for _, key in ipairs({attempts, claims, cancels, payloads}) do bulk('HDEL', key, members, 1) end
 end
-if #dropped > 0 and redis.call('HLEN', KEYS[10]) > 0 then
+if #dropped > 0 and redis.call('HLEN', payloads) > 0 then
   local ids = {}
   for i, d in ipairs(dropped) do
     local head = string.sub(d[2], 1, 6)
     if head ~= 'dead' and head ~= 'dead: ' and head ~= 'queued' then ids[#ids + 1] = d[1] end
   end
-  if #ids > 0 then bulk('HDEL', KEYS[10], ids, 1) end
+  if #ids > 0 then bulk('HDEL', payloads, ids, 1) end
 end
-if nevents > 0 then trim_events(KEYS[9]) end
+if nevents > 0 then trim_events(events) end
 for field in pairs(slots_changed) do
   local list = slot_fires[field]
   if #list > 0 then
-    redis.call('HSET', KEYS[17], field, table.concat(list, '|'))
+    redis.call('HSET', slots, field, table.concat(list, '|'))
   else
-    redis.call('HDEL', KEYS[17], field)
+    redis.call('HDEL', slots, field)
   end
 end
 
