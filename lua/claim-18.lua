@@ -52,12 +52,12 @@
 -- later, and within a second while its scan found nothing it could take.
 -- Writes are gathered and sent as one command per key: the cost per fire is mostly Lua.
 -- @include now.lua
--- @include schedules.lua
 -- @include events.lua
 -- @include fires.lua
 -- @include outbox.lua
 -- @include malformed.lua
 -- @include bulk.lua
+-- @include policies.lua
 local queue, working, attempts, claims, jobs, paused, running, cancels, events, payloads,
   dead, held, schedules, job_lines, outbox, failing, slots, malformed =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
@@ -98,89 +98,7 @@ local claimed, dropped = {}, {}
 local w_args, a_args, c_args, gone = {}, {}, {}, {}
 local nevents = 0
 
-local policies = {}
--- Policies of the jobs of these fires, read once per call: false when not published.
-local function load_policies(names)
-  local want = {}
-  for _, job in ipairs(names) do
-    if policies[job] == nil then want[#want + 1] = job; policies[job] = false end
-  end
-  if #want == 0 then return end
-  local lines = redis.call('HMGET', jobs, unpack(want))
-  if job_lines ~= jobs then
-    local other = {}
-    for i, job in ipairs(want) do
-      if not lines[i] then other[#other + 1] = i end
-    end
-    if #other > 0 then
-      local missing = {}
-      for j, i in ipairs(other) do missing[j] = want[i] end
-      local mirrored = redis.call('HMGET', job_lines, unpack(missing))
-      for j, i in ipairs(other) do lines[i] = mirrored[j] end
-    end
-  end
-  local holds = any_definition and {} or redis.call('HMGET', held, unpack(want))
-  local pauses = {}
-  if redis.call('HLEN', paused) > 0 then pauses = redis.call('HMGET', paused, unpack(want)) end
-  for i, job in ipairs(want) do
-    local line = lines[i]
-    local digest, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
-      pause_after, most, limits, chain
-    if line then
-      digest, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
-        pause_after, most, limits, chain = string.match(line, '^([^|]*)|([^|]*)|([^|]*)|'
-          .. '([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?[^|]*|?'
-          .. '([^|]*)$')
-    end
-    -- A line that is not a policy line (written by hand) publishes no job: its fires are a
-    -- removed job's until a planner publishes the job again.
-    if digest then
-      local caps = {}
-      for name, cap in string.gmatch(limits or '', '([^,:]+):(%d+)') do
-        caps[#caps + 1] = {name = name, cap = tonumber(cap)}
-      end
-      policies[job] = {catch_up = catch_up, deadline = tonumber(deadline) or 0,
-        mask = mask, pause_after = tonumber(pause_after) or 0,
-        most = tonumber(most) or 0, limits = caps,
-        bounded = (tonumber(most) or 0) > 0 or #caps > 0,
-        on_failure = string.match(chain or '', 'f=([^;]*)'),
-        overlap = overlap, max_attempts = tonumber(max_attempts) or 1,
-        paused = paused == '1' or (pauses[i] or false) ~= false,
-        -- A line without a definition (an older planner's) needs the job, in any version.
-        held = any_definition or (holds[i] or false) ~= false and
-          (definition == '' or holds[i] == definition)}
-    end
-  end
-end
-
-local schedule_policies = {}
--- Policies of runtime schedules, read once per call: the job's, with the schedule's
--- overrides and payload; false when the schedule is gone or runs another job now.
--- `entries`: {schedule id, job} pairs whose jobs' policies are loaded.
-local function load_schedules(entries)
-  local want, job_of_want = {}, {}
-  for _, e in ipairs(entries) do
-    if schedule_policies[e[1]] == nil then
-      want[#want + 1] = e[1]; job_of_want[#want] = e[2]; schedule_policies[e[1]] = false
-    end
-  end
-  if #want == 0 then return end
-  local lines = redis.call('HMGET', schedules, unpack(want))
-  for i, sid in ipairs(want) do
-    local p = policies[job_of_want[i]]
-    if lines[i] and p then
-      local job, paused, catch_up, deadline, overlap, payload = schedule_policy(lines[i])
-      if job == job_of_want[i] then
-        -- The schedule's own values; the rest is its job's (one shared metatable per job).
-        p.inherit = p.inherit or {__index = p}
-        schedule_policies[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
-          deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
-          overlap = overlap ~= '' and overlap or p.overlap,
-          paused = p.paused or paused == '1', payload = payload}, p.inherit)
-      end
-    end
-  end
-end
+local policy = policy_reader(jobs, job_lines, held, paused, schedules, any_definition)
 
 local function event(kind, fid, reason)
   add_event(events, cjson.encode({event = kind, fire = fid, reason = reason, at = now}))
@@ -311,16 +229,14 @@ if #stale > 0 then
     names[i], sids[i] = job, sid or false
     if sid then entries[#entries + 1] = {sid, job} end
   end
-  load_policies(names)
-  load_schedules(entries)
+  policy.load(names, entries)
   local used = redis.call('HMGET', attempts, unpack(stale))
   local before = redis.call('HMGET', claims, unpack(stale))
   for i, fid in ipairs(stale) do
     local job, n = names[i], tonumber(used[i]) or 0
-    local p = policies[job]
-    local owner = owner_of(fid, job)
-    if sids[i] then p, owner = p and schedule_policies[sids[i]], '!' .. sids[i] end
-    if sids[i] and policies[job] and not p then
+    local p, schedule_gone = policy.of(job, sids[i])
+    local owner = sids[i] and '!' .. sids[i] or owner_of(fid, job)
+    if schedule_gone then
       -- Its schedule was deleted, or now runs another job: the run it had is not redone.
       redis.call('ZREM', working, fid)
       redis.call('HDEL', claims, fid)
@@ -400,8 +316,7 @@ if #claimed < batch then
         if parsed[i][5] then entries[#entries + 1] = {parsed[i][5], parsed[i][1]} end
       end
     end
-    load_policies(names)
-    if #entries > 0 then load_schedules(entries) end
+    policy.load(names, entries)
     local used = redis.call('HMGET', attempts, unpack(ids))
     for i = first, last do
       local fid = fires[i]
@@ -410,12 +325,12 @@ if #claimed < batch then
       else
         local job, due_s, due, oneoff = parsed[i][1], parsed[i][2], parsed[i][3], parsed[i][4]
         local sid, owner = parsed[i][5], parsed[i][6]
-        local p, n = policies[job], tonumber(used[i - first + 1])
-        if sid and p then p = schedule_policies[sid] end
+        local p, schedule_gone = policy.of(job, sid)
+        local n = tonumber(used[i - first + 1])
         local reason = nil
         -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
         if not p then
-          reason = sid and policies[job] and 'schedule removed' or 'removed'
+          reason = schedule_gone and 'schedule removed' or 'removed'
         elseif p.paused and not oneoff then
           reason = 'paused'
         elseif not n and p.deadline > 0 and now - due > p.deadline then

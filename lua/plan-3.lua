@@ -8,6 +8,7 @@
 -- Returns {added_count, stale_jobs}: jobs whose digest is not the published one are skipped.
 -- @include bulk.lua
 -- @include fires.lua
+-- @include policy.lua
 local added, stale = 0, {}
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
@@ -16,7 +17,7 @@ for _ = 1, tonumber(ARGV[1]) do
   local first = i + 4
   i = first + n
   local line = redis.call('HGET', KEYS[3], job)
-  if not line or string.match(line, '^[^|]*') ~= digest then
+  if not line or policy_digest(line) ~= digest then
     stale[#stale + 1] = job
   else
     local wm = tonumber(redis.call('HGET', KEYS[2], job)) or -1
