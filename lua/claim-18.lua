@@ -58,6 +58,7 @@
 -- @include malformed.lua
 -- @include bulk.lua
 -- @include policies.lua
+-- @include slots.lua
 local queue, working, attempts, claims, jobs, paused, running, cancels, events, payloads,
   dead, held, schedules, job_lines, outbox, failing, slots, malformed =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
@@ -115,72 +116,10 @@ local function tell(p, kind, fid, job, attempt, reason)
   end
 end
 
--- Slots: the fires of each bound (max_concurrent of an owner, a named limit) that hold one,
--- read once per call; a fire holds a slot while its lease in working runs.
-local slot_fires, slots_changed = {}, {}
-local function holding(field)
-  local list = slot_fires[field]
-  if list == nil then
-    list = {}
-    local raw = redis.call('HGET', slots, field)
-    if raw then
-      local seen = 0
-      for fid in string.gmatch(raw, '[^|]+') do
-        seen = seen + 1
-        local lease = redis.call('ZSCORE', working, fid)
-        if lease and tonumber(lease) >= now then list[#list + 1] = fid end
-      end
-      if seen ~= #list then slots_changed[field] = true end
-    end
-    slot_fires[field] = list
-  end
-  return list
-end
--- Why a fire of owner with policy p cannot start now (a bound is full), and a fire in the
--- way; nil when every bound has a free slot.
-local function full(p, owner)
-  if not p.bounded then return nil end
-  if p.most > 0 then
-    local h = holding('o:' .. owner)
-    if #h >= p.most then
-      return 'max_concurrent ' .. p.most .. ' (' .. #h .. ' running)', h[1]
-    end
-  end
-  for _, l in ipairs(p.limits) do
-    local h = holding('l:' .. l.name)
-    if #h >= l.cap then return 'limit ' .. l.name .. ' (' .. #h .. ' running)', h[1] end
-  end
-  return nil
-end
-local function hold(p, owner, fid)
-  local fields = {}
-  if p.most > 0 then fields[1] = 'o:' .. owner end
-  for _, l in ipairs(p.limits) do fields[#fields + 1] = 'l:' .. l.name end
-  for _, field in ipairs(fields) do
-    local h = holding(field)
-    h[#h + 1] = fid
-    slots_changed[field] = true
-  end
-end
--- overlap queue: one fire of owner waits for the running one; a second is dropped.
-local waiting = {}
-local function waiter(owner)
-  if waiting[owner] == nil then
-    waiting[owner] = redis.call('HGET', slots, 'w:' .. owner) or false
-  end
-  return waiting[owner]
-end
+local bounds = slots_of(slots, running, working, now)
 
 local claim_head = '{"worker":' .. worker_json .. ',"token":'
 local claim_tail = ',"claimed_at":' .. now_s
-local holders = {}  -- job -> fire claimed by this call (overlap forbid/replace)
--- The fire in flight of a job, if its lease is still held.
-local function holder(job)
-  if holders[job] then return holders[job] end
-  local current = redis.call('HGET', running, job)
-  if current and redis.call('ZSCORE', working, current) then return current end
-  return nil
-end
 
 -- token: the attempt number; due: a string of digits; before: the lapsed holder's claim;
 -- owner: the job, or '!' .. schedule id (whose fire in flight overlap looks at).
@@ -193,15 +132,7 @@ local function take(fid, owner, due, token, p, reclaimed, before)
   c_args[#c_args + 1] = fid
   c_args[#c_args + 1] = claim_head .. token_s .. ',"due":' .. due
     .. claim_tail .. (reclaimed == 1 and ',"reclaimed":true}' or '}')
-  if p and p.overlap ~= 'allow' then
-    redis.call('HSET', running, owner, fid)
-    holders[owner] = fid
-  end
-  if p and p.bounded then hold(p, owner, fid) end
-  if p and p.overlap == 'queue' and waiter(owner) == fid then
-    redis.call('HDEL', slots, 'w:' .. owner)
-    waiting[owner] = false
-  end
+  if p then bounds.start(p, owner, fid) end
   claimed[#claimed + 1] = {fid, token, tonumber(due), reclaimed, p and p.payload or '',
     before or ''}
 end
@@ -242,7 +173,7 @@ if #stale > 0 then
       redis.call('HDEL', claims, fid)
       redis.call('HDEL', cancels, fid)
       gone[#gone + 1] = fid
-      if redis.call('HGET', running, owner) == fid then redis.call('HDEL', running, owner) end
+      bounds.release(owner, fid)
       dropped[#dropped + 1] = {fid, 'schedule removed'}
       event('dropped', fid, 'schedule removed')
     elseif p and not p.held then
@@ -250,14 +181,14 @@ if #stale > 0 then
       -- worker that holds its definition (the claim is kept: whoever takes it sees the holder).
       redis.call('ZREM', working, fid)
       redis.call('ZADD', queue, due_s_of(fid), fid)
-      if redis.call('HGET', running, owner) == fid then redis.call('HDEL', running, owner) end
+      bounds.release(owner, fid)
       event('handed back', fid, 'lease lapsed; definition not held by ' .. ARGV[2])
     elseif not p or n >= p.max_attempts + LOST_LEASE_EXTRA then
       -- Attempts and payload stay, so the dead fire can be retried by hand.
       redis.call('ZREM', working, fid)
       redis.call('HDEL', claims, fid)
       redis.call('HDEL', cancels, fid)
-      if redis.call('HGET', running, owner) == fid then redis.call('HDEL', running, owner) end
+      bounds.release(owner, fid)
       redis.call('ZADD', dead, now_s, fid)
       dropped[#dropped + 1] = {fid, p and 'dead' or 'dead: job removed'}
       event('dead', fid, p and 'lease lost on the last attempt' or 'job removed')
@@ -269,13 +200,13 @@ if #stale > 0 then
       if p and tracks(p.mask, p.pause_after) then
         fire_failed(failing, paused, outbox, job, fid, p.pause_after, now)
       end
-    elseif full(p, owner) then
+    elseif bounds.full(p, owner) then
       -- Its slot went with its lease and is taken now: back to the queue, no attempt used,
       -- until one is free (a retry is never judged by its starting deadline).
       redis.call('ZREM', working, fid)
       redis.call('ZADD', queue, due_s_of(fid), fid)
-      if redis.call('HGET', running, owner) == fid then redis.call('HDEL', running, owner) end
-      event('handed back', fid, 'lease lapsed; ' .. full(p, owner))
+      bounds.release(owner, fid)
+      event('handed back', fid, 'lease lapsed; ' .. bounds.full(p, owner))
     else
       take(fid, owner, due_s_of(fid), n + 1, p, 1, before[i])
       event('reclaimed', fid, nil)
@@ -345,47 +276,21 @@ if #claimed < batch then
         elseif not n and not oneoff and p.catch_up == 'latest' and latest[owner] > due then
           reason = 'catch_up latest'
         else
-          -- Bounds: overlap (one run of the owner), max_concurrent and named limits. A fire
-          -- queued by hand with attempts 0 (a backfill, a dead retry) waits for its slot: it
-          -- is neither dropped (forbid) nor stops the run in its way (replace).
-          local why, ahead
-          local asked = n == 0
-          if p.overlap ~= 'allow' and p.most == 0 then
-            ahead = holder(owner)
-            if ahead and asked then
-              why = 'overlap ' .. p.overlap
-            elseif ahead and p.overlap == 'forbid' then
-              reason = 'overlap forbid'
-            elseif ahead and p.overlap == 'replace' then
-              redis.call('HSET', cancels, ahead, 'replaced')
-              event('cancelled', ahead, 'replaced by ' .. fid)
-            elseif ahead then
-              why = 'overlap queue'
-            end
-          end
-          if not reason and not why and p.bounded and (p.overlap ~= 'replace' or asked) then
-            why, ahead = full(p, owner)
-          end
-          if why and asked then
+          -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
+          local verdict, ahead = bounds.admit(p, owner, fid, n == 0, queue)
+          if verdict == 'drop' then
+            reason = ahead
+          elseif verdict == 'replace' then
+            redis.call('HSET', cancels, ahead, 'replaced')
+            event('cancelled', ahead, 'replaced by ' .. fid)
+          elseif verdict then
             skipped = true
             leave[fid] = true
-          elseif why and p.overlap == 'queue' then
-            local w = waiter(owner)
-            if w and w ~= fid and redis.call('ZSCORE', queue, w) then
-              reason = 'overlap queue: ' .. w .. ' waits already'
-            else
-              skipped = true
-              leave[fid] = true
-              if w ~= fid then
-                redis.call('HSET', slots, 'w:' .. owner, fid)
-                waiting[owner] = fid
-                -- Said once, when it starts waiting: the worker writes it to the history.
-                dropped[#dropped + 1] = {fid, 'queued behind ' .. ahead}
-                event('held', fid, 'queued behind ' .. ahead)
-              end
+            if verdict == 'queued' then
+              -- Said once, when it starts waiting: the worker writes it to the history.
+              dropped[#dropped + 1] = {fid, 'queued behind ' .. ahead}
+              event('held', fid, 'queued behind ' .. ahead)
             end
-          elseif why then
-            reason = why
           end
         end
         if leave[fid] then
@@ -441,14 +346,7 @@ if #dropped > 0 and redis.call('HLEN', payloads) > 0 then
   if #ids > 0 then bulk('HDEL', payloads, ids, 1) end
 end
 if nevents > 0 then trim_events(events) end
-for field in pairs(slots_changed) do
-  local list = slot_fires[field]
-  if #list > 0 then
-    redis.call('HSET', slots, field, table.concat(list, '|'))
-  else
-    redis.call('HDEL', slots, field)
-  end
-end
+bounds.save()
 
 -- 3. When to come back.
 local next_ms = next_due(skipped)
