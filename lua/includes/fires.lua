@@ -16,8 +16,11 @@
 --                      '#' and a tag, or '!' and a schedule id; then '!@' and a host for
 --                      one host's run (the grammar of FIRE_ID in cronsvc/fires.py); the
 --                      others are not split
+--   fire_parts(fid)    fid split once for all a claim asks of it, or false if it is not a
+--                      fire id: a table of fid, job, due_s (digits), due (ms), oneoff,
+--                      sid (nil for none) and owner
 local job_of, due_of, due_s_of, split_fire, is_cron_fire, fire_head, has_head, owner_of
-local well_formed, fire_id
+local well_formed, fire_id, fire_parts
 do
   local find, sub, match = string.find, string.sub, string.match
   function job_of(fid) return match(fid, '^(.-)@%d') end
@@ -58,5 +61,11 @@ do
     end
     return rest == '' or match(rest, '^#[%w_.%-]+$') ~= nil
       or match(rest, '^![%w][%w_.:/%-]*$') ~= nil
+  end
+  function fire_parts(fid)
+    if not well_formed(fid) then return false end
+    local job, due_s, oneoff, sid = split_fire(fid)
+    return {fid = fid, job = job, due_s = due_s, due = tonumber(due_s), oneoff = oneoff,
+      sid = sid, owner = owner_of(fid, job)}
   end
 end

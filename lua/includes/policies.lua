@@ -5,14 +5,14 @@
 --   policy_reader(jobs, job_lines, held, paused, schedules, any_definition)  a reader of
 --                       those hashes (the claim's KEYS of those names; any_definition: every
 --                       definition counts as held); a table of:
---     load(names, entries)  read what this call has not read yet: the policies of the jobs
---                       `names`, then those of the schedules of `entries`, {schedule id,
---                       job} pairs whose jobs are among names
---     of(job, sid)      the policy a fire of job (of schedule sid, unless sid is nil or
---                       false) is judged by, or false: its job is not published, or its
---                       schedule is gone or runs another job now; then true if the schedule
---                       is why. A policy is parse_policy's table with held, paused (the
---                       file's or a runtime pause), and of a schedule its payload
+--     load(fires, first, last)  read what this call has not read yet for fires[first..
+--                       last] (fire_parts tables of fires.lua; false ones are skipped): the
+--                       policies of their jobs, then those of their runtime schedules
+--     of(f)             the policy fire f (a fire_parts table) is judged by, or false: its
+--                       job is not published, or its schedule is gone or runs another job
+--                       now; then true if the schedule is why. A policy is parse_policy's
+--                       table with held, paused (the file's or a runtime pause), and of a
+--                       schedule its payload
 -- @include policy.lua
 -- @include schedules.lua
 local function policy_reader(jobs, job_lines, held, paused, schedules, any_definition)
@@ -79,18 +79,27 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
     end
   end
 
-  local reader = {}
-  function reader.load(names, entries)
+  local function load(fires, first, last)
+    local names, entries = {}, {}
+    for i = first, last do
+      local f = fires[i]
+      if f then
+        names[#names + 1] = f.job
+        if f.sid then entries[#entries + 1] = {f.sid, f.job} end
+      end
+    end
     load_jobs(names)
     load_schedules(entries)
   end
-  function reader.of(job, sid)
-    local p = of_job[job]
-    if sid and p then
-      p = of_schedule[sid]
+
+  local function of(f)
+    local p = of_job[f.job]
+    if f.sid and p then
+      p = of_schedule[f.sid]
       return p, not p
     end
     return p, false
   end
-  return reader
+
+  return {load = load, of = of}
 end
