@@ -5,6 +5,7 @@ there, once, before it is used."""
 from __future__ import annotations
 
 import re
+from itertools import takewhile
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,18 @@ def test_no_script_holds_an_include_twice() -> None:
     for src in load_sources().values():
         for name, head in heads.items():
             assert src.text.count(head + "\n") <= 1, (src.path.name, name)
+
+
+_DEFINES = re.compile(r"^local (?:function )?([a-z_][\w, ]*?)\s*(?:=|\(|$)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("path", sorted((lua_dir() / INCLUDES).glob("*.lua")), ids=lambda p: p.name)
+def test_an_include_header_lists_what_it_defines(path: Path) -> None:
+    """A script's reader finds what an include gives it in the include's first comment lines
+    (its constants, in capitals, are its own business)."""
+    text = path.read_text()
+    head = "\n".join(takewhile(lambda x: x.startswith("--") and not x.startswith("-- @include"),
+                               text.splitlines()))
+    defined = {name.strip() for names in _DEFINES.findall(text) for name in names.split(",")}
+    assert head.startswith(f"-- {path.stem}: ")
+    assert sorted(n for n in defined if not re.search(rf"\b{n}\b", head)) == []
