@@ -26,8 +26,9 @@ one line the script parses with a single pattern match::
 - ``then``: the jobs a fire's end triggers, ``s=import,report;f=alert`` (on success; on
   failure for good); empty: none.
 
-:class:`Policy` is the only writer and reader of the line in Python;
-``lua/claim-*.lua`` and ``lua/plan-*.lua`` read the same fields.
+:class:`Policy` is the only writer and reader of the line in Python. Its twin in Lua is
+``lua/includes/policy.lua``, the one reader there (the claim judges fires by it, plan and
+publish compare digests): a field added or moved here is added or moved there.
 """
 
 from __future__ import annotations

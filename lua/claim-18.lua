@@ -5,9 +5,7 @@
 -- KEYS[2]  working   zset fire -> lease deadline, ms
 -- KEYS[3]  attempts  hash fire -> attempt count = fencing token of the current claim
 -- KEYS[4]  claims    hash fire -> JSON {worker, token, due, claimed_at[, reclaimed]}
--- KEYS[5]  jobs      hash job -> policy line (cronsvc/policy.py):
---                    digest|catch_up|deadline_ms|overlap|max_attempts|paused|definition|
---                    notify|pause_after|max_concurrent|limits ('db:3,gpu:1')|pool|then
+-- KEYS[5]  jobs      hash job -> policy line (cronsvc/policy.py; read by includes/policy.lua)
 -- KEYS[6]  paused    hash job -> JSON of a runtime pause
 -- KEYS[7]  running   hash job (or '!' .. schedule id) -> fire in flight (overlap forbid/replace)
 -- KEYS[8]  cancels   hash fire -> reason the holder must stop
@@ -23,9 +21,8 @@
 -- KEYS[15] outbox    list of events to tell people about, newest first: lease_lost, dead,
 --                    missed and skipped, for jobs whose policy line wants them
 -- KEYS[16] failing   hash job -> fires failed in a row (for recovered and auto-pause)
--- KEYS[17] slots     hash 'o:' .. owner or 'l:' .. limit -> the fires holding its slots,
---                    '|'-separated (a fire not leased in KEYS[2] any more holds none);
---                    'w:' .. owner -> its one fire waiting for a slot (overlap queue)
+-- KEYS[17] slots     hash of the fires holding the slots of an owner or a limit, and of the
+--                    fire of an owner waiting for one (includes/slots.lua)
 -- KEYS[18] malformed list of entries set aside: a member of KEYS[1] or KEYS[2] that is not
 --                    a fire id leaves it (with what KEYS[3], KEYS[4], KEYS[8] and KEYS[10]
 --                    hold of it) and is kept here, once
@@ -52,510 +49,179 @@
 -- later, and within a second while its scan found nothing it could take.
 -- Writes are gathered and sent as one command per key: the cost per fire is mostly Lua.
 -- @include now.lua
--- @include schedules.lua
--- @include events.lua
 -- @include fires.lua
--- @include outbox.lua
--- @include malformed.lua
-local worker_json = cjson.encode(ARGV[2])
-local batch = tonumber(ARGV[3])
--- Lua formats numbers with sprintf on every use: turn the hot ones into strings once.
-local now_s = string.format('%d', now)
-local lease_until = string.format('%d', now + tonumber(ARGV[4]))
+-- @include bulk.lua
+-- @include policies.lua
+-- @include slots.lua
+-- @include leases.lua
+-- @include outcomes.lua
+-- @include wake.lua
+local queue, working, attempts, claims, jobs, paused, running, cancels, events, payloads,
+  dead, held, schedules, job_lines, outbox, failing, slots, malformed =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
+  KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
+local worker, batch, unheld_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[6])
 local scan = math.max(tonumber(ARGV[5]), batch)
-local unheld_ms = tonumber(ARGV[6])
-local any_definition = ARGV[7] == '1'
+local now_s = string.format('%d', now)  -- made once: Lua runs sprintf on every use
 local RESCAN_MS = 1000
--- When to come back: the next due fire, or the next lease to expire; -1 if neither.
--- `skipping`: due fires were left for other workers, so look past what is due now.
--- A score below 0 (a member written by hand at -inf, say) is due now, not "nothing", and
--- one of +inf is a time a reply can carry.
-local function clamped(score) return math.min(math.max(tonumber(score), 0), 2^53) end
-local function next_due(skipping)
-  local next_ms = -1
-  local q
-  if skipping then
-    q = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now_s, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  else
-    q = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  end
-  if q[2] then next_ms = clamped(q[2]) end
-  local w = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-  if w[2] and (next_ms < 0 or clamped(w[2]) < next_ms) then next_ms = clamped(w[2]) end
-  return next_ms
-end
-
--- An idle fleet claims often and finds nothing: answer that with two reads.
-local soonest = next_due(false)
-if soonest < 0 or soonest > now then return {now, soonest, 0, 0, 0} end
-
-local claimed, dropped = {}, {}
-local w_args, a_args, c_args, gone = {}, {}, {}, {}
-local nevents = 0
-
--- unpack() is bounded by the Lua C stack: send long argument lists in slices.
-local function bulk(cmd, key, args, width)
-  local step = 4000 - 4000 % width
-  for i = 1, #args, step do
-    redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
-  end
-end
-
-local policies = {}
--- Policies of the jobs of these fires, read once per call: false when not published.
-local function load_policies(jobs)
-  local want = {}
-  for _, job in ipairs(jobs) do
-    if policies[job] == nil then want[#want + 1] = job; policies[job] = false end
-  end
-  if #want == 0 then return end
-  local lines = redis.call('HMGET', KEYS[5], unpack(want))
-  if KEYS[14] ~= KEYS[5] then
-    local other = {}
-    for i, job in ipairs(want) do
-      if not lines[i] then other[#other + 1] = i end
-    end
-    if #other > 0 then
-      local names = {}
-      for j, i in ipairs(other) do names[j] = want[i] end
-      local mirrored = redis.call('HMGET', KEYS[14], unpack(names))
-      for j, i in ipairs(other) do lines[i] = mirrored[j] end
-    end
-  end
-  local held = any_definition and {} or redis.call('HMGET', KEYS[12], unpack(want))
-  local pauses = {}
-  if redis.call('HLEN', KEYS[6]) > 0 then pauses = redis.call('HMGET', KEYS[6], unpack(want)) end
-  for i, job in ipairs(want) do
-    local line = lines[i]
-    local digest, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
-      pause_after, most, limits, chain
-    if line then
-      digest, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
-        pause_after, most, limits, chain = string.match(line, '^([^|]*)|([^|]*)|([^|]*)|'
-          .. '([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?[^|]*|?'
-          .. '([^|]*)$')
-    end
-    -- A line that is not a policy line (written by hand) publishes no job: its fires are a
-    -- removed job's until a planner publishes the job again.
-    if digest then
-      local caps = {}
-      for name, cap in string.gmatch(limits or '', '([^,:]+):(%d+)') do
-        caps[#caps + 1] = {name = name, cap = tonumber(cap)}
-      end
-      policies[job] = {catch_up = catch_up, deadline = tonumber(deadline) or 0,
-        mask = mask, pause_after = tonumber(pause_after) or 0,
-        most = tonumber(most) or 0, limits = caps,
-        bounded = (tonumber(most) or 0) > 0 or #caps > 0,
-        on_failure = string.match(chain or '', 'f=([^;]*)'),
-        overlap = overlap, max_attempts = tonumber(max_attempts) or 1,
-        paused = paused == '1' or (pauses[i] or false) ~= false,
-        -- A line without a definition (an older planner's) needs the job, in any version.
-        held = any_definition or (held[i] or false) ~= false and
-          (definition == '' or held[i] == definition)}
-    end
-  end
-end
-
-local schedules = {}
--- Policies of runtime schedules, read once per call: the job's, with the schedule's
--- overrides and payload; false when the schedule is gone or runs another job now.
--- `entries`: {schedule id, job} pairs whose jobs' policies are loaded.
-local function load_schedules(entries)
-  local want, job_of_want = {}, {}
-  for _, e in ipairs(entries) do
-    if schedules[e[1]] == nil then
-      want[#want + 1] = e[1]; job_of_want[#want] = e[2]; schedules[e[1]] = false
-    end
-  end
-  if #want == 0 then return end
-  local lines = redis.call('HMGET', KEYS[13], unpack(want))
-  for i, sid in ipairs(want) do
-    local p = policies[job_of_want[i]]
-    if lines[i] and p then
-      local job, paused, catch_up, deadline, overlap, payload = schedule_policy(lines[i])
-      if job == job_of_want[i] then
-        -- The schedule's own values; the rest is its job's (one shared metatable per job).
-        p.inherit = p.inherit or {__index = p}
-        schedules[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
-          deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
-          overlap = overlap ~= '' and overlap or p.overlap,
-          paused = p.paused or paused == '1', payload = payload}, p.inherit)
-      end
-    end
-  end
-end
-
-local function event(kind, fid, reason)
-  add_event(KEYS[9], cjson.encode({event = kind, fire = fid, reason = reason, at = now}))
-  nevents = nevents + 1
-end
-
--- What people are told of a fire this call decided about, if its job wants it.
-local TOLD = {missed = 'missed', ['definition not held'] = 'missed',
-  ['catch_up latest'] = 'skipped', ['overlap forbid'] = 'skipped'}
-local function tell(p, kind, fid, job, attempt, reason)
-  if p and wants(p.mask, kind) then
-    redis.call('LPUSH', KEYS[15], outbox_line({event = kind, job = job, fire = fid,
-      attempt = attempt, at = now, reason = reason}))
-  end
-end
-
--- Slots: the fires of each bound (max_concurrent of an owner, a named limit) that hold one,
--- read once per call; a fire holds a slot while its lease in KEYS[2] runs.
-local slot_fires, slots_changed = {}, {}
-local function holding(field)
-  local list = slot_fires[field]
-  if list == nil then
-    list = {}
-    local raw = redis.call('HGET', KEYS[17], field)
-    if raw then
-      local seen = 0
-      for fid in string.gmatch(raw, '[^|]+') do
-        seen = seen + 1
-        local lease = redis.call('ZSCORE', KEYS[2], fid)
-        if lease and tonumber(lease) >= now then list[#list + 1] = fid end
-      end
-      if seen ~= #list then slots_changed[field] = true end
-    end
-    slot_fires[field] = list
-  end
-  return list
-end
--- Why a fire of owner with policy p cannot start now (a bound is full), and a fire in the
--- way; nil when every bound has a free slot.
-local function full(p, owner)
-  if not p.bounded then return nil end
-  if p.most > 0 then
-    local h = holding('o:' .. owner)
-    if #h >= p.most then
-      return 'max_concurrent ' .. p.most .. ' (' .. #h .. ' running)', h[1]
-    end
-  end
-  for _, l in ipairs(p.limits) do
-    local h = holding('l:' .. l.name)
-    if #h >= l.cap then return 'limit ' .. l.name .. ' (' .. #h .. ' running)', h[1] end
-  end
-  return nil
-end
-local function hold(p, owner, fid)
-  local fields = {}
-  if p.most > 0 then fields[1] = 'o:' .. owner end
-  for _, l in ipairs(p.limits) do fields[#fields + 1] = 'l:' .. l.name end
-  for _, field in ipairs(fields) do
-    local h = holding(field)
-    h[#h + 1] = fid
-    slots_changed[field] = true
-  end
-end
--- overlap queue: one fire of owner waits for the running one; a second is dropped.
-local waiting = {}
-local function waiter(owner)
-  if waiting[owner] == nil then
-    waiting[owner] = redis.call('HGET', KEYS[17], 'w:' .. owner) or false
-  end
-  return waiting[owner]
-end
-
-local claim_head = '{"worker":' .. worker_json .. ',"token":'
-local claim_tail = ',"claimed_at":' .. now_s
-local holders = {}  -- job -> fire claimed by this call (overlap forbid/replace)
--- The fire in flight of a job, if its lease is still held.
-local function holder(job)
-  if holders[job] then return holders[job] end
-  local current = redis.call('HGET', KEYS[7], job)
-  if current and redis.call('ZSCORE', KEYS[2], current) then return current end
-  return nil
-end
-
--- token: the attempt number; due: a string of digits; before: the lapsed holder's claim;
--- owner: the job, or '!' .. schedule id (whose fire in flight overlap looks at).
-local function take(fid, owner, due, token, p, reclaimed, before)
-  local token_s = token == 1 and '1' or tostring(token)
-  w_args[#w_args + 1] = lease_until
-  w_args[#w_args + 1] = fid
-  a_args[#a_args + 1] = fid
-  a_args[#a_args + 1] = token_s
-  c_args[#c_args + 1] = fid
-  c_args[#c_args + 1] = claim_head .. token_s .. ',"due":' .. due
-    .. claim_tail .. (reclaimed == 1 and ',"reclaimed":true}' or '}')
-  if p and p.overlap ~= 'allow' then
-    redis.call('HSET', KEYS[7], owner, fid)
-    holders[owner] = fid
-  end
-  if p and p.bounded then hold(p, owner, fid) end
-  if p and p.overlap == 'queue' and waiter(owner) == fid then
-    redis.call('HDEL', KEYS[17], 'w:' .. owner)
-    waiting[owner] = false
-  end
-  claimed[#claimed + 1] = {fid, token, tonumber(due), reclaimed, p and p.payload or '',
-    before or ''}
-end
-
--- 1. Stale leases: the holder died or lost Redis; run the fire again with a higher token.
 -- A holder dying is not the job failing, so a lost lease may use LOST_LEASE_EXTRA attempts
 -- beyond the job's retries; a fire that keeps killing its workers still ends up dead.
 local LOST_LEASE_EXTRA = 2
-local aside = {}  -- members that are not fire ids: out of the queue and working set, kept
-local function not_a_fire(key, fid)
-  set_aside(KEYS[18], key, fid, 'not a fire id', now)
-  aside[#aside + 1] = {fid, key}
+
+-- An idle fleet claims often and finds nothing: answer that with two reads.
+local soonest = next_due(queue, working, false)
+if soonest < 0 or soonest > now then return {now, soonest, 0, 0, 0} end
+
+local policy = policy_reader(jobs, job_lines, held, paused, schedules, ARGV[7] == '1')
+local bounds = slots_of(slots, running, working, now)
+local leases = leases_of(worker, now, tonumber(ARGV[4]))
+local record = outcomes_of(events, outbox, malformed, failing, paused, now)
+local claimed = leases.taken
+-- Fire f taken as attempt `token`: leased, and in flight in its owner's overlap and slots.
+local function take(f, token, p, reclaimed, before)
+  leases.take(f.fid, f.due_s, token, reclaimed, before, p.payload)
+  bounds.start(p, f.owner, f.fid)
 end
-local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_s, 'LIMIT', 0, batch)
+-- A lapsed lease handed back: queued at its due time again, no attempt used.
+local function hand_back(f, why)
+  redis.call('ZREM', working, f.fid)
+  redis.call('ZADD', queue, f.due_s, f.fid)
+  bounds.release(f.owner, f.fid)
+  record.event('handed back', f.fid, 'lease lapsed; ' .. why)
+end
+
+-- 1. Stale leases: the holder died or lost Redis; run the fire again with a higher token.
+local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', 0, batch)
 for i = #stale, 1, -1 do
   if not well_formed(stale[i]) then
-    redis.call('ZREM', KEYS[2], stale[i])
-    not_a_fire(KEYS[2], table.remove(stale, i))
+    redis.call('ZREM', working, stale[i])
+    record.set_aside(working, table.remove(stale, i))
   end
 end
 if #stale > 0 then
-  local jobs, sids, entries = {}, {}, {}
-  for i, fid in ipairs(stale) do
-    local job, _, _, sid = split_fire(fid)
-    jobs[i], sids[i] = job, sid or false
-    if sid then entries[#entries + 1] = {sid, job} end
-  end
-  load_policies(jobs)
-  load_schedules(entries)
-  local used = redis.call('HMGET', KEYS[3], unpack(stale))
-  local before = redis.call('HMGET', KEYS[4], unpack(stale))
-  for i, fid in ipairs(stale) do
-    local job, n = jobs[i], tonumber(used[i]) or 0
-    local p = policies[job]
-    local owner = owner_of(fid, job)
-    if sids[i] then p, owner = p and schedules[sids[i]], '!' .. sids[i] end
-    if sids[i] and policies[job] and not p then
-      -- Its schedule was deleted, or now runs another job: the run it had is not redone.
-      redis.call('ZREM', KEYS[2], fid)
-      redis.call('HDEL', KEYS[4], fid)
-      redis.call('HDEL', KEYS[8], fid)
-      gone[#gone + 1] = fid
-      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
-      dropped[#dropped + 1] = {fid, 'schedule removed'}
-      event('dropped', fid, 'schedule removed')
-    elseif p and not p.held then
-      -- Not this worker's to run: back to the queue at its due time, no attempt used, for a
-      -- worker that holds its definition (the claim is kept: whoever takes it sees the holder).
-      redis.call('ZREM', KEYS[2], fid)
-      redis.call('ZADD', KEYS[1], due_s_of(fid), fid)
-      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
-      event('handed back', fid, 'lease lapsed; definition not held by ' .. ARGV[2])
+  local lapsed = {}
+  for i, fid in ipairs(stale) do lapsed[i] = fire_parts(fid) end
+  policy.load(lapsed, 1, #lapsed)
+  local used = redis.call('HMGET', attempts, unpack(stale))
+  local before = redis.call('HMGET', claims, unpack(stale))
+  for i, f in ipairs(lapsed) do
+    local fid, job, n = f.fid, f.job, tonumber(used[i]) or 0
+    local p, schedule_gone = policy.of(f)
+    if p and not p.held then
+      -- Not this worker's to run, but a worker's that holds its definition (the claim is
+      -- kept: whoever takes it sees the holder).
+      hand_back(f, 'definition not held by ' .. worker)
     elseif not p or n >= p.max_attempts + LOST_LEASE_EXTRA then
-      -- Attempts and payload stay, so the dead fire can be retried by hand.
-      redis.call('ZREM', KEYS[2], fid)
-      redis.call('HDEL', KEYS[4], fid)
-      redis.call('HDEL', KEYS[8], fid)
-      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
-      redis.call('ZADD', KEYS[11], now_s, fid)
-      dropped[#dropped + 1] = {fid, p and 'dead' or 'dead: job removed'}
-      event('dead', fid, p and 'lease lost on the last attempt' or 'job removed')
-      tell(p, 'dead', fid, job, n, 'lease lost on the last attempt')
-      if p and p.on_failure then
-        chained(KEYS[15], job, fid, '{"status":"dead","attempt":' .. n .. ',"started":'
-          .. now_s .. '}', p.on_failure)
+      -- Given up: its claim, cancel and place in flight go with its lease.
+      redis.call('ZREM', working, fid)
+      redis.call('HDEL', claims, fid)
+      redis.call('HDEL', cancels, fid)
+      bounds.release(f.owner, fid)
+      if schedule_gone then
+        -- Its schedule was deleted, or now runs another job: the run it had is not redone.
+        record.drop(fid, 'schedule removed', p, job, true)
+      else
+        -- Attempts and payload stay, so the dead fire can be retried by hand.
+        redis.call('ZADD', dead, now_s, fid)
+        record.died(fid, p, job, n)
       end
-      if p and tracks(p.mask, p.pause_after) then
-        fire_failed(KEYS[16], KEYS[6], KEYS[15], job, fid, p.pause_after, now)
-      end
-    elseif full(p, owner) then
-      -- Its slot went with its lease and is taken now: back to the queue, no attempt used,
-      -- until one is free (a retry is never judged by its starting deadline).
-      redis.call('ZREM', KEYS[2], fid)
-      redis.call('ZADD', KEYS[1], due_s_of(fid), fid)
-      if redis.call('HGET', KEYS[7], owner) == fid then redis.call('HDEL', KEYS[7], owner) end
-      event('handed back', fid, 'lease lapsed; ' .. full(p, owner))
+    elseif bounds.full(p, f.owner) then
+      -- Its slot went with its lease and is taken now: back until one is free (a retry is
+      -- never judged by its starting deadline).
+      hand_back(f, bounds.full(p, f.owner))
     else
-      take(fid, owner, due_s_of(fid), n + 1, p, 1, before[i])
-      event('reclaimed', fid, nil)
-      tell(p, 'lease_lost', fid, job, n, 'its worker stopped renewing the lease')
-      if p and tracks(p.mask, p.pause_after) then attempt_failed(KEYS[16], job) end
+      take(f, n + 1, p, 1, before[i])
+      record.reclaimed(fid, p, job, n)
     end
   end
 end
 
--- 2. Due fires, in due order; every fire examined is claimed, dropped, or left for a worker
--- that holds its definition. Without the last, the examined ones are exactly the first ranks
--- of the queue.
-local examined = 0
-local skipped, leave = false, {}  -- fires left queued for workers holding their definition
-local fires = {}
+-- 2. Due fires, in due order; every fire examined is claimed, dropped, or left queued (for
+-- a worker that holds its definition, or for a slot). Without the last, the examined ones
+-- are exactly the first ranks of the queue.
+local examined, skipped, leave, fires = 0, false, {}, {}
 if #claimed < batch then
-  fires = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, scan)
-  local parsed, latest = {}, {}
+  fires = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, scan)
+  local parsed, latest = {}, {}  -- latest: the last cron fire due of each owner
   for i, fid in ipairs(fires) do
-    if well_formed(fid) then
-      local job, due_s, oneoff, sid = split_fire(fid)
-      local due = tonumber(due_s)
-      local owner = sid and '!' .. sid or owner_of(fid, job)
-      parsed[i] = {job, due_s, due, oneoff, sid, owner}
-      if not oneoff and (latest[owner] == nil or due > latest[owner]) then latest[owner] = due end
-    else
-      parsed[i] = false  -- set aside when examined, and removed with the others examined
-    end
+    local f = fire_parts(fid)  -- false: set aside when examined
+    parsed[i] = f
+    if f and not f.oneoff and (latest[f.owner] or -1) < f.due then latest[f.owner] = f.due end
   end
   while #claimed < batch and examined < #fires do
     -- One slice at a time, the size still missing: drops are rare, so usually one slice.
     local first, last = examined + 1, math.min(#fires, examined + batch - #claimed)
-    local ids, jobs, entries = {}, {}, {}
+    policy.load(parsed, first, last)
+    local used = redis.call('HMGET', attempts, unpack(fires, first, last))
     for i = first, last do
-      ids[#ids + 1] = fires[i]
-      if parsed[i] then
-        jobs[#jobs + 1] = parsed[i][1]
-        if parsed[i][5] then entries[#entries + 1] = {parsed[i][5], parsed[i][1]} end
-      end
-    end
-    load_policies(jobs)
-    if #entries > 0 then load_schedules(entries) end
-    local used = redis.call('HMGET', KEYS[3], unpack(ids))
-    for i = first, last do
-      local fid = fires[i]
-      if not parsed[i] then
-        not_a_fire(KEYS[1], fid)
+      local f, n = parsed[i], tonumber(used[i - first + 1])
+      local p, schedule_gone, reason, wait, ahead
+      if f then p, schedule_gone = policy.of(f) end
+      if not f then
+        record.set_aside(queue, fires[i])
+      elseif not p then
+        reason = schedule_gone and 'schedule removed' or 'removed'
+      elseif p.paused and not f.oneoff then
+        reason = 'paused'
+      -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
+      elseif not n and p.deadline > 0 and now - f.due > p.deadline then
+        reason = 'missed'
+      elseif not p.held then
+        if now - f.due > unheld_ms then reason = 'definition not held' else wait = 'wait' end
+      elseif not n and not f.oneoff and p.catch_up == 'latest' and latest[f.owner] > f.due then
+        reason = 'catch_up latest'
       else
-        local job, due_s, due, oneoff = parsed[i][1], parsed[i][2], parsed[i][3], parsed[i][4]
-        local sid, owner = parsed[i][5], parsed[i][6]
-        local p, n = policies[job], tonumber(used[i - first + 1])
-        if sid and p then p = schedules[sid] end
-        local reason = nil
-        -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
-        if not p then
-          reason = sid and policies[job] and 'schedule removed' or 'removed'
-        elseif p.paused and not oneoff then
-          reason = 'paused'
-        elseif not n and p.deadline > 0 and now - due > p.deadline then
-          reason = 'missed'
-        elseif not p.held then
-          if now - due > unheld_ms then
-            reason = 'definition not held'
-          else
-            skipped = true
-            leave[fid] = true
-          end
-        elseif not n and not oneoff and p.catch_up == 'latest' and latest[owner] > due then
-          reason = 'catch_up latest'
+        -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
+        local verdict, detail = bounds.admit(p, f.owner, f.fid, n == 0, queue)
+        if verdict == 'drop' then
+          reason = detail
+        elseif verdict == 'replace' then
+          redis.call('HSET', cancels, detail, 'replaced')
+          record.event('cancelled', detail, 'replaced by ' .. f.fid)
         else
-          -- Bounds: overlap (one run of the owner), max_concurrent and named limits. A fire
-          -- queued by hand with attempts 0 (a backfill, a dead retry) waits for its slot: it
-          -- is neither dropped (forbid) nor stops the run in its way (replace).
-          local why, ahead
-          local asked = n == 0
-          if p.overlap ~= 'allow' and p.most == 0 then
-            ahead = holder(owner)
-            if ahead and asked then
-              why = 'overlap ' .. p.overlap
-            elseif ahead and p.overlap == 'forbid' then
-              reason = 'overlap forbid'
-            elseif ahead and p.overlap == 'replace' then
-              redis.call('HSET', KEYS[8], ahead, 'replaced')
-              event('cancelled', ahead, 'replaced by ' .. fid)
-            elseif ahead then
-              why = 'overlap queue'
-            end
-          end
-          if not reason and not why and p.bounded and (p.overlap ~= 'replace' or asked) then
-            why, ahead = full(p, owner)
-          end
-          if why and asked then
-            skipped = true
-            leave[fid] = true
-          elseif why and p.overlap == 'queue' then
-            local w = waiter(owner)
-            if w and w ~= fid and redis.call('ZSCORE', KEYS[1], w) then
-              reason = 'overlap queue: ' .. w .. ' waits already'
-            else
-              skipped = true
-              leave[fid] = true
-              if w ~= fid then
-                redis.call('HSET', KEYS[17], 'w:' .. owner, fid)
-                waiting[owner] = fid
-                -- Said once, when it starts waiting: the worker writes it to the history.
-                dropped[#dropped + 1] = {fid, 'queued behind ' .. ahead}
-                event('held', fid, 'queued behind ' .. ahead)
-              end
-            end
-          elseif why then
-            reason = why
-          end
+          wait, ahead = verdict, detail
         end
-        if leave[fid] then
-          -- stays queued, unseen by this worker
-        elseif reason then
-          if n then gone[#gone + 1] = fid end
-          dropped[#dropped + 1] = {fid, reason}
-          event('dropped', fid, reason)
-          if TOLD[reason] then tell(p, TOLD[reason], fid, job, nil, reason) end
-        else
-          -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
-          local before = n and redis.call('HGET', KEYS[4], fid) or nil
-          take(fid, owner, due_s, (n or 0) + 1, p, before and 1 or 0, before)
-        end
+      end
+      if wait then
+        skipped, leave[f.fid] = true, true  -- stays queued, unseen by this worker
+        if wait == 'queued' then record.held(f.fid, ahead) end
+      elseif reason then
+        record.drop(f.fid, reason, p, f.job, n)
+      elseif f then
+        -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
+        local before = n and redis.call('HGET', claims, f.fid) or nil
+        take(f, (n or 0) + 1, p, before and 1 or 0, before)
       end
     end
     examined = last
   end
 end
 
+-- 3. The writes, one command per key.
 if examined > 0 and not skipped then
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, examined - 1)
+  redis.call('ZREMRANGEBYRANK', queue, 0, examined - 1)
 elseif examined > 0 then
   local taken = {}
   for i = 1, examined do
     if not leave[fires[i]] then taken[#taken + 1] = fires[i] end
   end
-  if #taken > 0 then bulk('ZREM', KEYS[1], taken, 1) end
+  bulk('ZREM', queue, taken, 1)
 end
-if #w_args > 0 then
-  bulk('ZADD', KEYS[2], w_args, 2)
-  bulk('HSET', KEYS[3], a_args, 2)
-  bulk('HSET', KEYS[4], c_args, 2)
-  if redis.call('HLEN', KEYS[10]) > 0 then
-    local ids = {}
-    for i, c in ipairs(claimed) do ids[i] = c[1] end
-    local payloads = redis.call('HMGET', KEYS[10], unpack(ids))
-    for i, c in ipairs(claimed) do c[5] = payloads[i] or c[5] end
-  end
-end
-if #gone > 0 then bulk('HDEL', KEYS[3], gone, 1) end
-if #aside > 0 then
-  local members = {}
-  for i, a in ipairs(aside) do members[i] = a[1] end
-  for _, key in ipairs({KEYS[3], KEYS[4], KEYS[8], KEYS[10]}) do bulk('HDEL', key, members, 1) end
-end
-if #dropped > 0 and redis.call('HLEN', KEYS[10]) > 0 then
-  local ids = {}
-  for i, d in ipairs(dropped) do
-    local head = string.sub(d[2], 1, 6)
-    if head ~= 'dead' and head ~= 'dead: ' and head ~= 'queued' then ids[#ids + 1] = d[1] end
-  end
-  if #ids > 0 then bulk('HDEL', KEYS[10], ids, 1) end
-end
-if nevents > 0 then trim_events(KEYS[9]) end
-for field in pairs(slots_changed) do
-  local list = slot_fires[field]
-  if #list > 0 then
-    redis.call('HSET', KEYS[17], field, table.concat(list, '|'))
-  else
-    redis.call('HDEL', KEYS[17], field)
-  end
-end
+leases.write(working, attempts, claims, payloads)
+record.clean(attempts, claims, cancels, payloads)
+bounds.save()
 
--- 3. When to come back.
-local next_ms = next_due(skipped)
+-- 4. When to come back.
+local next_ms = next_due(queue, working, skipped and now_s)
 if skipped and (examined >= scan or #claimed >= batch)
     and (next_ms < 0 or next_ms > now + RESCAN_MS) then
   next_ms = now + RESCAN_MS  -- more may be due past what this call looked at
 end
-local out = {now, next_ms, #claimed}
-for _, c in ipairs(claimed) do
-  for j = 1, 6 do out[#out + 1] = c[j] end
-end
-out[#out + 1] = #dropped
-for _, d in ipairs(dropped) do
-  out[#out + 1] = d[1]
-  out[#out + 1] = d[2]
-end
-out[#out + 1] = #aside
-for _, a in ipairs(aside) do
-  out[#out + 1] = a[1]
-  out[#out + 1] = a[2]
+local out = {now, next_ms}
+for _, part in ipairs({{claimed, 6}, {record.dropped, 2}, {record.aside, 2}}) do
+  out[#out + 1] = #part[1]
+  for _, row in ipairs(part[1]) do
+    for j = 1, part[2] do out[#out + 1] = row[j] end
+  end
 end
 return out

@@ -6,6 +6,9 @@
 -- ARGV[1]   n_jobs (planning needs no clock)
 -- ARGV[2..] per job: job, digest, upto_ms, n, due_1 .. due_n (ascending ms)
 -- Returns {added_count, stale_jobs}: jobs whose digest is not the published one are skipped.
+-- @include bulk.lua
+-- @include fires.lua
+-- @include policy.lua
 local added, stale = 0, {}
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
@@ -14,7 +17,7 @@ for _ = 1, tonumber(ARGV[1]) do
   local first = i + 4
   i = first + n
   local line = redis.call('HGET', KEYS[3], job)
-  if not line or string.match(line, '^[^|]*') ~= digest then
+  if not line or policy_digest(line) ~= digest then
     stale[#stale + 1] = job
   else
     local wm = tonumber(redis.call('HGET', KEYS[2], job)) or -1
@@ -23,15 +26,10 @@ for _ = 1, tonumber(ARGV[1]) do
       local due = tonumber(ARGV[k])
       if due > wm and due <= upto then
         args[#args + 1] = ARGV[k]
-        args[#args + 1] = job .. '@' .. ARGV[k]
-        -- unpack() is bounded by the Lua C stack: flush in slices.
-        if #args >= 2000 then
-          added = added + redis.call('ZADD', KEYS[1], 'NX', unpack(args))
-          args = {}
-        end
+        args[#args + 1] = fire_id(job, ARGV[k])
       end
     end
-    if #args > 0 then added = added + redis.call('ZADD', KEYS[1], 'NX', unpack(args)) end
+    added = added + bulk('ZADD', KEYS[1], args, 2, 'NX')
     if upto > wm then redis.call('HSET', KEYS[2], job, upto_s) end
   end
 end

@@ -32,6 +32,7 @@
 -- @include now.lua
 -- @include events.lua
 -- @include fires.lua
+-- @include policy.lua
 local gen = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local current_gen = tonumber(redis.call('GET', KEYS[5]) or '0')
@@ -42,7 +43,7 @@ redis.call('SET', KEYS[5], gen)
 
 local function digest_of(job)
   local line = redis.call('HGET', KEYS[1], job)
-  return line and string.match(line, '^[^|]*') or '-'
+  return line and policy_digest(line) or '-'
 end
 
 local changed, removed, unqueued, conflicts, conflicted = 0, 0, 0, {}, {}
@@ -57,7 +58,7 @@ for _ = 1, tonumber(ARGV[4]) do
   else
     redis.call('HSET', KEYS[1], job, line)
     redis.call('HSET', KEYS[2], job, spec)
-    if string.match(line, '^[^|]*') ~= current then
+    if policy_digest(line) ~= current then
       redis.call('HSET', KEYS[3], job, now)
     end
     changed = changed + 1

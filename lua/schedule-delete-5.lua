@@ -14,6 +14,7 @@
 -- @include now.lua
 -- @include events.lua
 -- @include schedules.lua
+-- @include bulk.lua
 local sid = ARGV[2]
 local line = redis.call('HGET', KEYS[1], sid)
 if not line then return 'absent' end
@@ -26,9 +27,7 @@ redis.call('HDEL', KEYS[1], sid)
 redis.call('ZREM', KEYS[2], sid)
 -- A line that is not a stored schedule (written by hand) was never counted.
 if job and redis.call('HINCRBY', KEYS[3], job, -1) <= 0 then redis.call('HDEL', KEYS[3], job) end
-for i = 5, #ARGV, 2000 do
-  redis.call('ZREM', KEYS[4], unpack(ARGV, i, math.min(i + 1999, #ARGV)))
-end
+bulk('ZREM', KEYS[4], ARGV, 1, nil, 5)
 push_event(KEYS[5], cjson.encode({event = 'schedule deleted', schedule = sid,
   unqueued = #ARGV - 4, at = now}))
 return 'deleted'

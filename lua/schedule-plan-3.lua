@@ -8,6 +8,8 @@
 -- ARGV[2..] per schedule: id, the rev read, the mark read, the new mark, n, due_1 .. due_n
 -- Returns {added_count, ids skipped because their rev or mark moved (or they are gone)}.
 -- @include schedules.lua
+-- @include bulk.lua
+-- @include fires.lua
 local added, skipped = 0, {}
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
@@ -25,13 +27,9 @@ for _ = 1, tonumber(ARGV[1]) do
     local args = {}
     for k = first, i - 1 do
       args[#args + 1] = ARGV[k]
-      args[#args + 1] = job .. '@' .. ARGV[k] .. '!' .. sid
-      if #args >= 2000 then
-        added = added + redis.call('ZADD', KEYS[3], 'NX', unpack(args))
-        args = {}
-      end
+      args[#args + 1] = fire_id(job, ARGV[k], sid)
     end
-    if #args > 0 then added = added + redis.call('ZADD', KEYS[3], 'NX', unpack(args)) end
+    added = added + bulk('ZADD', KEYS[3], args, 2, 'NX')
     redis.call('ZADD', KEYS[2], new_mark, sid)
   end
 end

@@ -24,6 +24,8 @@
 -- @include now.lua
 -- @include events.lua
 -- @include schedules.lua
+-- @include bulk.lua
+-- @include fires.lua
 local sid, content = ARGV[2], ARGV[5]
 local line = redis.call('HGET', KEYS[1], sid)
 local rev = line and schedule_rev(line) or '0'
@@ -46,19 +48,15 @@ if old_job ~= job then
   end
 end
 local n = tonumber(ARGV[8])
--- unpack() is bounded by the Lua C stack: send long lists in slices.
-for i = 9, 8 + n, 2000 do
-  redis.call('ZREM', KEYS[4], unpack(ARGV, i, math.min(i + 1999, 8 + n)))
-end
+bulk('ZREM', KEYS[4], ARGV, 1, nil, 9, 8 + n)
 local args = {}
 for i = 9 + n, #ARGV do
   if tonumber(ARGV[i]) > now then
     args[#args + 1] = ARGV[i]
-    args[#args + 1] = job .. '@' .. ARGV[i] .. '!' .. sid
-    if #args >= 2000 then redis.call('ZADD', KEYS[4], 'NX', unpack(args)); args = {} end
+    args[#args + 1] = fire_id(job, ARGV[i], sid)
   end
 end
-if #args > 0 then redis.call('ZADD', KEYS[4], 'NX', unpack(args)) end
+bulk('ZADD', KEYS[4], args, 2, 'NX')
 redis.call('ZADD', KEYS[2], ARGV[7], sid)
 push_event(KEYS[5], cjson.encode({event = line and 'schedule changed' or 'schedule created',
   schedule = sid, rev = new_rev, by = ARGV[6], unqueued = n, at = now}))

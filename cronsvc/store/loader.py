@@ -81,17 +81,33 @@ def expand_includes(text: str, includes: Path, path: Path) -> str:
     """``text`` with each ``-- @include NAME.lua`` line replaced by ``includes/NAME.lua``.
 
     Shared snippets (the clock, the capped events list, fire id patterns, the history
-    line) live once, as in BullMQ's ``src/commands/includes``; an included file includes
-    nothing itself.
+    line) live once, as in BullMQ's ``src/commands/includes``. An include that needs
+    another includes it itself, so each states what it needs; each is expanded once per
+    script, where it is first named (a second copy would define its locals again, and the
+    script's own ``local`` count is bounded by 200). An include that leads back to itself
+    is a :class:`ScriptError` naming the cycle.
     """
-    def include(m: re.Match[str]) -> str:
-        source = includes / m.group(1)
-        try:
-            return source.read_text().rstrip("\n")
-        except OSError:
-            raise ScriptError(f"{path}: cannot include {m.group(1)}: no {source}") from None
+    expanded: set[str] = set()
 
-    return _INCLUDE.sub(include, text)
+    def expand(text: str, chain: tuple[str, ...]) -> str:
+        def include(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name in chain:
+                cycle = " -> ".join((*chain[chain.index(name):], name))
+                raise ScriptError(f"{path}: includes in a cycle: {cycle}")
+            if name in expanded:
+                return ""
+            expanded.add(name)
+            source = includes / name
+            try:
+                snippet = source.read_text().rstrip("\n")
+            except OSError:
+                raise ScriptError(f"{path}: cannot include {name}: no {source}") from None
+            return expand(snippet, (*chain, name))
+
+        return _INCLUDE.sub(include, text)
+
+    return expand(text, ())
 
 
 def script_error(exc: redis.ResponseError) -> Exception:

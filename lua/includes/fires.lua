@@ -8,14 +8,19 @@
 --                      a host's run too): no pattern (claim's hot path)
 --   owner_of(fid, job) whose fire it is for overlap: the job, '!' .. schedule id, or for
 --                      a host's run the job on that host, job .. '!@' .. host
+--   fire_id(job, due[, sid])  the id of job's fire due at `due` (its digits), of the runtime
+--                      schedule sid when given (fire_id of cronsvc/fires.py)
 --   is_cron_fire(fid)  fid is '<job>@<due_ms>', no tag
 --   fire_head(job)     what every fire id of job begins with; has_head(fid, head) tests it
 --   well_formed(fid)   fid is a fire id: a job name, '@', at most 15 digits, then nothing,
 --                      '#' and a tag, or '!' and a schedule id; then '!@' and a host for
 --                      one host's run (the grammar of FIRE_ID in cronsvc/fires.py); the
 --                      others are not split
+--   fire_parts(fid)    fid split once for all a claim asks of it, or false if it is not a
+--                      fire id: a table of fid, job, due_s (digits), due (ms), oneoff,
+--                      sid (nil for none) and owner
 local job_of, due_of, due_s_of, split_fire, is_cron_fire, fire_head, has_head, owner_of
-local well_formed
+local well_formed, fire_id, fire_parts
 do
   local find, sub, match = string.find, string.sub, string.match
   function job_of(fid) return match(fid, '^(.-)@%d') end
@@ -39,6 +44,10 @@ do
     -- a host's run: the job on that host ('<job>!@<host>'); a schedule's: '!' .. its id
     return sub(fid, bang + 1, bang + 1) == '@' and job .. sub(fid, bang) or sub(fid, bang)
   end
+  function fire_id(job, due, sid)
+    if sid then return job .. '@' .. due .. '!' .. sid end
+    return job .. '@' .. due
+  end
   function is_cron_fire(fid) return match(fid, '^[^@]*@%d+$') ~= nil end
   function fire_head(job) return job .. '@' end
   function has_head(fid, head) return sub(fid, 1, #head) == head end
@@ -52,5 +61,11 @@ do
     end
     return rest == '' or match(rest, '^#[%w_.%-]+$') ~= nil
       or match(rest, '^![%w][%w_.:/%-]*$') ~= nil
+  end
+  function fire_parts(fid)
+    if not well_formed(fid) then return false end
+    local job, due_s, oneoff, sid = split_fire(fid)
+    return {fid = fid, job = job, due_s = due_s, due = tonumber(due_s), oneoff = oneoff,
+      sid = sid, owner = owner_of(fid, job)}
   end
 end

@@ -1,6 +1,7 @@
 -- history: a history record (cronsvc/history.py) as one JSON line, its fields in the
 -- record's order; a field without a value is cjson.null. Built by hand: cjson writes a
 -- table's fields in any order, and large integers in exponent notation.
+--   history_line(record)  the line of a record, a table of its fields
 local HISTORY_FIELDS = {'fire', 'job', 'status', 'reason', 'scheduled', 'started',
   'duration_ms', 'attempt', 'worker', 'exit_code', 'output'}
 local function history_line(record)

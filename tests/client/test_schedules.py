@@ -162,6 +162,24 @@ def test_a_change_never_queues_again_a_fire_that_started_under_the_old_definitio
             fire_id("digest", due + 2000, schedule="s")} <= set(queued(r, "s"))
 
 
+def test_thousands_of_fires_are_queued_and_unqueued_in_one_call(
+        client: Client, r: redis.Redis) -> None:
+    # More fires than one command takes (lua/includes/bulk.lua sends them in slices).
+    client.upsert_schedule("s", job="digest", every="1s", payload=[1])
+    old = client.get_schedule("s")
+    now = client.server_ms()
+    dues = [now + 10_000 + i * 1000 for i in range(5000)]
+    res = client.scripts.schedule_set(K, "s", old.rev, r.zscore(K.schedule_marks, "s"),
+                                      dataclasses.replace(old, payload=[2]).content, "me",
+                                      dues[-1], queued(r, "s"), dues, now_ms=now)
+    assert res[0] == "changed"
+    assert queued(r, "s") == [fire_id("digest", d, schedule="s") for d in dues]
+    rev, more = client.get_schedule("s").rev, [dues[-1] + (i + 1) * 1000 for i in range(5000)]
+    assert client.scripts.schedule_plan(K, [("s", rev, dues[-1], more[-1], more)]).added == 5000
+    assert client.scripts.schedule_delete(K, "s", rev, more[-1], queued(r, "s")) == "deleted"
+    assert queued(r, "s") == []
+
+
 def test_an_every_second_schedule_holds_a_bounded_number_of_fires(
         client: Client, r: redis.Redis) -> None:
     client.upsert_schedule("fast", job="digest", every=timedelta(seconds=1))

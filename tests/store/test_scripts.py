@@ -472,6 +472,18 @@ def test_retry_dead_queues_it_now_with_fresh_attempts(s: Scripts, r: redis.Redis
     assert s.retry_dead(K, fid) is False
 
 
+def test_thousands_of_fires_are_planned_and_claimed_in_one_call(s: Scripts, r: redis.Redis) -> None:
+    # More fires than one command takes (lua/includes/bulk.lua sends them in slices).
+    publish(s, "a")
+    dues = [T0 + i for i in range(1, 5001)]
+    assert s.plan(K, [("a", D1, dues[-1], dues)]).added == 5000
+    assert s.plan(K, [("a", D1, dues[-1], dues)]).added == 0
+    res = s.claim(K, "w", batch=4500, now_ms=dues[-1])
+    assert [c.fire_id for c in res.claimed] == [fire_id("a", d) for d in dues[:4500]]
+    assert r.zcard(K.working) == len(r.hgetall(K.attempts)) == r.hlen(K.claims) == 4500
+    assert r.zrange(K.queue, 0, -1) == [fire_id("a", d) for d in dues[4500:]]
+
+
 # -- the events list -------------------------------------------------------------------------
 EVENTS_KEPT = 10_000
 
@@ -504,13 +516,15 @@ def test_every_script_is_there_with_a_header() -> None:
 
 
 def test_no_script_copies_a_shared_snippet() -> None:
-    """The clock, the events cap and fire id patterns live in lua/includes/ only."""
+    """The clock, the events cap, and the patterns and the making of fire ids live in
+    lua/includes/ only."""
     for src in load_sources().values():
         own = src.path.read_text()
         body = "\n".join(x for x in own.splitlines() if not x.lstrip().startswith("--"))
         assert "TIME" not in body, f"{src.path.name}: -- @include now.lua"
         assert "9999" not in body and "10000" not in body, f"{src.path.name}: events.lua"
-        assert not re.search(r"@%d|@\(|\)@|string\.\w+\(fid\b", body), f"{src.path.name}: fires.lua"
+        assert not re.search(r"@%d|@\(|\)@|string\.\w+\(fid\b|'@' \.\.", body), (
+            f"{src.path.name}: fires.lua")
 
 
 def test_key_count_is_checked(s: Scripts) -> None:

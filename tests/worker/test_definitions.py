@@ -122,6 +122,21 @@ def test_a_lapsed_lease_of_a_fire_not_held_goes_back_to_the_queue_without_an_att
         "new", 1)
 
 
+@pytest.mark.parametrize(("finder", "verdict"), [("old", "handed back"), ("new", "dead")])
+def test_only_a_worker_holding_its_definition_finds_a_lease_lapsed_on_the_last_attempt_dead(
+        s: Scripts, r: redis.Redis, finder: str, verdict: str) -> None:
+    fid = fire_id("a", T0 + MIN)
+    s.claim(K, "new", batch=1, lease_ms=30_000, held=K.held("new"), now_ms=T0 + MIN)
+    r.hset(K.attempts, fid, 5)  # max_attempts 3, and the 2 more a lost lease may use
+    res = s.claim(K, "finder", batch=1, lease_ms=30_000, held=K.held(finder),
+                  now_ms=T0 + MIN + 30_001)
+    assert res.claimed == [] and r.zcard(K.working) == 0
+    event = json.loads(r.lindex(K.events, 0))  # type: ignore[arg-type]
+    assert (event["event"], event["fire"]) == (verdict, fid)
+    assert (r.zscore(K.queue, fid), r.zscore(K.dead, fid)) == (
+        (T0 + MIN, None) if verdict == "handed back" else (None, T0 + MIN + 30_001))
+
+
 def test_a_worker_records_a_fire_no_holder_took_in_time_as_missed(
         tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
     new, old = tmp_path / "new.yaml", tmp_path / "old.yaml"

@@ -1,0 +1,105 @@
+-- policies: what a claim judges fires by, read once per call and only for the jobs of the
+-- fires it looks at: each job's policy (its policy line, with whether this worker holds its
+-- definition and whether a runtime pause holds the job) and each runtime schedule's (its
+-- job's, with the schedule's overrides and payload).
+--   policy_reader(jobs, job_lines, held, paused, schedules, any_definition)  a reader of
+--                       those hashes (the claim's KEYS of those names; any_definition: every
+--                       definition counts as held); a table of:
+--     load(fires, first, last)  read what this call has not read yet for fires[first..
+--                       last] (fire_parts tables of fires.lua; false ones are skipped): the
+--                       policies of their jobs, then those of their runtime schedules
+--     of(f)             the policy fire f (a fire_parts table) is judged by, or false: its
+--                       job is not published, or its schedule is gone or runs another job
+--                       now; then true if the schedule is why. A policy is parse_policy's
+--                       table with held, paused (the file's or a runtime pause), and of a
+--                       schedule its payload
+-- @include policy.lua
+-- @include schedules.lua
+local function policy_reader(jobs, job_lines, held, paused, schedules, any_definition)
+  local of_job, of_schedule = {}, {}  -- false: read, and not published
+
+  local function load_jobs(names)
+    local want = {}
+    for _, job in ipairs(names) do
+      if of_job[job] == nil then want[#want + 1] = job; of_job[job] = false end
+    end
+    if #want == 0 then return end
+    local lines = redis.call('HMGET', jobs, unpack(want))
+    if job_lines ~= jobs then
+      local other = {}
+      for i in ipairs(want) do
+        if not lines[i] then other[#other + 1] = i end
+      end
+      if #other > 0 then
+        local missing = {}
+        for j, i in ipairs(other) do missing[j] = want[i] end
+        local mirrored = redis.call('HMGET', job_lines, unpack(missing))
+        for j, i in ipairs(other) do lines[i] = mirrored[j] end
+      end
+    end
+    local holds = any_definition and {} or redis.call('HMGET', held, unpack(want))
+    local pauses = {}
+    if redis.call('HLEN', paused) > 0 then pauses = redis.call('HMGET', paused, unpack(want)) end
+    for i, job in ipairs(want) do
+      -- A line that is not a policy line (written by hand) publishes no job: its fires are a
+      -- removed job's until a planner publishes the job again.
+      local p = lines[i] and parse_policy(lines[i])
+      if p then
+        p.paused = p.paused or (pauses[i] or false) ~= false
+        -- A line without a definition (an older planner's) needs the job, in any version.
+        p.held = any_definition or (holds[i] or false) ~= false and
+          (p.definition == '' or holds[i] == p.definition)
+        of_job[job] = p
+      end
+    end
+  end
+
+  local function load_schedules(entries)
+    local want, job_of_want = {}, {}
+    for _, e in ipairs(entries) do
+      if of_schedule[e[1]] == nil then
+        want[#want + 1] = e[1]; job_of_want[#want] = e[2]; of_schedule[e[1]] = false
+      end
+    end
+    if #want == 0 then return end
+    local lines = redis.call('HMGET', schedules, unpack(want))
+    for i, sid in ipairs(want) do
+      local p = of_job[job_of_want[i]]
+      if lines[i] and p then
+        local job, paused_s, catch_up, deadline, overlap, payload = schedule_policy(lines[i])
+        if job == job_of_want[i] then
+          -- The schedule's own values; the rest is its job's (one shared metatable per job).
+          p.inherit = p.inherit or {__index = p}
+          of_schedule[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
+            deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
+            overlap = overlap ~= '' and overlap or p.overlap,
+            paused = p.paused or paused_s == '1', payload = payload}, p.inherit)
+        end
+      end
+    end
+  end
+
+  local function load(fires, first, last)
+    local names, entries = {}, {}
+    for i = first, last do
+      local f = fires[i]
+      if f then
+        names[#names + 1] = f.job
+        if f.sid then entries[#entries + 1] = {f.sid, f.job} end
+      end
+    end
+    load_jobs(names)
+    load_schedules(entries)
+  end
+
+  local function of(f)
+    local p = of_job[f.job]
+    if f.sid and p then
+      p = of_schedule[f.sid]
+      return p, not p
+    end
+    return p, false
+  end
+
+  return {load = load, of = of}
+end
