@@ -24,7 +24,9 @@ do
     if not digest then return nil end
     local caps = {}
     for name, cap in gmatch(limits, '([^,:]+):(%d+)') do
-      caps[#caps + 1] = {name = name, cap = tonumber(cap)}
+      -- A cap below 1 is no line a planner writes (the file refuses it): one written by
+      -- hand bounds nothing, rather than leave a fire waiting behind no run at all.
+      if tonumber(cap) >= 1 then caps[#caps + 1] = {name = name, cap = tonumber(cap)} end
     end
     most = tonumber(most) or 0
     return {catch_up = catch_up, deadline = tonumber(deadline) or 0, overlap = overlap,

@@ -15,7 +15,7 @@ from cronsvc.store.connection import connect
 from cronsvc.store.loader import INCLUDES, expand_includes, lua_dir
 from cronsvc.store.scripts import Scripts
 from tests.chaos.garbage import bad_fire_ids
-from tests.store.test_scripts import MIN, T0, minutes, setup_job
+from tests.store.test_scripts import D1, MIN, T0, minutes, setup_job
 
 K = Keys()
 WELL_FORMED = ["a@1", "a.b-c_d@1795572000000", "a@1#tabc234", "a@1!digest:user-42/x",
@@ -139,3 +139,13 @@ def test_an_entry_of_the_list_that_is_not_one_still_reads(r: redis.Redis) -> Non
     r.lpush(K.malformed, "garbage", '{"key": "k", "member": "m", "why": "w", "at": 5}')
     assert [(e.key, e.member, e.why, e.at_ms) for e in map(parse, r.lrange(K.malformed, 0, -1))
             ] == [("k", "m", "w", 5), ("?", "garbage", "not an entry of this list", 0)]
+
+
+def test_a_hand_written_limit_of_zero_bounds_nothing(s: Scripts, r: redis.Redis) -> None:
+    """A planner never writes it (the file refuses caps below 1): a fire waiting behind no
+    run at all made every claim fail while it was due."""
+    setup_job(s, "a", ())
+    r.hset(K.jobs, "a", f"{D1}|all|0|queue|3|0|||||gpu:0")
+    fid = fire_id("a", T0, "tabcdef")
+    s.enqueue(K, fid, T0)
+    assert [c.fire_id for c in s.claim(K, "w", batch=5, now_ms=T0 + 1).claimed] == [fid]
