@@ -21,6 +21,15 @@ class Clock(Protocol):
     def now_ms(self) -> int: ...
 
 
+class FleetClock(Protocol):
+    """The time the fleet goes by, read from Python, and what a script is given for its
+    ``now_ms`` argument (None: the script reads the Redis server's clock itself)."""
+
+    def now_ms(self) -> int: ...
+
+    def script_now(self) -> int | None: ...
+
+
 class HasTime(Protocol):
     """A Redis client: its ``time()`` is the server's ``TIME``."""
 
@@ -36,11 +45,15 @@ class SystemClock:
 
 @dataclass
 class FixedClock:
-    """A clock that only moves when told to: for tests."""
+    """A clock that only moves when told to: for tests, where the scripts read it too."""
 
     ms: int
 
     def now_ms(self) -> int:
+        return self.ms
+
+    def script_now(self) -> int | None:
+        """The time a script is given (its ``now_ms`` argument): this clock's."""
         return self.ms
 
     def advance(self, ms: int) -> None:

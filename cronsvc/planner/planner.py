@@ -18,11 +18,12 @@ from typing import Any
 
 import redis
 
-from cronsvc.clock import SYSTEM, Clock, iso_utc, monotonic
+from cronsvc.clock import SYSTEM, FleetClock, iso_utc, monotonic
 from cronsvc.config.jobfile import JobFile
 from cronsvc.config.models import Config, Job
 from cronsvc.errors import Superseded
 from cronsvc.keys import DEFAULT_POOL, Keys, all_shards
+from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.notifier import Notifier
 from cronsvc.planner.batch import PlanBatch
@@ -32,15 +33,15 @@ from cronsvc.planner.publish import (
     by_shard,
     claim_generation,
     policy_line,
-    server_now,
     sync_jobs,
 )
 from cronsvc.planner.schedules import plan_schedules
 from cronsvc.planner.ticker import Ticker
 from cronsvc.presence import WAKE_WITHIN_MS, alive, planner_stale_ms, process_id
 from cronsvc.schedule.expand import occurrences_ms
+from cronsvc.store.connection import RedisClock
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
-from cronsvc.store.replies import json_object, text, texts
+from cronsvc.store.replies import integer, json_object, text, texts
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.planner")
@@ -71,7 +72,7 @@ class Planner:
         redis_client: redis.Redis,
         *,
         planner_id: str | None = None,
-        clock: Clock = SYSTEM,
+        clock: FleetClock | None = None,
         horizon: float | None = None,
         tick: float | None = None,
         metrics: Metrics | None = None,
@@ -80,17 +81,17 @@ class Planner:
         self.client = redis_client
         self.scripts = Scripts(redis_client)
         self.planner_id = planner_id or process_id()
-        self.clock = clock
+        # The fleet's clock (Redis's; a test's FixedClock); this host's stamps what it saw.
+        self.clock: FleetClock = clock or RedisClock(redis_client)
         self._horizon = horizon
         self._tick = tick
         self._needs_sync = True
         self._ticker = Ticker(self._scheduled_tick, lambda: self.tick_interval)
-        self._started_ms = clock.now_ms()
-        self.errors = ErrorLog(clock)
+        self._started_ms = (clock or SYSTEM).now_ms()
+        self.errors = ErrorLog(clock or SYSTEM)
         # The file changed under this planner since it last decided what to publish.
         self._changed = False
         self.generation: int | None = None  # the generation this planner's file is, if newest
-        self.verdict: Verdict | None = None
         self.newest = Newest()
         self._said: set[str] = set()  # runtime schedules of jobs this file lacks, said once
         self.metrics = metrics or NO_METRICS
@@ -114,13 +115,10 @@ class Planner:
 
     def _now(self) -> int:
         """Redis server time: a planner whose clock is off plans the same fires."""
-        if self.clock is not SYSTEM:
-            return self.clock.now_ms()
-        return server_now(self.client)
+        return self.clock.now_ms()
 
     def _script_now(self) -> int | None:
-        # Scripts use the Redis clock; only an injected clock (tests) overrides it.
-        return None if self.clock is SYSTEM else self.clock.now_ms()
+        return self.clock.script_now()
 
     def _shards(self) -> list[Keys]:
         return all_shards(self.config.redis.shards, self.config.redis.prefix)
@@ -162,7 +160,7 @@ class Planner:
             gen = claim_generation(self.scripts, self.config, self.planner_id, newest,
                                    script_now=self._script_now())
             if gen is None:  # another file came first: look again at the next tick
-                self.generation, self.verdict = None, Verdict.YIELD
+                self.generation = None
                 return Verdict.YIELD
             self.newest = Newest(gen, self.config.digest, self.planner_id, now,
                                  len(self.config.jobs))
@@ -172,7 +170,7 @@ class Planner:
         else:
             gen = None
         self._changed = False
-        self.generation, self.verdict = gen, verdict
+        self.generation = gen
         return verdict
 
     def _newest_held(self, newest: Newest, seen: list[tuple[Any, float]],
@@ -290,7 +288,13 @@ class Planner:
             if mark is None:  # not published (or wiped): publish first
                 self._needs_sync = self.generation is not None
                 continue
-            wm = int(mark)
+            wm = integer(mark)
+            if wm is None:
+                # Written by hand: plan from now, as a new definition does (a fire already
+                # due may have run); the plan script writes a time over it.
+                log.warning("job %s: planning from now: %s", job.name,
+                            named(keys.watermarks, job.name, f"{text(mark)!r} is not a time"))
+                wm = now
             if wm >= upto:
                 continue
             floor = now - max(MIN_LOOKBACK_MS, int((job.starting_deadline or 0) * 1000))

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import redis
 
-from cronsvc.clock import SYSTEM, redis_ms
 from cronsvc.config.models import Config, Job
 from cronsvc.errors import Superseded
 from cronsvc.fires import fire_id
@@ -24,6 +23,7 @@ from cronsvc.keys import DEFAULT_POOL, Keys, all_shards, keys_for
 from cronsvc.planner.generations import Newest
 from cronsvc.policy import Policy, digest_of
 from cronsvc.schedule.expand import Spec, occurrences_ms
+from cronsvc.store.connection import RedisClock
 from cronsvc.store.faults import REDIS_ERRORS, describe
 from cronsvc.store.replies import texts
 from cronsvc.store.scripts import Scripts
@@ -152,15 +152,6 @@ def _old_fires(name: str, have: Published, now_ms: int, horizon_ms: int,
 
 
 # -- publishing a generation ---------------------------------------------------------------
-def server_now(client: redis.Redis) -> int:
-    """The Redis server clock, else this host's: on a cluster TIME may pick a node that is
-    down, and publishing still goes on to the shards that are up."""
-    try:
-        return redis_ms(client)
-    except redis.RedisError:
-        return SYSTEM.now_ms()
-
-
 def by_shard(config: Config) -> dict[Keys, list[Job]]:
     """The jobs of ``config`` on each shard (every shard, one without jobs too)."""
     groups: dict[Keys, list[Job]] = {k: [] for k in all_shards(config.redis.shards,
@@ -185,7 +176,7 @@ def publish_file(client: redis.Redis, scripts: Scripts, config: Config, *, plann
     if generation is None:
         return None
     try:
-        sync_jobs(client, scripts, config, generation, now_ms=server_now(client),
+        sync_jobs(client, scripts, config, generation, now_ms=RedisClock(client).now_ms(),
                   horizon_ms=int(config.planner.horizon * 1000))
     except Superseded:
         return None

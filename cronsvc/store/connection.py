@@ -30,6 +30,7 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
+from cronsvc.clock import SYSTEM, redis_ms
 from cronsvc.errors import RedisUnavailable
 
 TLS_OPTIONS = frozenset({
@@ -214,6 +215,25 @@ REPLY_TIMEOUT = 5.0
 #: cronsvc writes is UTF-8; another one was written by hand or by another program, and must
 #: reach the code that judges it (and sets it aside) rather than fail the whole reply.
 ENCODING_ERRORS = "replace"
+
+
+class RedisClock:
+    """The Redis server's clock, the only clock the fleet goes by: scripts read it
+    themselves (:meth:`script_now` is None), Python with TIME, and this host's clock when
+    TIME cannot be read (on a cluster it may pick a node that is down, and work goes on
+    with the shards that are up)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def now_ms(self) -> int:
+        try:
+            return redis_ms(self.client)
+        except (redis.RedisError, RedisClusterException):
+            return SYSTEM.now_ms()
+
+    def script_now(self) -> int | None:
+        return None
 
 
 def client_for(

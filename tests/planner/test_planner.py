@@ -463,3 +463,19 @@ jobs:
     p.tick()
     assert queued(r, "ninety") == expected(cfg, "ninety", clock.now_ms(),
                                            clock.now_ms() + 2 * HOUR)
+
+
+def test_a_watermark_that_is_no_time_plans_from_now_and_the_others_plan_on(
+        cfg: Path, r: redis.Redis, clock: FixedClock, caplog: pytest.LogCaptureFixture) -> None:
+    """Written by hand: the tick used to fail on it, and no job of the shard was planned."""
+    p = make(cfg, r, clock)
+    p.tick()
+    r.delete(K.queue)
+    r.hset(K.watermarks, "every5", "abc")
+    clock.advance(60_000)
+    with caplog.at_level(logging.WARNING, logger="cronsvc.planner"):
+        stats = p.tick()
+    assert "cron:planned 'every5': 'abc' is not a time" in caplog.text
+    now, upto = T0 + 60_000, T0 + 60_000 + int(p.horizon * 1000)
+    assert queued(r, "every5") == expected(cfg, "every5", now, upto)
+    assert int(r.hget(K.watermarks, "every5")) == upto and stats.added > 0
