@@ -32,7 +32,7 @@ class Core:
         self.redis = client
         self.shards = shards
         self.prefix = prefix
-        self.scripts = Scripts(client, prefix=prefix)
+        self.scripts = Scripts(client)
         self.actor = actor
 
     def acting_as(self, actor: str) -> Core:

@@ -150,15 +150,14 @@ def _ran(k: Keys, fid: str, job: str) -> tuple[str, bytes | str]:
 class Scripts:
     """Typed calls of every script on one client (scripts registered once, here).
 
-    Every method takes the shard's :class:`Keys` first (``None``: the
-    unsharded keys of ``prefix``). Those whose script reads the clock take an
+    Every method takes the shard's :class:`Keys` first (the names, with their prefix and
+    shard, of the keys the script touches). Those whose script reads the clock take an
     optional ``now_ms`` that only tests pass (the script's ARGV[1]): by default the
     scripts read the Redis server clock.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str = "") -> None:
+    def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self.keys = Keys(prefix=prefix)
         self.sources = load_sources()
         self._scripts: dict[str, Script] = {
             name: client.register_script(src.text) for name, src in self.sources.items()
@@ -205,12 +204,9 @@ class Scripts:
         node = self.client.get_node_from_key(keys.queue)  # type: ignore[attr-defined]
         return node.redis_connection.pipeline(transaction=False)
 
-    def _k(self, keys: Keys | None) -> Keys:
-        return self.keys if keys is None else keys
-
     # -- planner ---------------------------------------------------------------
     def publish(
-        self, keys: Keys | None, sets: Iterable[tuple[str, str, str, str]],
+        self, keys: Keys, sets: Iterable[tuple[str, str, str, str]],
         removals: Iterable[tuple[str, str]] = (),
         unqueue: Iterable[tuple[str, str, Sequence[str], str]] = (), *, generation: int,
         history_cap: int = 100, now_ms: int | None = None,
@@ -223,7 +219,6 @@ class Scripts:
         An unqueue item's fourth field is the pool whose queue holds those fires.
         ``mirror`` ``(job, policy_line)`` and ``unmirror`` (jobs) keep ``Keys.job_lines``, the
         lines of the whole file, of a sharded fleet."""
-        k = self._k(keys)
         args: list[Any] = [_now(now_ms), int(generation), int(history_cap)]
         for group in (list(sets), list(removals)):
             args.append(len(group))
@@ -235,40 +230,38 @@ class Scripts:
         mirrored, gone = list(mirror), list(unmirror)
         args += [len(mirrored), *(field for item in mirrored for field in item), len(gone), *gone]
         res = self.run("publish", [
-            k.jobs, k.specs, k.watermarks, k.events, k.published, k.job_lines,
+            keys.jobs, keys.specs, keys.watermarks, keys.events, keys.published, keys.job_lines,
             *(key for job, _, _, pool in groups
-              for key in (k.with_pool(pool).queue, k.history(job)))], args)
+              for key in (keys.with_pool(pool).queue, keys.history(job)))], args)
         return PublishResult(int(res[0]), int(res[1]), int(res[2]), [text(j) for j in res[3]])
 
     def generation(
-        self, keys: Keys | None, digest: str, planner: str, seen: int | None, jobs: int,
+        self, keys: Keys, digest: str, planner: str, seen: int | None, jobs: int,
         *, now_ms: int | None = None,
     ) -> tuple[int, int]:
         """Make the file ``digest`` the newest generation unless another was published after
         generation ``seen`` (None: whatever is newest). ``(generation, status)``: status 1
         now newest, 0 it was already, -1 another file came first (nothing written).
         ``keys``: those of the first shard, where the fleet's keys live."""
-        k = self._k(keys)
-        res = self.run("generation", [k.generation, k.generations],
+        res = self.run("generation", [keys.generation, keys.generations],
                        [_now(now_ms), digest, planner, "" if seen is None else int(seen), jobs])
         return int(res[0]), int(res[1])
 
     def plan(
-        self, keys: Keys | None, entries: Iterable[tuple[str, str, int, Sequence[int]]],
+        self, keys: Keys, entries: Iterable[tuple[str, str, int, Sequence[int]]],
     ) -> PlanResult:
         """Queue fires of ``(job, digest, upto_ms, dues ascending)`` past each watermark."""
-        k = self._k(keys)
         body: list[Any] = []
         count = 0
         for job, digest, upto, dues in entries:
             body += [job, digest, int(upto), len(dues), *(int(d) for d in dues)]
             count += 1
-        res = self.run("plan", [k.queue, k.watermarks, k.jobs], [count, *body])
+        res = self.run("plan", [keys.queue, keys.watermarks, keys.jobs], [count, *body])
         return PlanResult(int(res[0]), [text(j) for j in res[1]])
 
     # -- worker ----------------------------------------------------------------
     def claim(
-        self, keys: Keys | None, worker_id: str, batch: int = 1, lease_ms: int = 30_000,
+        self, keys: Keys, worker_id: str, batch: int = 1, lease_ms: int = 30_000,
         scan_limit: int | None = None, *, held: str | None = None, unheld_ms: int = UNHELD_MS,
         now_ms: int | None = None,
     ) -> ClaimResult:
@@ -278,15 +271,14 @@ class Scripts:
         other definitions are left for other workers, and dropped as missed once due for
         ``unheld_ms`` without one taking them. None takes fires of any definition (tools).
         """
-        k = self._k(keys)
-        res = self.run("claim", claim_keys(k, held),
+        res = self.run("claim", claim_keys(keys, held),
                        [_now(now_ms), worker_id, batch, int(lease_ms),
                         max(scan_limit or batch, batch), int(unheld_ms),
                         "1" if held is None else "0"])
         # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
         # m, m * (fire, why), a, a * (member, key)
         n = int(res[2])
-        claimed = [_claimed(k, res[i:i + CLAIM_FIELDS])
+        claimed = [_claimed(keys, res[i:i + CLAIM_FIELDS])
                    for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS)]
         at = 3 + CLAIM_FIELDS * n
         m = int(res[at])
@@ -297,34 +289,33 @@ class Scripts:
         return ClaimResult(int(res[0]), int(res[1]), claimed, dropped, aside)
 
     def heartbeat(
-        self, keys: Keys | None, lease_ms: int, pairs: Pairs, *, now_ms: int | None = None,
+        self, keys: Keys, lease_ms: int, pairs: Pairs, *, now_ms: int | None = None,
     ) -> list[int]:
         """Extend leases; per pair 1 ok, 2 ok but cancelled (stop the run), 0 lease lost."""
-        k = self._k(keys)
         flat = [x for fid, token in pairs for x in (fid, int(token))]
         if not flat:
             return []
-        res = self.run("heartbeat", [k.working, k.attempts, k.cancels],
+        res = self.run("heartbeat", [keys.working, keys.attempts, keys.cancels],
                        [_now(now_ms), int(lease_ms), *flat])
         return [int(x) for x in res]
 
     def ack(
-        self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
+        self, keys: Keys, fire_id: str, token: int, job: str, record: Any,
         history_cap: int = 100,
     ) -> None:
         """Finish a held fire and add ``record`` to its job's history; LeaseLost if taken over."""
-        [lost] = self._acks(self._k(keys), [(fire_id, token, job, record)], history_cap)
+        [lost] = self._acks(keys, [(fire_id, token, job, record)], history_cap)
         if lost is not None:
             raise LeaseLost(lost)
 
     def ack_many(
-        self, keys: Keys | None, acks: Iterable[tuple[str, int, str, Any] |
+        self, keys: Keys, acks: Iterable[tuple[str, int, str, Any] |
                                                  tuple[str, int, str, Any, str]],
         history_cap: int = 100,
     ) -> list[bool]:
         """Ack ``(fire_id, token, job, record[, jobs its success triggers 'a,b'])`` items of
         one shard; False = lease lost."""
-        return [lost is None for lost in self._acks(self._k(keys), list(acks), history_cap)]
+        return [lost is None for lost in self._acks(keys, list(acks), history_cap)]
 
     def _acks(self, k: Keys, items: list[Any], history_cap: int) -> list[str | None]:
         """Per item None if acked, else why not; ACK_CHUNK items per script call."""
@@ -336,135 +327,125 @@ class Scripts:
         return out
 
     def fail(
-        self, keys: Keys | None, fire_id: str, token: int, job: str, record: Any,
+        self, keys: Keys, fire_id: str, token: int, job: str, record: Any,
         history_cap: int, max_attempts: int, retry_at_ms: int, *, notify: str = "",
         pause_after: int = 0, on_failure: str = "", now_ms: int | None = None,
     ) -> FailResult:
         """Record a failed attempt: requeued at ``retry_at_ms`` while attempts remain, else
         dead. ``notify`` (the job's :attr:`Policy.notify` mask) and ``pause_after`` say what
         goes into the outbox, and when the job is paused."""
-        k = self._k(keys)
-        ran_key, entry = _ran(k, fire_id, job)
+        ran_key, entry = _ran(keys, fire_id, job)
         res = self.run("fail", [
-            k.working, k.queue, k.attempts, k.claims, k.running, k.cancels, k.dead, k.history(job),
-            k.events, k.outbox, k.failing, k.paused, ran_key,
+            keys.working, keys.queue, keys.attempts, keys.claims, keys.running, keys.cancels,
+            keys.dead, keys.history(job), keys.events, keys.outbox, keys.failing, keys.paused,
+            ran_key,
         ], [_now(now_ms), fire_id, int(token), job, record_json(record), int(history_cap),
             int(max_attempts), int(retry_at_ms), notify, int(pause_after), on_failure,
             PERIOD_MS, REACH_MS, entry])
         return FailResult(text(res[0]), int(res[1]))
 
-    def release(self, keys: Keys | None, pairs: Pairs) -> int:
+    def release(self, keys: Keys, pairs: Pairs) -> int:
         """Give unstarted claims back at their due time, attempt not counted; number released."""
-        k = self._k(keys)
         flat = [x for fid, token in pairs for x in (fid, int(token))]
         if not flat:
             return 0
-        return int(self.run("release", [k.working, k.queue, k.attempts, k.claims], flat))
+        return int(self.run("release",
+                            [keys.working, keys.queue, keys.attempts, keys.claims], flat))
 
-    def record(self, keys: Keys | None, job: str, record: Any, history_cap: int = 100) -> None:
+    def record(self, keys: Keys, job: str, record: Any, history_cap: int = 100) -> None:
         """Add ``record`` to ``job``'s history and to the events list."""
-        k = self._k(keys)
-        self.run("record", [k.history(job), k.events], [record_json(record), int(history_cap)])
+        self.run("record", [keys.history(job), keys.events],
+                 [record_json(record), int(history_cap)])
 
     # -- runtime schedules ---------------------------------------------------------
     def schedule_set(
-        self, keys: Keys | None, sid: str, rev: int, mark: float | None, content: str,
+        self, keys: Keys, sid: str, rev: int, mark: float | None, content: str,
         actor: str, new_mark: int, unqueue: Sequence[str], dues: Sequence[int], *,
         now_ms: int | None = None, client: Any = None,
     ) -> Any:
         """Create or change one schedule (a compare-and-set on ``rev`` and ``mark``):
         ``(outcome, rev)`` with outcome created, changed, unchanged or retry. With a
         pipeline as ``client``, the reply comes with the pipeline's."""
-        k = self._k(keys)
-        res = self.run("schedule-set", [k.schedules, k.schedule_marks, k.schedule_counts,
-                                        k.queue, k.events],
+        res = self.run("schedule-set", [keys.schedules, keys.schedule_marks, keys.schedule_counts,
+                                        keys.queue, keys.events],
                        [_now(now_ms), sid, int(rev), _mark(mark), content, actor, int(new_mark),
                         len(unqueue), *unqueue, *(int(d) for d in dues)], client=client)
         return res if client is not None else schedule_outcome(res)
 
-    def schedule_delete(self, keys: Keys | None, sid: str, rev: int, mark: float | None,
+    def schedule_delete(self, keys: Keys, sid: str, rev: int, mark: float | None,
                         unqueue: Sequence[str], *, now_ms: int | None = None) -> str:
         """Delete one schedule and unqueue ``unqueue``: deleted, absent or retry."""
-        k = self._k(keys)
-        return text(self.run("schedule-delete", [k.schedules, k.schedule_marks,
-                                                 k.schedule_counts, k.queue, k.events],
+        return text(self.run("schedule-delete", [keys.schedules, keys.schedule_marks,
+                                                 keys.schedule_counts, keys.queue, keys.events],
                              [_now(now_ms), sid, int(rev), _mark(mark), *unqueue]))
 
-    def schedule_plan(self, keys: Keys | None,
+    def schedule_plan(self, keys: Keys,
                       entries: Sequence[tuple[str, int, float, int, Sequence[int]]]
                       ) -> PlanResult:
         """Queue fires of schedules: per entry (id, rev read, mark read, new mark, dues)."""
-        k = self._k(keys)
         args: list[Any] = [len(entries)]
         for sid, rev, mark, new_mark, dues in entries:
             args += [sid, int(rev), _mark(mark), int(new_mark), len(dues), *(int(d) for d in dues)]
-        res = self.run("schedule-plan", [k.schedules, k.schedule_marks, k.queue], args)
+        res = self.run("schedule-plan", [keys.schedules, keys.schedule_marks, keys.queue], args)
         return PlanResult(int(res[0]), [text(s) for s in res[1]])
 
-    def schedule_due(self, keys: Keys | None, upto: int, offset: int, page: int,
+    def schedule_due(self, keys: Keys, upto: int, offset: int, page: int,
                      ) -> tuple[list[tuple[str, int, str]], int]:
         """Schedules whose mark is below ``upto`` (past the first ``offset``), at most
         ``page``: (id, mark, stored line) each; and how many entries were set aside because
         they were no schedule's mark or no stored schedule."""
-        k = self._k(keys)
-        res = self.run("schedule-due", [k.schedules, k.schedule_marks, k.malformed],
+        res = self.run("schedule-due", [keys.schedules, keys.schedule_marks, keys.malformed],
                        ["", int(upto), int(offset), int(page)])
         due = [(text(res[i]), int(res[i + 1]), text(res[i + 2]))
                for i in range(0, len(res) - 1, 3)]
         return due, int(res[-1])
 
-    def schedule_aside(self, keys: Keys | None, sid: str, rev: str, why: str) -> bool:
+    def schedule_aside(self, keys: Keys, sid: str, rev: str, why: str) -> bool:
         """Set aside a schedule whose line does not read; False if it changed meanwhile."""
-        k = self._k(keys)
-        return self.run("schedule-aside", [k.schedules, k.schedule_marks, k.malformed],
+        return self.run("schedule-aside", [keys.schedules, keys.schedule_marks, keys.malformed],
                         ["", sid, rev, why]) == 1
 
     # -- client ----------------------------------------------------------------
     def enqueue(
-        self, keys: Keys | None, fire_id: str, due_ms: int, payload: Any = None,
+        self, keys: Keys, fire_id: str, due_ms: int, payload: Any = None,
     ) -> bool:
         """Queue a one-off fire; False if it is queued already. UnknownJob if not published."""
-        k = self._k(keys)
         body = "" if payload is None else compact(payload)
-        return self.run("enqueue", [k.queue, k.payloads, k.jobs],
+        return self.run("enqueue", [keys.queue, keys.payloads, keys.jobs],
                         [fire_id, int(due_ms), body]) == 1
 
-    def cancel(self, keys: Keys | None, fire_id: str, *, now_ms: int | None = None) -> bool:
+    def cancel(self, keys: Keys, fire_id: str, *, now_ms: int | None = None) -> bool:
         """Unqueue a fire that has not started; False if it is not queued."""
-        k = self._k(keys)
-        return self.run("cancel", [k.queue, k.payloads, k.attempts, k.events],
+        return self.run("cancel", [keys.queue, keys.payloads, keys.attempts, keys.events],
                         [_now(now_ms), fire_id]) == 1
 
     def pause(
-        self, keys: Keys | None, job: str, note: str = "", *, now_ms: int | None = None,
+        self, keys: Keys, job: str, note: str = "", *, now_ms: int | None = None,
     ) -> tuple[int, list[tuple[str, int, str]]]:
         """Pause ``job``: ``(since_ms, [(fire, lease deadline, claim JSON)])`` of its fires
         claimed before. UnknownJob if it is not published."""
-        k = self._k(keys)
-        res = self.run("pause", [k.job_lines, k.paused, k.working, k.claims],
+        res = self.run("pause", [keys.job_lines, keys.paused, keys.working, keys.claims],
                        [_now(now_ms), job, note])
         return int(res[0]), [(text(res[i]), int(res[i + 1]), text(res[i + 2]))
                              for i in range(1, len(res), 3)]
 
     def resume(
-        self, keys: Keys | None, job: str, pause_json: str = "", fires: Iterable[str] = (),
+        self, keys: Keys, job: str, pause_json: str = "", fires: Iterable[str] = (),
         *, now_ms: int | None = None,
     ) -> tuple[int, list[str]]:
         """End ``job``'s pause and queue ``fires`` again: ``(status, fires queued)``, status
         1 resumed, 0 not paused, -1 the pause is no longer ``pause_json`` (nothing done)."""
-        k = self._k(keys)
-        res = self.run("resume", [k.paused, k.queue, k.working, k.dead, k.events, k.failing],
-                       [_now(now_ms), job, pause_json, *fires])
+        res = self.run("resume", [keys.paused, keys.queue, keys.working, keys.dead, keys.events,
+                                  keys.failing], [_now(now_ms), job, pause_json, *fires])
         return int(res[0]), [text(f) for f in res[1:]]
 
-    def retry_dead(self, keys: Keys | None, fire_id: str, *, now_ms: int | None = None) -> bool:
+    def retry_dead(self, keys: Keys, fire_id: str, *, now_ms: int | None = None) -> bool:
         """Queue a dead fire again now with fresh attempts; False if it is not dead."""
-        k = self._k(keys)
-        return self.run("retry", [k.dead, k.queue, k.attempts, k.events],
+        return self.run("retry", [keys.dead, keys.queue, keys.attempts, keys.events],
                         [_now(now_ms), fire_id]) == 1
 
     def backfill(
-        self, keys: Keys | None, owner: str, job: str, fires: Sequence[str], *, queue: bool,
+        self, keys: Keys, owner: str, job: str, fires: Sequence[str], *, queue: bool,
         line: Any = None, history_cap: int = 100, now_ms: int | None = None,
     ) -> list[str]:
         """Queue the ``fires`` of ``owner`` (``job``, or ``!<schedule id>``) that did not run,
@@ -472,54 +453,49 @@ class Scripts:
         ``queued already``, ``in flight``, ``dead`` or ``ran``. ``keys``: the shard and pool
         of the fires; ``line``, a history record added to ``job``'s history if any is
         queued."""
-        k = self._k(keys)
         if not fires:
             return []
         periods = sorted({period_of(parse_fire(fid)[1]) for fid in fires})
         res = self.run("backfill", [
-            k.queue, k.working, k.dead, k.attempts, k.events, k.history(job),
-            *(k.ran(owner, p) for p in periods),
+            keys.queue, keys.working, keys.dead, keys.attempts, keys.events, keys.history(job),
+            *(keys.ran(owner, p) for p in periods),
         ], [_now(now_ms), "1" if queue else "0", record_json(line) if line else "",
             int(history_cap), PERIOD_MS, *fires])
         return [text(r) for r in res]
 
     def purge_dead(
-        self, keys: Keys | None, job: str | None = None, fires: Sequence[str] = (), *,
+        self, keys: Keys, job: str | None = None, fires: Sequence[str] = (), *,
         now_ms: int | None = None,
     ) -> int:
         """Forget the shard's dead fires (only ``job``'s if given, only ``fires`` if given);
         how many went."""
-        k = self._k(keys)
-        return int(self.run("purge", [k.dead, k.attempts, k.payloads, k.events],
+        return int(self.run("purge", [keys.dead, keys.attempts, keys.payloads, keys.events],
                             [_now(now_ms), job or "", *fires]))
 
-    def each_host(self, keys: Keys | None, host: str, window_ms: int, limit: int = 1000, *,
+    def each_host(self, keys: Keys, host: str, window_ms: int, limit: int = 1000, *,
                   now_ms: int | None = None) -> tuple[int, int]:
         """Copy the due each-host fires of the shard into ``host``'s own queue, once each;
         ``(copied, due time of the next fire not due yet or -1)``."""
-        k = self._k(keys)
-        res = self.run("each-host", [k.with_pool(EACH_HOST).queue, k.each_host_marks,
-                                     k.with_pool(host_pool(host)).queue],
+        res = self.run("each-host", [keys.with_pool(EACH_HOST).queue, keys.each_host_marks,
+                                     keys.with_pool(host_pool(host)).queue],
                        [_now(now_ms), host, int(window_ms), int(limit)])
         return int(res[0]), int(res[1])
 
-    def chain(self, keys: Keys | None, fire_id: str, due_ms: int, payload: Any, line: Any,
+    def chain(self, keys: Keys, fire_id: str, due_ms: int, payload: Any, line: Any,
               history_cap: int = 100, *, now_ms: int | None = None) -> int:
         """Queue a chain fire once ever, with ``line`` (a history record of the link) in its
         job's history: 1 queued, 0 queued before, -1 job not published."""
-        k = self._k(keys)
-        return int(self.run("chain", [k.queue, k.payloads, k.jobs, k.chained,
-                                      k.history(job_of(fire_id))],
+        return int(self.run("chain", [keys.queue, keys.payloads, keys.jobs, keys.chained,
+                                      keys.history(job_of(fire_id))],
                             [_now(now_ms), fire_id, int(due_ms), compact(payload),
                              record_json(line), int(history_cap)]))
 
     # -- notifier --------------------------------------------------------------
-    def notify_lease(self, keys: Keys | None, notifier: str, lease_ms: int) -> bool:
+    def notify_lease(self, keys: Keys, notifier: str, lease_ms: int) -> bool:
         """Take or keep the notifier lease for ``lease_ms`` (0: give it up); True if held."""
-        k = self._k(keys)
-        return int(self.run("notify-lease", [k.notify_lease], [notifier, int(lease_ms)])) == 1
+        return int(self.run("notify-lease", [keys.notify_lease], [notifier, int(lease_ms)])) == 1
 
-    def notify_route(self, keys: Keys | None, notifier: str, routed: int,
+    def notify_route(self, keys: Keys, notifier: str, routed: int,
                      episodes: Sequence[tuple[str, str]],
                      messages: Sequence[tuple[str, str, str]], aside: Sequence[str] = (),
                      *, now_ms: int | None = None) -> int:
@@ -528,7 +504,6 @@ class Scripts:
         aside, write the ``(field, JSON or '')`` episode changes and queue ``(channel, id,
         JSON)`` messages not queued or sent before; how many were queued. NotLeader
         without the lease."""
-        k = self._k(keys)
         args: list[Any] = [_now(now_ms), notifier, int(routed), len(aside), *aside,
                            len(episodes)]
         for name, value in episodes:
@@ -536,16 +511,16 @@ class Scripts:
         for _, mid, body in messages:
             args += [mid, body]
         return int(self.run("notify-route", [
-            k.notify_lease, k.notify_deliveries, k.notify_sent, k.notify_episodes, k.outbox,
-            k.malformed, *(k.notify_due(channel) for channel, _, _ in messages)], args))
+            keys.notify_lease, keys.notify_deliveries, keys.notify_sent, keys.notify_episodes,
+            keys.outbox, keys.malformed,
+            *(keys.notify_due(channel) for channel, _, _ in messages)], args))
 
-    def notify_settle(self, keys: Keys | None, channel: str, mid: str, verdict: str,
+    def notify_settle(self, keys: Keys, channel: str, mid: str, verdict: str,
                       retry_at_ms: int | None = None, body: str = "", *,
                       now_ms: int | None = None) -> bool:
         """Record one attempt of message ``mid``: sent, retry (at ``retry_at_ms``, ``body``
         its new JSON) or dead (given up on); False if it was settled already."""
-        k = self._k(keys)
         return int(self.run("notify-settle", [
-            k.notify_deliveries, k.notify_due(channel), k.notify_sent, k.notify_dead,
+            keys.notify_deliveries, keys.notify_due(channel), keys.notify_sent, keys.notify_dead,
         ], [_now(now_ms), mid, verdict, "" if retry_at_ms is None else int(retry_at_ms),
             body])) == 1

@@ -547,11 +547,11 @@ def test_scripts_reload_after_script_flush(s: Scripts, r: redis.Redis) -> None:
 
 def test_works_without_decode_responses(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
-    s = Scripts(client, prefix="p:")
-    s.publish(None, [("a", "-", line(), SPEC)], generation=1, now_ms=T0)
-    s.plan(None, [("a", D1, T0 + MIN, [T0 + MIN])])
-    s.enqueue(None, "a@1#tzzzzzz", 1, "text")
-    res = s.claim(None, "w", batch=5, now_ms=T0 + MIN)
+    s, p = Scripts(client), Keys(prefix="p:")
+    s.publish(p, [("a", "-", line(), SPEC)], generation=1, now_ms=T0)
+    s.plan(p, [("a", D1, T0 + MIN, [T0 + MIN])])
+    s.enqueue(p, "a@1#tzzzzzz", 1, "text")
+    res = s.claim(p, "w", batch=5, now_ms=T0 + MIN)
     assert [(c.fire_id, c.payload) for c in res.claimed] == [("a@1#tzzzzzz", "text"),
                                                             (f"a@{T0 + MIN}", None)]
     assert client.exists("p:cron:queue") == 0 and client.zcard("p:scheduler:working") == 2
