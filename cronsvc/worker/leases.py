@@ -15,12 +15,15 @@ is ridden out, wherever it falls.
 from __future__ import annotations
 
 import logging
+import threading
+from typing import Protocol
 
 from cronsvc.clock import monotonic
 from cronsvc.history import Cancel
 from cronsvc.run.watchdog import margin
 from cronsvc.store.faults import REDIS_ERRORS, describe
-from cronsvc.worker.running import Holder, Running, by_shard
+from cronsvc.store.scripts import Scripts
+from cronsvc.worker.running import Running, by_shard
 
 log = logging.getLogger("cronsvc.worker")
 
@@ -40,10 +43,23 @@ def ridden_out(lease_s: float) -> float:
     return lease_s - 2 * margin(lease_s) - period(lease_s) - RETRY_S
 
 
+class LeaseHolder(Protocol):
+    """What the lease and fence threads use of their worker."""
+
+    scripts: Scripts
+    lease_ms: int
+    stopping: threading.Event  # no more claims
+    hard_stopped: threading.Event  # runs stop now; nothing waits on Redis any more
+
+    def running(self) -> list[Running]: ...
+
+    def noted(self, exc: BaseException) -> None: ...
+
+
 class Leases:
     """Keeps the leases of one worker's runs, and fences off runs whose lease may lapse."""
 
-    def __init__(self, worker: Holder, margin_s: float) -> None:
+    def __init__(self, worker: LeaseHolder, margin_s: float) -> None:
         self.w = worker
         self.margin = margin_s  # how long before a lease may lapse its command is killed
 

@@ -12,18 +12,19 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from cronsvc.clock import monotonic
-from cronsvc.config.models import Job
+from cronsvc.config.models import Config, Job
 from cronsvc.errors import LeaseLost
 from cronsvc.history import Cancel, HistoryRecord, drop_explained
 from cronsvc.keys import Keys, keys_for
+from cronsvc.metrics.counters import NoMetrics
 from cronsvc.policy import Policy
 from cronsvc.process.logs import batched_lines
 from cronsvc.run.executor import Outcome
 from cronsvc.store.faults import REDIS_ERRORS, describe, is_outage
-from cronsvc.store.scripts import Claim
+from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.worker.records import (
     drop_record,
     history_record,
@@ -31,7 +32,7 @@ from cronsvc.worker.records import (
     log_outcome,
     lost_record,
 )
-from cronsvc.worker.running import Holder, Note, Running
+from cronsvc.worker.running import Note, Running
 
 log = logging.getLogger("cronsvc.worker")
 
@@ -45,10 +46,31 @@ T = TypeVar("T")
 Acks = dict[Keys, list[tuple[Running, Outcome, HistoryRecord]]]
 
 
+class ResultsHolder(Protocol):
+    """What the results thread uses of its worker."""
+
+    worker_id: str
+    config: Config
+    scripts: Scripts
+    metrics: NoMetrics
+    lease_ms: int
+    history_cap: int
+    offset_ms: int  # the server's clock minus this machine's, as of the last claim
+    hard_stopped: threading.Event  # runs stop now; nothing waits on Redis any more
+
+    def free(self, run: Running) -> None: ...
+
+    def noted(self, exc: BaseException) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def server_now(self) -> int: ...
+
+
 class Results:
     """Records what the runs and claims of one worker leave behind, in a thread of its own."""
 
-    def __init__(self, worker: Holder) -> None:
+    def __init__(self, worker: ResultsHolder) -> None:
         self.w = worker
         # (run, outcome) of finished runs and notes; None ends the thread.
         self._queue: queue.SimpleQueue[tuple[Running, Outcome] | Note | None] = (

@@ -1,18 +1,17 @@
-"""What a worker holds: the fires it runs under a lease, and history lines it owes; and
-what its lease and results threads may use of it (:class:`Holder`)."""
+"""What a worker holds: the fires it runs under a lease, and history lines it owes. Its
+lease and results threads each say what they use of it (``LeaseHolder`` in leases.py,
+``ResultsHolder`` in results.py)."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from cronsvc.config.models import Config, Job
+from cronsvc.config.models import Job
 from cronsvc.history import Cancel, HistoryRecord
 from cronsvc.keys import Keys
-from cronsvc.metrics.counters import NoMetrics
 from cronsvc.run.watchdog import Leash
-from cronsvc.store.scripts import Claim, Scripts
+from cronsvc.store.scripts import Claim
 
 
 @dataclass
@@ -58,27 +57,3 @@ def by_shard(runs: list[Running]) -> dict[Keys, list[Running]]:
     for run in runs:
         by_keys.setdefault(run.keys, []).append(run)
     return by_keys
-
-
-class Holder(Protocol):
-    """What the lease and results threads use of their worker."""
-
-    worker_id: str
-    config: Config
-    scripts: Scripts
-    metrics: NoMetrics
-    lease_ms: int
-    history_cap: int
-    offset_ms: int  # the server's clock minus this machine's, as of the last claim
-    stopping: threading.Event  # no more claims
-    hard_stopped: threading.Event  # runs stop now; nothing waits on Redis any more
-
-    def running(self) -> list[Running]: ...
-
-    def free(self, run: Running) -> None: ...
-
-    def noted(self, exc: BaseException) -> None: ...
-
-    def wake(self) -> None: ...
-
-    def server_now(self) -> int: ...
