@@ -37,7 +37,8 @@ class ImportProblem(Exception):
 
 @dataclass
 class CallResult:
-    """What the call thread reports back; the executor turns it into an Outcome."""
+    """What the call reports back; the call kind (:mod:`cronsvc.kinds.call`) makes it a
+    Result."""
 
     ok: bool
     output: str = ""

@@ -37,12 +37,12 @@ from cronsvc.config.models import Config
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
+from cronsvc.kinds import execute
 from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.context import FireContext
-from cronsvc.run.executor import execute
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from cronsvc.config.models import Job
+from cronsvc.kinds import KINDS, KindFields
 from cronsvc.web.api import definition
 from cronsvc.web.pages import _definition
 
@@ -25,6 +26,14 @@ COMMON = {"timeout": None, "retries": 0, "overlap": "allow", "catch_up": "latest
           "starting_deadline": None, "jitter": 0.0, "description": "", "tags": [],
           "max_concurrent": None, "limits": {}, "notify": [], "notify_on": [],
           "pause_after_failures": None, "on_success": [], "on_failure": []}
+
+
+def test_every_kind_is_registered_with_its_fields() -> None:
+    # A kind in the table without its fields in a job (or the other way) is half added.
+    assert set(KindFields.__bases__) == {kind.fields for kind in KINDS.values()}
+    for key, kind in KINDS.items():
+        assert kind.key == key and key in kind.fields.model_fields
+        assert kind.per_job <= kind.fields.model_fields.keys()
 
 
 @pytest.mark.parametrize(("job", "kind", "digest"), [

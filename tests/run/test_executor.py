@@ -1,4 +1,4 @@
-"""cronsvc.run.executor with real subprocesses and real threads."""
+"""cronsvc.kinds.execute, running both kinds, with real subprocesses and real threads."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import pytest
 
 from cronsvc import current
 from cronsvc.clock import FixedClock
+from cronsvc.kinds import execute
 from cronsvc.run import processes
 from cronsvc.run.context import FireContext
-from cronsvc.run.executor import execute
 from cronsvc.run.outcome import OUTPUT_CAP, Outcome
 from tests.support import calls
 
