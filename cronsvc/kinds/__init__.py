@@ -1,9 +1,10 @@
 """Kinds of job: what a fire runs. Each kind is one module, registered in :data:`KINDS`.
 
 A kind (:class:`cronsvc.kinds.kind.Kind`) provides its keys in a job with their located
-errors, how a fire runs and is stopped, and what it reports. Adding one is a module, its
-entry in :data:`KINDS` and its fields in :class:`KindFields`: the job file's models ask
-the table, and the worker runs every kind through :func:`execute`.
+errors, how a fire runs and is stopped, what it reports, how the API and the dashboard
+show it and what ``cronsvc validate`` checks of it. Adding one is a module, its entry in
+:data:`KINDS` and its fields in :class:`KindFields`: the job file's models, the web and
+validate ask the table, and the worker runs every kind through :func:`execute`.
 
 Why a layer between ``config`` and ``run``: a kind's model and its runner are one module,
 so the job file's models (config, above) import the kinds, and the kinds import the means

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import field_validator
@@ -22,6 +23,8 @@ from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import Result, Stop
 
 _CALL = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+#: Modules whose functions run programs or code as a call target, with no `shell: true`.
+RISKY_MODULES = frozenset({"os", "posix", "subprocess", "builtins"})
 
 
 class CallFields(Fields):
@@ -63,6 +66,18 @@ class Call(Kind):
             stopping.set()  # for callables that poll stopping(); the thread itself lives on
             return stop.stopped(how)
         return _result(box[0])
+
+    def shown(self, job: Any) -> dict[str, Any]:
+        return {"call": job.call, "args": list(job.args), "kwargs": dict(job.kwargs)}
+
+    def imports(self, job: Any) -> Mapping[str, str]:
+        return {"call": job.call}
+
+    def warnings(self, job: Any) -> list[tuple[str, str]]:
+        if job.call.partition(":")[0].split(".")[0] in RISKY_MODULES:
+            return [("call", f"{job.call!r} can run any program or code (no shell: true "
+                             "needed): call a function of your own instead")]
+        return []
 
 
 def _result(res: CallResult) -> Result:

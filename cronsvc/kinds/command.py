@@ -64,5 +64,12 @@ class Command(Kind):
         env = {**os.environ, **job.env, **ctx.env()}
         return run_group(argv, job.cwd, env, stop)
 
+    def shown(self, job: Any) -> dict[str, Any]:
+        return {"command": job.command, "shell": bool(job.shell)}
+
+    def text(self, field: str, value: Any) -> str:
+        # The words as one would type them: the row is read, not parsed.
+        return " ".join(value) if field == "command" else super().text(field, value)
+
 
 KIND = Command()

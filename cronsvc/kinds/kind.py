@@ -8,7 +8,9 @@ layer cannot name): its kind's own fields and the ones every job has (``name``, 
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -37,7 +39,7 @@ class Fields(BaseModel):
 
 
 class Kind(ABC):
-    """One kind of job: how it is written, run and reported.
+    """One kind of job: how it is written, run, reported and shown.
 
     A kind is named by its ``key``: a job is of the kind whose key it sets (``command:``,
     ``call:``), and of exactly one. The other keys of ``fields`` are its options.
@@ -63,3 +65,24 @@ class Kind(ABC):
         output (its tail). Returns when it is done, or once ``stop`` says it must end
         (its timeout, a cancel, a lost lease, a shutdown), as far as this kind can stop
         it; may raise (the executor reports the exception as a failure)."""
+
+    @abstractmethod
+    def shown(self, job: Any) -> dict[str, Any]:
+        """This kind's fields of ``job`` as the API's definition of it shows them, in
+        JSON's types (no secret: the API shows every job to every reader)."""
+
+    def text(self, field: str, value: Any) -> str:
+        """How the dashboard writes one of the values :meth:`shown` gives."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+    def imports(self, job: Any) -> Mapping[str, str]:
+        """``key -> 'module:function'`` for what ``cronsvc validate --imports`` imports
+        and checks callable (the key locates its error)."""
+        return {}
+
+    def warnings(self, job: Any) -> list[tuple[str, str]]:
+        """``(key, message)`` for what is valid but likely wrong or unsafe in ``job``,
+        told by ``cronsvc validate``."""
+        return []
