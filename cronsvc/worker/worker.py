@@ -333,8 +333,8 @@ class Worker:
             schedule=schedule_of(claim.fire_id),
         )
         outcome = None
-        if run.job.command:
-            run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
+        # Every run is offered the leash; a kind whose runs start processes holds them on it.
+        run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
         try:
             if self.leases.still_held(run):
                 outcome = self._execute(run, ctx)
