@@ -1,13 +1,13 @@
 """What `cronsvc validate` checks beyond a valid file: warnings, and call targets that
 really import.
 
-A valid file may still hold a schedule that never fires (``* * 31 2 *``), a
-``call`` into ``os``/``subprocess``/``builtins``, which runs any program
-without ``shell: true``, or an email channel that sends without TLS
-(``insecure_plaintext``): all are warnings, located like errors. With
-``--imports`` every ``call`` target is imported and checked callable in a child
-process of this Python: importing runs the module's code, and a module that
-exits, crashes or hangs must not take the validator with it.
+A valid file may still hold a schedule that never fires (``* * 31 2 *``), what a kind
+of job warns of (a ``call`` into ``os``/``subprocess``/``builtins``, which runs any
+program without ``shell: true``), or an email channel that sends without TLS
+(``insecure_plaintext``): all are warnings, located like errors. With ``--imports``
+every target a job's kind names (a ``call``'s function) is imported and checked
+callable in a child process of this Python: importing runs the module's code, and a
+module that exits, crashes or hangs must not take the validator with it.
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ from cronsvc.config.models import Config, Job, parse_located, read_job_file
 from cronsvc.config.report import dotted
 from cronsvc.config.yamlsource import KeyPath, Located
 from cronsvc.errors import ConfigError
+from cronsvc.kinds import KINDS
 from cronsvc.schedule.expand import NEXT_FIRE_YEARS, Spec, explain, next_fires
 from cronsvc.schedule.fields import parse as parse_cron
 
-#: Modules whose functions run programs or code as a `call` target, with no `shell: true`.
-RISKY_MODULES = frozenset({"os", "posix", "subprocess", "builtins"})
 #: Seconds one call target may take to import before it counts as hung.
 IMPORT_TIMEOUT_S = 10.0
 
@@ -88,9 +87,8 @@ def warnings(checked: Checked, now_ms: int) -> list[str]:
             field = "max_runs" if job.max_runs and not (job.end_ms and job.end_ms < now_ms) else (
                 "end" if job.end is not None else "start")
             found.append((("jobs", name, field), "no fire from now on (the schedule has ended)"))
-        if job.call and job.call.partition(":")[0].split(".")[0] in RISKY_MODULES:
-            found.append((("jobs", name, "call"), f"{job.call!r} can run any program or code "
-                          "(no shell: true needed): call a function of your own instead"))
+        found += [(("jobs", name, key), message)
+                  for key, message in KINDS[job.kind].warnings(job)]
         found += [(("jobs", name, "cron"), message) for message in dst_notes(job, now_ms)]
     for name, channel in checked.config.notify.items():
         if channel.email is not None and channel.email.insecure_plaintext:
@@ -128,16 +126,16 @@ def dst_notes(job: Job, now_ms: int) -> list[str]:
 
 
 def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S) -> list[str]:
-    """A located error for each ``call`` target that does not import as a callable."""
-    targets: dict[str, list[str]] = {}
+    """A located error for each target of a job's kind (a ``call``'s function) that does
+    not import as a callable."""
+    targets: dict[str, list[KeyPath]] = {}
     for name, job in checked.config.jobs.items():
-        if job.call:
-            targets.setdefault(job.call, []).append(name)
+        for key, target in KINDS[job.kind].imports(job).items():
+            targets.setdefault(target, []).append(("jobs", name, key))
     failed = check_imports(list(targets), timeout)
     out = []
     for target, why in failed.items():
-        for name in targets[target]:
-            path = ("jobs", name, "call")
+        for path in targets[target]:
             out.append((checked.located.line(path) or 0,
                         f"{checked.place(path)}: {dotted(path)}: cannot import {target}: {why}"))
     return [text for _, text in sorted(out)]

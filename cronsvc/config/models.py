@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 from collections.abc import Callable
 from datetime import datetime, tzinfo
 from functools import cached_property, partial
@@ -24,7 +23,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -37,6 +35,8 @@ from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSynt
 from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError, did_you_mean
 from cronsvc.keys import DEFAULT_POOL, EACH_HOST
+from cronsvc.kinds import KINDS, KindFields, kind_problem
+from cronsvc.kinds.kind import Text
 from cronsvc.policy import Policy
 from cronsvc.schedule.calendars import day_rules, mapping_rules
 from cronsvc.schedule.expand import Spec, validate_cron, zone
@@ -45,7 +45,6 @@ from cronsvc.schedule.expand import Spec, validate_cron, zone
 MAX_FILE_BYTES = 4 * 2**20
 
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_CALL = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 _NAME_RULE = "use letters, digits, '_', '.' and '-', starting with a letter or digit"
 
 
@@ -53,26 +52,9 @@ def _optional_duration(value: object) -> float | None:
     return None if value is None else parse_duration(value)
 
 
-def _as_text(value: object) -> object:
-    # YAML reads `8080` and `true` as int and bool; argv and env want the text.
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value) if isinstance(value, int | float) else value
-
-
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 OptionalSeconds = Annotated[float | None, BeforeValidator(_optional_duration)]
 Jitter = Annotated[float, BeforeValidator(lambda v: parse_duration(v, allow_zero=True))]
-Text = Annotated[str, BeforeValidator(_as_text)]
-
-
-def kind_problem(has_command: bool, has_call: bool) -> str | None:
-    """Why a job with (or without) these keys is not runnable, or None if it is."""
-    if has_command and has_call:
-        return "set either command or call, not both"
-    if not has_command and not has_call:
-        return "set command (a program to run) or call ('package.module:function')"
-    return None
 
 
 class _Frozen(BaseModel):
@@ -121,8 +103,9 @@ NotifyEvent = Literal["failed", "dead", "missed", "skipped", "recovered", "lease
 DEFAULT_NOTIFY_ON: tuple[NotifyEvent, ...] = ("dead", "missed", "recovered")
 
 
-class Job(_Frozen):
-    """One job of the file: its schedule, what it runs and its run policy."""
+class _When(_Frozen):
+    """A job's name and the keys of when it fires: a base of :class:`Job`, so that they
+    come first among its fields, then what it runs (its kind's keys), then the rest."""
 
     name: str
     cron: str | None = None  # neither cron nor every: the job runs when triggered
@@ -132,11 +115,43 @@ class Job(_Frozen):
     end: datetime | None = None  # no fire after
     max_runs: int | None = Field(default=None, ge=1)  # fires counted from start
     timezone: str = "UTC"
-    shell: bool = False  # before command: splitting a command string depends on it
-    command: tuple[str, ...] | None = None
-    call: str | None = None
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = {}
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not JOB_NAME.fullmatch(value):
+            raise ValueError(f"invalid job name {value!r}: {_NAME_RULE}")
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            validate_cron(value)
+        except ScheduleError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, value: float | None) -> float | None:
+        if value is not None and (value < 1 or value * 1000 != int(value * 1000)):
+            raise ValueError("an interval of at least 1s, in whole milliseconds")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        check_timezone(value)
+        return value
+
+
+class Job(KindFields, _When):
+    """One job of the file: its schedule, what it runs (the keys of its kind, see
+    :mod:`cronsvc.kinds`) and its run policy."""
+
     env: dict[str, Text] = {}
     cwd: str | None = None
     timeout: OptionalSeconds = None
@@ -182,81 +197,23 @@ class Job(_Frozen):
     def _one_or_many(cls, value: object) -> object:
         return (value,) if isinstance(value, str) else value
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not JOB_NAME.fullmatch(value):
-            raise ValueError(f"invalid job name {value!r}: {_NAME_RULE}")
-        return value
-
     @field_validator("pool")
     @classmethod
     def _pool(cls, value: str) -> str:
         return pool_name(value)
 
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            validate_cron(value)
-        except ScheduleError as exc:
-            raise ValueError(str(exc)) from None
-        return value
-
-    @field_validator("every")
-    @classmethod
-    def _every(cls, value: float | None) -> float | None:
-        if value is not None and (value < 1 or value * 1000 != int(value * 1000)):
-            raise ValueError("an interval of at least 1s, in whole milliseconds")
-        return value
-
-    @field_validator("timezone")
-    @classmethod
-    def _timezone(cls, value: str) -> str:
-        check_timezone(value)
-        return value
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _command(cls, value: object, info: ValidationInfo) -> object:
-        if value is None:
-            return None
-        if info.data.get("shell", False):
-            if not isinstance(value, str):
-                raise ValueError("with shell: true, give the command as one string")
-            words: list[object] = [value] if value.strip() else []
-        elif isinstance(value, str):
-            try:
-                words = list(shlex.split(value))
-            except ValueError as exc:
-                raise ValueError(f"cannot split like a shell would: {exc}") from None
-        elif isinstance(value, list | tuple):
-            words = [_as_text(word) for word in value]
-        else:
-            raise ValueError("expected a list of words or a string")
-        if not words:
-            raise ValueError("empty command")
-        return tuple(words)
-
-    @field_validator("call")
-    @classmethod
-    def _call(cls, value: str | None) -> str | None:
-        if value is not None and not _CALL.fullmatch(value):
-            raise ValueError("malformed call: expected 'package.module:function'")
-        return value
-
     @model_validator(mode="after")
     def _runnable(self) -> Job:
-        problem = kind_problem(self.command is not None, self.call is not None)
+        problem = kind_problem(key for key in KINDS if getattr(self, key) is not None)
         if problem:
             raise ValueError(problem)
         problem = when_problem(self)
         if problem:
             raise ValueError(problem)
-        if self.command is not None and (self.args or self.kwargs):
-            raise ValueError("args and kwargs only apply to call jobs")
+        for kind in KINDS.values():
+            problem = kind.problem(self)
+            if problem:
+                raise ValueError(problem)
         if self.only is not None and self.cron is None:
             raise ValueError(f"only: {self.only} picks among the days of a cron schedule: "
                              "set cron too (its time of day)")
@@ -266,9 +223,10 @@ class Job(_Frozen):
         return self
 
     @property
-    def kind(self) -> Literal["command", "call"]:
-        """``command`` (a process) or ``call`` (a Python function in the worker)."""
-        return "command" if self.command is not None else "call"
+    def kind(self) -> str:
+        """The key of the job's kind in :data:`cronsvc.kinds.KINDS`: ``command`` (a
+        process), ``call`` (a Python function in the worker)..."""
+        return next(key for key in KINDS if getattr(self, key) is not None)
 
     @property
     def every_ms(self) -> int | None:
@@ -312,9 +270,10 @@ class Job(_Frozen):
 
     @cached_property
     def definition(self) -> str:
-        """12 hex chars identifying what runs and how (command or call, env, timeout,
+        """12 hex chars identifying what runs and how (its kind's keys, env, timeout,
         retries...): a worker runs a fire only if its own file has this definition."""
-        return _digest(self.model_dump(include=set(DEFINITION_FIELDS), mode="json"))
+        fields = DEFINITION_FIELDS | KINDS[self.kind].fields.model_fields.keys()
+        return _digest(self.model_dump(include=set(fields), mode="json"))
 
     @property
     def max_attempts(self) -> int:
@@ -326,7 +285,11 @@ class Job(_Frozen):
         return min(self.backoff * 2 ** max(attempt - 1, 0), self.backoff_max)
 
 
-#: The fields of a job that say what runs and how a run ends (see Job.definition).
+#: The fields of a job that say what runs and how a run ends (see Job.definition), with
+#: those of its kind. The keys of command and call are in every job's: so were digests
+#: computed before kinds had modules, and a digest that changes for a file that did not
+#: makes the workers of a rolling deploy refuse its fires. A kind added since adds its own
+#: keys to the digests of its jobs only.
 DEFINITION_FIELDS = frozenset({"name", "shell", "command", "call", "args", "kwargs", "env", "cwd",
                                "timeout", "retries", "backoff", "backoff_max"})
 
@@ -548,8 +511,8 @@ TOP_KEYS = ("redis", "defaults", "planner", "worker", "notifier", "notify", "lim
 JOB_KEYS = tuple(name for name in Job.model_fields
                  if name not in ("name", "slot_limits", "calendar"))
 # What a job is cannot have a default; how it runs can.
-PER_JOB_ONLY = frozenset({"cron", "every", "anchor", "start", "end", "max_runs", "command",
-                          "call", "args", "kwargs", "description", "ping"})
+PER_JOB_ONLY = frozenset({"cron", "every", "anchor", "start", "end", "max_runs", "description",
+                          "ping"}).union(*(kind.per_job for kind in KINDS.values()))
 
 
 def check_timezone(key: str) -> tzinfo:
@@ -835,9 +798,9 @@ def _jobs(report: Report, data: dict[Any, Any], defaults: dict[str, Any]) -> dic
             report.add(where, f"invalid job name: {_NAME_RULE}")
             name = "invalid"  # still check the rest of the job
         if not isinstance(raw, dict):
-            report.add(where, "expected a mapping with command or call (and cron or every)")
+            report.add(where, f"expected a mapping with {' or '.join(KINDS)} (and cron or every)")
             continue
-        problem = kind_problem(raw.get("command") is not None, raw.get("call") is not None)
+        problem = kind_problem(key for key in KINDS if raw.get(key) is not None)
         if problem:
             report.add(where, problem)
         try:

@@ -1,3 +1,4 @@
-"""Running one fire: the executor, `call` jobs, the watchdog of commands. Pure of
-Redis.
+"""The means of running a fire: its context, what a run reports (outcomes), process
+groups, calling a function, the watchdog of commands. Which of them a job uses is its
+kind's choice (:mod:`cronsvc.kinds`, the layer above). Pure of Redis.
 """

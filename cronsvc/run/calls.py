@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
-
-OUTPUT_CAP = 4096
+from cronsvc.run.outcome import OUTPUT_CAP
 
 # Resolving is cheap once the module is imported, but inspect.signature is not:
 # cache the callable together with whether it takes `ctx`.
@@ -38,7 +37,8 @@ class ImportProblem(Exception):
 
 @dataclass
 class CallResult:
-    """What the call thread reports back; the executor turns it into an Outcome."""
+    """What the call reports back; the call kind (:mod:`cronsvc.kinds.call`) makes it a
+    Result."""
 
     ok: bool
     output: str = ""

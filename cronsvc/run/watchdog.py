@@ -239,9 +239,10 @@ def _close_quietly(proc: subprocess.Popen[bytes]) -> None:
 
 @dataclass
 class Leash:
-    """One command run's process group, held by the watchdog until ``deadline()``, the
-    moment the run's lease may lapse. Given to the executor, which tells it when the
-    group exists and when it has ended."""
+    """One run's process group, held by the watchdog until ``deadline()``, the moment the
+    run's lease may lapse. Every run is given one (as the executor's guard); a kind that
+    starts processes tells it when the group exists and when it has ended (a command),
+    others leave it holding nothing."""
 
     watchdog: Watchdog
     deadline: Callable[[], float]

@@ -18,6 +18,7 @@ from cronsvc.client.views import JobInfo
 from cronsvc.clock import iso_utc
 from cronsvc.config.models import Config, Job
 from cronsvc.errors import BadArgument, CronsvcError
+from cronsvc.kinds import KINDS
 from cronsvc.web.deps import job_file, operator, reader
 from cronsvc.web.models import (
     AtBody,
@@ -103,15 +104,8 @@ def definition(job: Job | None) -> dict[str, Any] | None:
     may be secrets): only their names."""
     if job is None:
         return None
-    out: dict[str, Any] = {"kind": "command" if job.command else "call"}
-    if job.command:
-        out["command"] = job.command
-        out["shell"] = bool(getattr(job, "shell", False))
-    else:
-        out["call"] = job.call
-        out["args"] = list(getattr(job, "args", ()) or [])
-        out["kwargs"] = dict(getattr(job, "kwargs", {}) or {})
-    out["env"] = sorted(getattr(job, "env", {}) or {})
+    out: dict[str, Any] = {"kind": job.kind, **KINDS[job.kind].shown(job)}
+    out["env"] = sorted(job.env)
     for field in ("cwd", "timeout", "retries", "overlap", "catch_up", "starting_deadline",
                   "jitter", "description"):
         out[field] = getattr(job, field, None)

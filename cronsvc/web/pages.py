@@ -9,7 +9,6 @@ job file stays the only source of what runs.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from cronsvc.client.client import Client
 from cronsvc.client.views import JobInfo, records
 from cronsvc.clock import iso_utc
 from cronsvc.config.models import Config, Job
+from cronsvc.kinds import KINDS
 from cronsvc.web.api import STATUSES, definition, file_job, job_page, job_status, offset
 from cronsvc.web.deps import file_warnings, job_file, operator, reader
 from cronsvc.web.security import CSRF_COOKIE, CSRF_FIELD
@@ -203,19 +203,16 @@ _POLICY_SHOWN = {"kind", "overlap", "catch_up", "starting_deadline"}
 
 
 def _definition(job: Job | None) -> list[tuple[str, str]]:
-    """The rows of :func:`cronsvc.web.api.definition` the page shows: the ones set."""
+    """The rows of :func:`cronsvc.web.api.definition` the page shows: the ones set, each
+    written as the job's kind writes it (env's and tags' names as a list)."""
+    if job is None:
+        return []
+    kind = KINDS[job.kind]
     rows = []
     for field, value in (definition(job) or {}).items():
         if field in _POLICY_SHOWN or value in (None, "", 0, False, [], {}, ()):
             continue
-        if field == "command":
-            text = " ".join(value)
-        elif field in ("env", "tags"):
-            text = ", ".join(value)
-        elif field == "shell":
-            text = "true"
-        else:
-            text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        text = ", ".join(value) if field in ("env", "tags") else kind.text(field, value)
         rows.append((field, text))
     return rows
 

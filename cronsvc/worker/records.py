@@ -7,7 +7,7 @@ from typing import Any
 
 from cronsvc.clock import iso_utc
 from cronsvc.history import HistoryRecord, drop_explained, drop_status, record
-from cronsvc.run.executor import Outcome
+from cronsvc.run.outcome import Outcome
 from cronsvc.store.scripts import Claim
 
 

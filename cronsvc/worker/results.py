@@ -22,7 +22,7 @@ from cronsvc.keys import Keys, keys_for
 from cronsvc.metrics.counters import NoMetrics
 from cronsvc.policy import Policy
 from cronsvc.process.logs import batched_lines
-from cronsvc.run.executor import Outcome
+from cronsvc.run.outcome import Outcome
 from cronsvc.store.faults import REDIS_ERRORS, describe, is_outage
 from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.worker.records import (

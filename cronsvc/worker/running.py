@@ -28,7 +28,7 @@ class Running:
     # Local monotonic time the last renewal that succeeded was sent (the claim is the
     # first): the lease lasts at least until this + lease, whatever Redis's clock says.
     renewed_at: float = 0.0
-    leash: Leash | None = None  # a command's process group, held by the watchdog
+    leash: Leash | None = None  # the process group its run starts, if any, held by the watchdog
     ended: bool = False  # the job has returned; its result may not be recorded yet
 
     @property

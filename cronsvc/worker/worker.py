@@ -37,12 +37,13 @@ from cronsvc.config.models import Config
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
+from cronsvc.kinds import execute
 from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.context import FireContext
-from cronsvc.run.executor import Outcome, execute
+from cronsvc.run.outcome import Outcome
 from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
 from cronsvc.store.replies import compact
@@ -332,8 +333,8 @@ class Worker:
             schedule=schedule_of(claim.fire_id),
         )
         outcome = None
-        if run.job.command:
-            run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
+        # Every run is offered the leash; a kind whose runs start processes holds them on it.
+        run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
         try:
             if self.leases.still_held(run):
                 outcome = self._execute(run, ctx)

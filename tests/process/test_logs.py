@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from cronsvc.process.logs import batched_lines, setup_logging
-from cronsvc.run.executor import Outcome
+from cronsvc.run.outcome import Outcome
 from cronsvc.store.scripts import Claim
 from cronsvc.worker.records import log_outcome
 

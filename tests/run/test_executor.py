@@ -1,4 +1,4 @@
-"""cronsvc.run.executor with real subprocesses and real threads."""
+"""cronsvc.kinds.execute, running both kinds, with real subprocesses and real threads."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import pytest
 
 from cronsvc import current
 from cronsvc.clock import FixedClock
-from cronsvc.run import executor
-from cronsvc.run.calls import OUTPUT_CAP
+from cronsvc.kinds import execute
+from cronsvc.run import processes
 from cronsvc.run.context import FireContext
-from cronsvc.run.executor import Outcome, execute
+from cronsvc.run.outcome import OUTPUT_CAP, Outcome
 from tests.support import calls
 from tests.support.wait import wait_for
 
@@ -184,7 +184,7 @@ def test_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
 
 
 def test_sigterm_ignored_escalates_to_sigkill(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(executor, "KILL_GRACE", 0.2)
+    monkeypatch.setattr(processes, "KILL_GRACE", 0.2)
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)"
     out = run(py(code, timeout=0.5))
     assert (out.status, out.exit_code) == ("timeout", -9)

@@ -1,19 +1,11 @@
-"""Runs one job and returns an :class:`Outcome`. Knows nothing of Redis.
+"""A command's process group: started so that it dies with its worker, supervised until
+it exits, its timeout or its cancel, then killed as a whole.
 
-`command` jobs run as a child process in a process group of their own, so a
-timeout or a cancel can kill the whole tree: SIGTERM to the group, then
-SIGKILL after :data:`KILL_GRACE` seconds. Their stdout and stderr are merged;
-the last :data:`OUTPUT_CAP` bytes are kept. A :class:`Guard` given to
-:func:`execute` learns the group as soon as it exists and when it has ended
-(the worker hands it to its watchdog, see :mod:`cronsvc.run.watchdog`).
-
-`call` jobs run a Python callable (see :mod:`cronsvc.run.calls`). With a
-timeout, in a thread of its own: a timeout or cancel is reported at once, but
-the thread cannot be killed and is left to finish on its own. Without one, in
-the caller's thread, which saves a thread per run: a cancel is reported when
-the call returns. Cooperative callables poll :func:`cronsvc.stopping` either way.
-
-:func:`execute` never raises: every problem becomes a "failed" outcome.
+The command runs in a session of its own, so a timeout or a cancel can kill the whole
+tree: SIGTERM to the group, then SIGKILL after :data:`KILL_GRACE` seconds. Its stdout and
+stderr are merged; the last :data:`~cronsvc.run.outcome.OUTPUT_CAP` bytes are kept. The
+run's :class:`~cronsvc.run.outcome.Guard` learns the group as soon as it exists and when
+it has ended (the worker hands it to its watchdog, see :mod:`cronsvc.run.watchdog`).
 """
 
 from __future__ import annotations
@@ -26,117 +18,34 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
-from typing import IO, Any, Literal, NamedTuple, Protocol
+from typing import IO, Any
 
-from cronsvc.clock import SYSTEM, Clock, monotonic
-from cronsvc.run.calls import OUTPUT_CAP, call_here, start_call
-from cronsvc.run.context import FireContext
-
-Status = Literal["ok", "failed", "timeout", "cancelled"]
+from cronsvc.clock import monotonic
+from cronsvc.run.outcome import OUTPUT_CAP, SLICE, Result, Stop
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a command's process group
 EOF_GRACE = 1.0  # how long output is still read after the command itself has exited
-SLICE = 0.1  # how often a wait looks at the cancel event
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """The result of one run.
-
-    `exit_code` is the process's return code (negative: killed by that signal),
-    None for call jobs and commands that could not start. `output` is the tail
-    of the output (commands) or the repr of the return value or the traceback
-    (calls). `error` is a one-line reason when the status is not "ok".
-    """
-
-    status: Status
-    started_ms: int
-    duration_ms: int
-    exit_code: int | None = None
-    output: str = ""
-    error: str | None = None
-
-
-class Guard(Protocol):
-    """Told the process group of a command once it runs, and once it has ended."""
-
-    def started(self, pgid: int) -> None: ...
-
-    def ended(self, pgid: int) -> None: ...
-
-
-class _Result(NamedTuple):
-    status: Status
-    exit_code: int | None = None
-    output: str = ""
-    error: str | None = None
-
-
-def execute(
-    job: Any, ctx: FireContext, cancel: threading.Event | None = None, clock: Clock = SYSTEM,
-    guard: Guard | None = None,
-) -> Outcome:
-    """Run `job` (a `cronsvc.config.models.Job`, or anything with its attributes) once.
-
-    Returns when the job has finished, timed out (`job.timeout` seconds) or
-    `cancel` was set; the status says which.
-    """
-    started_ms = clock.now_ms()
-    t0 = monotonic()
-    cancel = cancel if cancel is not None else threading.Event()
-    deadline = None if job.timeout is None else t0 + job.timeout
+def run_group(argv: list[str], cwd: str | None, env: dict[str, str], stop: Stop) -> Result:
+    """Run ``argv`` in a process group of its own until it exits or ``stop`` ends it."""
     try:
-        if cancel.is_set():
-            result = _Result("cancelled", error="cancelled before start")
-        elif job.call is not None:
-            result = _run_call(job, ctx, cancel, deadline)
-        elif job.command:
-            result = _run_command(job, ctx, cancel, deadline, guard)
-        else:
-            result = _Result("failed", error=f"job {job.name} has neither command nor call")
-    except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
-        result = _Result("failed", error=f"{type(exc).__name__}: {exc}")
-    duration_ms = int((monotonic() - t0) * 1000)
-    return Outcome(result.status, started_ms, duration_ms, *result[1:])
-
-
-def _wait(done: threading.Event, cancel: threading.Event, deadline: float | None) -> str:
-    """Block until `done`, a cancel or the deadline; returns "done", "cancelled" or "timeout"."""
-    while True:
-        remaining = None if deadline is None else deadline - monotonic()
-        if done.wait(SLICE if remaining is None else max(min(SLICE, remaining), 0)):
-            return "done"
-        if cancel.is_set():
-            return "cancelled"
-        if deadline is not None and monotonic() >= deadline:
-            return "timeout"
-
-
-def _stopped(how: str, timeout: float | None) -> _Result:
-    if how == "timeout":
-        return _Result("timeout", error=f"timed out after {timeout:g}s")
-    return _Result("cancelled", error="cancelled")
-
-
-def _run_call(
-    job: Any, ctx: FireContext, cancel: threading.Event, deadline: float | None
-) -> _Result:
-    if deadline is None:
-        # No timeout: the call runs here, and a cancel is seen when it returns (or
-        # through stopping(), which the cancel event drives).
-        res = call_here(job, ctx, cancel)
-        if cancel.is_set():
-            return _stopped("cancelled", None)
-        return _Result("ok" if res.ok else "failed", None, res.output, res.error)
-    stop = threading.Event()
-    done, box = start_call(job, ctx, stop)
-    how = _wait(done, cancel, deadline)
-    if how != "done":
-        stop.set()  # for callables that poll stopping(); the thread itself lives on
-        return _stopped(how, job.timeout)
-    res = box[0]
-    return _Result("ok" if res.ok else "failed", None, res.output, res.error)
+        proc = subprocess.Popen(
+            **_spawn_args(argv, cwd, env), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Result("failed", error=_start_error(argv[0], cwd, exc))
+    if stop.guard is None:
+        return _supervise(proc, stop)
+    stop.guard.started(proc.pid)
+    try:
+        return _supervise(proc, stop)
+    finally:
+        # After the reap and the output's end: what is left of the group until then
+        # (children that hold the output pipe) stays under the guard.
+        stop.guard.ended(proc.pid)
 
 
 def _die_with_worker_fn() -> Any:
@@ -198,34 +107,7 @@ def _spawn_args(argv: list[str], cwd: str | None, env: dict[str, str]) -> dict[s
     return {"args": argv, "preexec_fn": _DIE_WITH_WORKER}
 
 
-def _run_command(
-    job: Any, ctx: FireContext, cancel: threading.Event, deadline: float | None,
-    guard: Guard | None = None,
-) -> _Result:
-    argv = ["/bin/sh", "-c", " ".join(job.command)] if job.shell else list(job.command)
-    # CRONSVC_* last: a job's own env must not be able to fake its fire identity.
-    env = {**os.environ, **job.env, **ctx.env()}
-    try:
-        proc = subprocess.Popen(
-            **_spawn_args(argv, job.cwd, env), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=job.cwd, env=env,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return _Result("failed", error=_start_error(argv[0], job.cwd, exc))
-    if guard is None:
-        return _supervise(proc, cancel, deadline, job.timeout)
-    guard.started(proc.pid)
-    try:
-        return _supervise(proc, cancel, deadline, job.timeout)
-    finally:
-        # After the reap and the output's end: what is left of the group until then
-        # (children that hold the output pipe) stays under the guard.
-        guard.ended(proc.pid)
-
-
-def _supervise(proc: subprocess.Popen[bytes], cancel: threading.Event,
-               deadline: float | None, timeout: float | None) -> _Result:
+def _supervise(proc: subprocess.Popen[bytes], stop: Stop) -> Result:
     """Wait for a started command, its cancel or its deadline; kill its group if need be."""
     assert proc.stdout is not None
     tail = _Tail(proc.stdout)
@@ -236,18 +118,18 @@ def _supervise(proc: subprocess.Popen[bytes], cancel: threading.Event,
         exited.set()
 
     threading.Thread(target=reap, name=f"cronsvc-wait-{proc.pid}", daemon=True).start()
-    how = _wait(exited, cancel, deadline)
+    how = stop.wait(exited)
     if how != "done":
         _kill_group(proc.pid, exited)
     output = tail.finish()
     rc = proc.returncode
     if how != "done":
-        return _stopped(how, timeout)._replace(exit_code=rc, output=output)
+        return stop.stopped(how)._replace(exit_code=rc, output=output)
     if rc == 0:
-        return _Result("ok", 0, output)
+        return Result("ok", 0, output)
     if rc is not None and rc < 0:
-        return _Result("failed", rc, output, f"killed by {_signal_name(-rc)}")
-    return _Result("failed", rc, output, f"exit code {rc}")
+        return Result("failed", rc, output, f"killed by {_signal_name(-rc)}")
+    return Result("failed", rc, output, f"exit code {rc}")
 
 
 def _start_error(program: str, cwd: str | None, exc: OSError) -> str:

@@ -1,0 +1,72 @@
+"""Kinds of job: what a fire runs. Each kind is one module, registered in :data:`KINDS`.
+
+A kind (:class:`cronsvc.kinds.kind.Kind`) provides its keys in a job with their located
+errors, how a fire runs and is stopped, what it reports, how the API and the dashboard
+show it and what ``cronsvc validate`` checks of it. Adding one is a module, its entry in
+:data:`KINDS` and its fields in :class:`KindFields`: the job file's models, the web and
+validate ask the table, and the worker runs every kind through :func:`execute`.
+
+Why a layer between ``config`` and ``run``: a kind's model and its runner are one module,
+so the job file's models (config, above) import the kinds, and the kinds import the means
+of running any fire (``run``, below: the fire's context, outcomes, process groups,
+calling a function, the watchdog), which never ask a job's kind. The one dispatch on
+it, :func:`execute`, is here, over the table. The other split, a model half in config
+and a runner half in run, would register each kind twice. Like ``run`` and ``config``,
+a kind knows neither Redis nor the CLI: what a fire runs is the same whoever claimed it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from cronsvc.clock import SYSTEM, Clock, monotonic
+from cronsvc.kinds import call, command
+from cronsvc.kinds.kind import Kind
+from cronsvc.run.context import FireContext
+from cronsvc.run.outcome import Guard, Outcome, Result, Stop
+
+#: Every kind, by the key that makes a job of it, in the order messages name them.
+KINDS: dict[str, Kind] = {"command": command.KIND, "call": call.KIND}
+
+
+# Pydantic orders a model's fields base-most first, so the kinds are listed last to first:
+# a job's keys keep the order of KINDS (and so do the errors of one line).
+class KindFields(call.CallFields, command.CommandFields):
+    """The keys of every kind: a base of :class:`cronsvc.config.models.Job`."""
+
+
+def kind_problem(keys: Iterable[str]) -> str | None:
+    """Why a job setting these kinds' ``keys`` is not runnable, or None if it is (one)."""
+    given = set(keys)
+    found = [key for key in KINDS if key in given]
+    if len(found) > 1:
+        return f"set either {' or '.join(found)}, not {'both' if len(found) == 2 else 'several'}"
+    if not found:
+        return f"set {' or '.join(kind.hint for kind in KINDS.values())}"
+    return None
+
+
+def execute(
+    job: Any, ctx: FireContext, cancel: threading.Event | None = None, clock: Clock = SYSTEM,
+    guard: Guard | None = None,
+) -> Outcome:
+    """Run `job` (a `cronsvc.config.models.Job`) once, as its kind runs it.
+
+    Returns when the job has finished, timed out (`job.timeout` seconds) or `cancel` was
+    set; the status says which. Never raises: every problem becomes a "failed" outcome.
+    """
+    started_ms = clock.now_ms()
+    t0 = monotonic()
+    cancel = cancel if cancel is not None else threading.Event()
+    deadline = None if job.timeout is None else t0 + job.timeout
+    try:
+        if cancel.is_set():
+            result = Result("cancelled", error="cancelled before start")
+        else:
+            result = KINDS[job.kind].run(job, ctx, Stop(cancel, job.timeout, deadline, guard))
+    except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
+        result = Result("failed", error=f"{type(exc).__name__}: {exc}")
+    duration_ms = int((monotonic() - t0) * 1000)
+    return Outcome(result.status, started_ms, duration_ms, *result[1:])

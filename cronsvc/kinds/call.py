@@ -1,0 +1,87 @@
+"""``call``: a Python function of the worker's own environment, ``package.module:function``,
+called as ``fn(*args, **kwargs)`` (see :mod:`cronsvc.run.calls`).
+
+With a timeout it runs in a thread of its own: a timeout or a cancel is reported at once,
+but a thread cannot be killed and is left to finish on its own. Without one, in the
+worker's slot thread, which saves a thread per run: a cancel is reported when the call
+returns. Cooperative functions poll :func:`cronsvc.stopping` either way. It reports the
+repr of what it returned, or the exception and its traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import field_validator
+
+from cronsvc.kinds.kind import Fields, Kind
+from cronsvc.run.calls import CallResult, call_here, start_call
+from cronsvc.run.context import FireContext
+from cronsvc.run.outcome import Result, Stop
+
+_CALL = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+#: Modules whose functions run programs or code as a call target, with no `shell: true`.
+RISKY_MODULES = frozenset({"os", "posix", "subprocess", "builtins"})
+
+
+class CallFields(Fields):
+    """``call`` and what it is called with."""
+
+    call: str | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}
+
+    @field_validator("call")
+    @classmethod
+    def _call(cls, value: str | None) -> str | None:
+        if value is not None and not _CALL.fullmatch(value):
+            raise ValueError("malformed call: expected 'package.module:function'")
+        return value
+
+
+class Call(Kind):
+    key = "call"
+    hint = "call ('package.module:function')"
+    fields = CallFields
+    per_job = frozenset({"call", "args", "kwargs"})
+
+    def problem(self, job: Any) -> str | None:
+        if job.call is None and (job.args or job.kwargs):
+            return "args and kwargs only apply to call jobs"
+        return None
+
+    def run(self, job: Any, ctx: FireContext, stop: Stop) -> Result:
+        if stop.deadline is None:
+            # No timeout: the call runs here, and a cancel is seen when it returns (or
+            # through stopping(), which the cancel event drives).
+            res = call_here(job, ctx, stop.cancel)
+            return stop.stopped("cancelled") if stop.cancel.is_set() else _result(res)
+        stopping = threading.Event()
+        done, box = start_call(job, ctx, stopping)
+        how = stop.wait(done)
+        if how != "done":
+            stopping.set()  # for callables that poll stopping(); the thread itself lives on
+            return stop.stopped(how)
+        return _result(box[0])
+
+    def shown(self, job: Any) -> dict[str, Any]:
+        return {"call": job.call, "args": list(job.args), "kwargs": dict(job.kwargs)}
+
+    def imports(self, job: Any) -> Mapping[str, str]:
+        return {"call": job.call}
+
+    def warnings(self, job: Any) -> list[tuple[str, str]]:
+        if job.call.partition(":")[0].split(".")[0] in RISKY_MODULES:
+            return [("call", f"{job.call!r} can run any program or code (no shell: true "
+                             "needed): call a function of your own instead")]
+        return []
+
+
+def _result(res: CallResult) -> Result:
+    return Result("ok" if res.ok else "failed", None, res.output, res.error)
+
+
+KIND = Call()

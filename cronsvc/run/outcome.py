@@ -1,0 +1,82 @@
+"""What a run of any kind is given and gives back: the :class:`Stop` that ends it early,
+the :class:`Result` its kind reports, the :class:`Outcome` the worker records.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Literal, NamedTuple, Protocol
+
+from cronsvc.clock import monotonic
+
+Status = Literal["ok", "failed", "timeout", "cancelled"]
+How = Literal["done", "cancelled", "timeout"]
+
+SLICE = 0.1  # how often a wait looks at the cancel event
+OUTPUT_CAP = 4096  # an outcome keeps this much of a run's output: its tail
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one run.
+
+    `exit_code` is the process's return code (negative: killed by that signal),
+    None for call jobs and commands that could not start. `output` is the tail
+    of the output (commands) or the repr of the return value or the traceback
+    (calls). `error` is a one-line reason when the status is not "ok".
+    """
+
+    status: Status
+    started_ms: int
+    duration_ms: int
+    exit_code: int | None = None
+    output: str = ""
+    error: str | None = None
+
+
+class Result(NamedTuple):
+    """What a kind reports of one run; the executor adds when it started and how long
+    it took (:class:`Outcome`)."""
+
+    status: Status
+    exit_code: int | None = None
+    output: str = ""
+    error: str | None = None
+
+
+class Guard(Protocol):
+    """Told the process group of a command once it runs, and once it has ended."""
+
+    def started(self, pgid: int) -> None: ...
+
+    def ended(self, pgid: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Stop:
+    """What ends a run before it returns on its own: ``cancel`` (set on a cancel, a lease
+    lost or a shutdown), the job's ``timeout`` (from ``deadline``, on the monotonic clock),
+    and, for the processes a run starts, the worker's watchdog through ``guard``."""
+
+    cancel: threading.Event
+    timeout: float | None = None
+    deadline: float | None = None
+    guard: Guard | None = None
+
+    def wait(self, done: threading.Event) -> How:
+        """Block until ``done``, a cancel or the deadline, and say which came first."""
+        while True:
+            remaining = None if self.deadline is None else self.deadline - monotonic()
+            if done.wait(SLICE if remaining is None else max(min(SLICE, remaining), 0)):
+                return "done"
+            if self.cancel.is_set():
+                return "cancelled"
+            if self.deadline is not None and monotonic() >= self.deadline:
+                return "timeout"
+
+    def stopped(self, how: How) -> Result:
+        """The result of a run ended by a timeout or a cancel, as ``how`` says."""
+        if how == "timeout":
+            return Result("timeout", error=f"timed out after {self.timeout:g}s")
+        return Result("cancelled", error="cancelled")
