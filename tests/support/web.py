@@ -11,10 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from cronsvc.process.redis_server import free_port
 from tests.support.paths import ROOT
 from tests.support.wait import wait_for
+
+#: An operator token long enough for any bind.
+OPERATOR_TOKEN = "operator-secret-0123456789"
+
+
+def one_job_file(tmp: Path) -> Path:
+    """A job file of one on-demand command job, ``digest``."""
+    path = tmp / "schedules.yaml"
+    path.write_text(yaml.safe_dump({"jobs": {"digest": {"command": ["true"]}}}))
+    return path
 
 
 class WebServer:

@@ -9,21 +9,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 from cronsvc.client.client import Client
 from tests.support.fleet import published
-from tests.support.web import WebServer
+from tests.support.web import OPERATOR_TOKEN, WebServer, one_job_file
 
 pytestmark = pytest.mark.slow
-TOKEN = "operator-secret-0123456789"
+TOKEN = OPERATOR_TOKEN
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    path = tmp_path / "schedules.yaml"
-    path.write_text(yaml.safe_dump({"jobs": {"digest": {"command": ["true"]}}}))
-    return path
+    return one_job_file(tmp_path)
 
 
 @pytest.fixture
