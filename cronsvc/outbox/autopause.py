@@ -15,9 +15,6 @@ running, the job stays paused on the shard that saw the failures only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-
-import redis
 
 from cronsvc import audit
 from cronsvc.clock import redis_ms
@@ -25,25 +22,18 @@ from cronsvc.config.models import Config
 from cronsvc.errors import UnknownJob
 from cronsvc.keys import Keys, all_shards
 from cronsvc.outbox.entries import PAUSED, Entry
-from cronsvc.store.scripts import Scripts
+from cronsvc.outbox.router import FleetConsumer
 
 log = logging.getLogger("cronsvc.outbox")
 
 
-class AutoPause:
+class AutoPause(FleetConsumer):
     """Pauses on every other shard the job a ``paused`` entry names."""
 
-    def __init__(self, client: redis.Redis, scripts: Scripts,
-                 config: Callable[[], Config]) -> None:
-        self.client = client
-        self.scripts = scripts
-        self.config = config
+    event = PAUSED
 
     def needed(self, config: Config) -> bool:
         return any(job.pause_after_failures for job in config.jobs.values())
-
-    def takes(self, kind: str) -> bool:
-        return kind == PAUSED
 
     def take(self, entry: Entry, shard: Keys) -> None:
         """Pause the job of ``entry``, paused on ``shard``, on the other shards too, and

@@ -15,9 +15,6 @@ running, the entries wait in the outbox and no downstream job runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-
-import redis
 
 from cronsvc.clock import redis_ms
 from cronsvc.config.models import Config
@@ -25,25 +22,18 @@ from cronsvc.fires import chain_fire
 from cronsvc.history import record
 from cronsvc.keys import DEFAULT_POOL, Keys, keys_for
 from cronsvc.outbox.entries import CHAIN, Entry
-from cronsvc.store.scripts import Scripts
+from cronsvc.outbox.router import FleetConsumer
 
 log = logging.getLogger("cronsvc.outbox")
 
 
-class Chains:
+class Chains(FleetConsumer):
     """Queues the jobs a ``chain`` entry names."""
 
-    def __init__(self, client: redis.Redis, scripts: Scripts,
-                 config: Callable[[], Config]) -> None:
-        self.client = client
-        self.scripts = scripts
-        self.config = config
+    event = CHAIN
 
     def needed(self, config: Config) -> bool:
         return any(job.on_success or job.on_failure for job in config.jobs.values())
-
-    def takes(self, kind: str) -> bool:
-        return kind == CHAIN
 
     def take(self, entry: Entry, shard: Keys) -> None:
         """Queue the jobs the end of an upstream fire triggers, each once ever, with the

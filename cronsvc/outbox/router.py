@@ -36,11 +36,28 @@ from cronsvc.keys import Keys
 from cronsvc.malformed import SetAside
 from cronsvc.outbox.entries import Entry, parse_entry
 from cronsvc.store.replies import text
+from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.outbox")
 
 #: Outbox entries routed per shard and pass at most.
 ROUTE_BATCH = 200
+
+
+class FleetConsumer:
+    """A consumer that acts on the fleet itself, with its Redis, its scripts and the job
+    file in force; it takes the entries of one event (:attr:`event`)."""
+
+    event: str
+
+    def __init__(self, client: redis.Redis, scripts: Scripts,
+                 config: Callable[[], Config]) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.config = config
+
+    def takes(self, kind: str) -> bool:
+        return kind == self.event
 
 
 class Consumer(Protocol):

@@ -14,21 +14,10 @@ from typing import Any
 import pytest
 
 from cronsvc.client.client import Client
-from tests.support.fleet import published
-from tests.support.web import OPERATOR_TOKEN, WebServer, one_job_file
+from tests.support.web import OPERATOR_TOKEN, WebServer
 
 pytestmark = pytest.mark.slow
 TOKEN = OPERATOR_TOKEN
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    return one_job_file(tmp_path)
-
-
-@pytest.fixture
-def client(redis_url: str, config: Path) -> Client:
-    return published(redis_url, config)
 
 
 def answer(web: WebServer, head: list[str], *chunks: bytes) -> tuple[int, dict[str, Any]]:
