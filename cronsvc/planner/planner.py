@@ -60,6 +60,7 @@ class TickStats:
     wakeups: int = 0
     schedules: int = 0  # runtime schedules looked at
     failed_shards: int = 0
+    unpublished: int = 0  # jobs of the file with no watermark: published at the next sync
     verdict: str = ""  # current, publish or yield (cronsvc.planner.generations.Verdict)
 
 
@@ -85,7 +86,9 @@ class Planner:
         self.clock: FleetClock = clock or RedisClock(redis_client)
         self._horizon = horizon
         self._tick = tick
-        self._needs_sync = True
+        # The (generation, digest) whose jobs were last published in full: a sync is due
+        # whenever this differs from what is in force (:meth:`_sync_due`).
+        self._synced: tuple[int, str] | None = None
         self._ticker = Ticker(self._scheduled_tick, lambda: self.tick_interval)
         self._started_ms = (clock or SYSTEM).now_ms()
         self.errors = ErrorLog(clock or SYSTEM)
@@ -134,7 +137,6 @@ class Planner:
         config = self.job_file.reload(force=force)
         if config is None:
             return False
-        self._needs_sync = True
         self._changed = True
         log.info("reloaded %s: %d jobs", self.job_file, len(config.jobs))
         return True
@@ -164,7 +166,6 @@ class Planner:
                 return Verdict.YIELD
             self.newest = Newest(gen, self.config.digest, self.planner_id, now,
                                  len(self.config.jobs))
-            self._needs_sync = True
         elif verdict is Verdict.CURRENT:
             gen = newest.gen
         else:
@@ -195,13 +196,23 @@ class Planner:
         again at the next tick, a newer generation makes the next tick decide again."""
         if self.generation is None:
             return
+        synced = (self.generation, self.config.digest)
         try:
-            self._needs_sync = sync_jobs(
+            again = sync_jobs(
                 self.client, self.scripts, self.config, self.generation, now_ms=self._now(),
                 horizon_ms=int(self.horizon * 1000), script_now=self._script_now(),
                 noted=self._noted)
         except Superseded:
-            self.generation, self._needs_sync = None, True
+            self.generation = None
+            return
+        self._synced = None if again else synced
+
+    def _sync_due(self) -> bool:
+        """Whether this planner's generation is not known to be published in full: a new
+        generation or file, a sync that did not finish, or a tick that found a job of it
+        unpublished (its watermark missing) or planned by another generation."""
+        return self.generation is not None and self._synced != (self.generation,
+                                                                 self.config.digest)
 
     def _disagreement(self) -> str:
         """How this planner's file differs from the published one, for its log line."""
@@ -225,9 +236,11 @@ class Planner:
             verdict = Verdict.CURRENT if self.generation is not None else Verdict.YIELD
         if verdict is Verdict.YIELD:
             self._say_yielding()
-        elif self._needs_sync:
+        elif self._sync_due():
             self.sync()
         stats = self._plan()
+        if stats.unpublished or stats.stale:
+            self._synced = None  # publish again at the next tick
         stats.verdict = verdict.value
         try:
             self._heartbeat(stats)
@@ -286,7 +299,7 @@ class Planner:
         batches: dict[str, PlanBatch] = {}
         for job, mark in zip(jobs, marks, strict=True):
             if mark is None:  # not published (or wiped): publish first
-                self._needs_sync = self.generation is not None
+                stats.unpublished += 1
                 continue
             wm = integer(mark)
             if wm is None:
@@ -313,7 +326,6 @@ class Planner:
             if batch.stale:
                 # Another generation's schedule for these jobs: planned by its own planners.
                 stats.stale += len(batch.stale)
-                self._needs_sync = self.generation is not None
             if batch.earliest is not None:
                 earliest = min(batch.earliest, earliest or batch.earliest)
         if earliest is not None and earliest < now + WAKE_WITHIN_MS:
