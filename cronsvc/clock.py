@@ -92,6 +92,12 @@ def now_dt(clock: Clock = SYSTEM) -> datetime:
     return ms_to_dt(clock.now_ms())
 
 
+def parse_iso_ms(text: str) -> int:
+    """Milliseconds since the epoch of an ISO 8601 time with a zone (``Z`` or an offset),
+    as :func:`iso_utc` writes it; ValueError otherwise."""
+    return dt_to_ms(datetime.fromisoformat(text.replace("Z", "+00:00")))
+
+
 def iso_utc(ms: int) -> str:
     """ISO 8601 with a Z, millisecond precision only when needed; the raw number for a
     time no calendar holds (a fire id anyone may write into Redis)."""

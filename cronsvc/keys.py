@@ -194,6 +194,12 @@ class Keys:
         4 bytes per fire (cronsvc/ran.py), expiring a while after the period ends."""
         return self._k("cron:ran") + f":{owner}:{period}"
 
+    def deliveries(self, fire_id: str) -> str:
+        """stream: the deliveries of one dispatched fire and their outcomes, written by
+        ``lua/dispatch-1.lua`` only (cronsvc/run/dispatch.py), expiring a day after the
+        last."""
+        return self._k("cron:deliveries") + ":" + fire_id
+
     def history(self, job: str) -> str:
         """list: the job's last runs, newest first (JSON), capped."""
         return self._k("cron:history") + ":" + job

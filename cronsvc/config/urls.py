@@ -4,11 +4,10 @@ every ``${VAR}`` filled in, when sending."""
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlsplit
 
-#: ``${VAR}``: text read from the environment when sending.
-VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+from cronsvc.run.environ import VAR
+
 HTTP = ("http", "https")
 SMTP = ("smtp", "smtps")
 

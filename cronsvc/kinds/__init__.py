@@ -22,18 +22,19 @@ from collections.abc import Iterable
 from typing import Any
 
 from cronsvc.clock import SYSTEM, Clock, monotonic
-from cronsvc.kinds import call, command
+from cronsvc.kinds import call, celery, command
 from cronsvc.kinds.kind import Kind
 from cronsvc.run.context import FireContext
+from cronsvc.run.dispatch import Outcomes
 from cronsvc.run.outcome import Guard, Outcome, Result, Stop
 
 #: Every kind, by the key that makes a job of it, in the order messages name them.
-KINDS: dict[str, Kind] = {"command": command.KIND, "call": call.KIND}
+KINDS: dict[str, Kind] = {"command": command.KIND, "call": call.KIND, "celery": celery.KIND}
 
 
 # Pydantic orders a model's fields base-most first, so the kinds are listed last to first:
 # a job's keys keep the order of KINDS (and so do the errors of one line).
-class KindFields(call.CallFields, command.CommandFields):
+class KindFields(celery.CeleryFields, call.CallFields, command.CommandFields):
     """The keys of every kind: a base of :class:`cronsvc.config.models.Job`."""
 
 
@@ -50,7 +51,7 @@ def kind_problem(keys: Iterable[str]) -> str | None:
 
 def execute(
     job: Any, ctx: FireContext, cancel: threading.Event | None = None, clock: Clock = SYSTEM,
-    guard: Guard | None = None,
+    guard: Guard | None = None, outcomes: Outcomes | None = None,
 ) -> Outcome:
     """Run `job` (a `cronsvc.config.models.Job`) once, as its kind runs it.
 
@@ -65,7 +66,8 @@ def execute(
         if cancel.is_set():
             result = Result("cancelled", error="cancelled before start")
         else:
-            result = KINDS[job.kind].run(job, ctx, Stop(cancel, job.timeout, deadline, guard))
+            result = KINDS[job.kind].run(job, ctx, Stop(cancel, job.timeout, deadline, guard,
+                                                        outcomes))
     except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
         result = Result("failed", error=f"{type(exc).__name__}: {exc}")
     duration_ms = int((monotonic() - t0) * 1000)

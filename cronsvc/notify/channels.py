@@ -14,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import re
 import smtplib
 import socket
 import ssl
@@ -28,9 +26,11 @@ from urllib.parse import unquote, urljoin, urlsplit
 import httpx
 
 from cronsvc.config.models import Channel
-from cronsvc.config.urls import HTTP, SMTP, VAR, url_problem
+from cronsvc.config.urls import HTTP, SMTP, url_problem
 from cronsvc.errors import CronsvcError
 from cronsvc.notify.events import Event
+from cronsvc.run.environ import MissingVariable
+from cronsvc.run.environ import expand as environ_expand
 
 USER_AGENT = "cronsvc-notify/1"
 SIGNATURE_HEADER = "X-Cronsvc-Signature"
@@ -44,16 +44,12 @@ class DeliveryError(CronsvcError):
 
 
 def expand(text: str, where: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with each ``${VAR}`` replaced from the environment."""
-    env = os.environ if environ is None else environ
-
-    def value(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in env:
-            raise DeliveryError(f"{where}: environment variable {name} is not set")
-        return env[name]
-
-    return VAR.sub(value, text)
+    """``text`` with each ``${VAR}`` replaced from the environment (DeliveryError if one
+    is not set)."""
+    try:
+        return environ_expand(text, where, environ)
+    except MissingVariable as exc:
+        raise DeliveryError(str(exc)) from exc
 
 
 def shown(url: str) -> str:

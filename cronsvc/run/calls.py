@@ -45,17 +45,12 @@ class CallResult:
     error: str | None = None
 
 
-def resolve(path: str) -> tuple[Callable[..., Any], bool]:
-    """Import `module:function` once; return the callable and whether it takes `ctx`."""
-    hit = _resolved.get(path)  # a dict read is atomic: no lock on the hot path
-    if hit is not None:
-        return hit
+def locate(path: str) -> Any:
+    """The object ``module:attribute`` names, imported (ImportProblem if it cannot be)."""
     module_name, sep, attr_path = path.partition(":")
     if not sep or not module_name or not attr_path:
         raise ImportProblem(f"cannot import {path}: expected 'module:function'")
     try:
-        # Imported outside the lock: a slow import must not hold up other jobs,
-        # and Python's own import lock keeps concurrent imports of one module safe.
         obj: Any = importlib.import_module(module_name)
         for part in attr_path.split("."):
             obj = getattr(obj, part)
@@ -63,6 +58,17 @@ def resolve(path: str) -> tuple[Callable[..., Any], bool]:
         raise ImportProblem(f"cannot import {path}: {exc}") from exc
     except Exception as exc:  # the module's own code raised while importing
         raise ImportProblem(f"cannot import {path}: {type(exc).__name__}: {exc}") from exc
+    return obj
+
+
+def resolve(path: str) -> tuple[Callable[..., Any], bool]:
+    """Import `module:function` once; return the callable and whether it takes `ctx`."""
+    hit = _resolved.get(path)  # a dict read is atomic: no lock on the hot path
+    if hit is not None:
+        return hit
+    # Imported outside the lock: a slow import must not hold up other jobs, and Python's
+    # own import lock keeps concurrent imports of one module safe.
+    obj = locate(path)
     if not callable(obj):
         raise ImportProblem(f"cannot import {path}: {type(obj).__name__} is not callable")
     entry = (obj, _takes_ctx(obj))

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 from cronsvc.clock import monotonic
+
+if TYPE_CHECKING:
+    from cronsvc.run.dispatch import Outcomes
 
 Status = Literal["ok", "failed", "timeout", "cancelled"]
 How = Literal["done", "cancelled", "timeout"]
@@ -57,12 +60,14 @@ class Guard(Protocol):
 class Stop:
     """What ends a run before it returns on its own: ``cancel`` (set on a cancel, a lease
     lost or a shutdown), the job's ``timeout`` (from ``deadline``, on the monotonic clock),
-    and, for the processes a run starts, the worker's watchdog through ``guard``."""
+    and, for the processes a run starts, the worker's watchdog through ``guard``. A fire
+    handed to another system learns its outcome through ``outcomes``."""
 
     cancel: threading.Event
     timeout: float | None = None
     deadline: float | None = None
     guard: Guard | None = None
+    outcomes: Outcomes | None = None
 
     def wait(self, done: threading.Event) -> How:
         """Block until ``done``, a cancel or the deadline, and say which came first."""
@@ -75,8 +80,24 @@ class Stop:
             if self.deadline is not None and monotonic() >= self.deadline:
                 return "timeout"
 
+    def pause(self, seconds: float) -> How:
+        """Wait ``seconds`` unless a cancel or the deadline comes first ("done": it did
+        not)."""
+        until = monotonic() + seconds
+        while True:
+            now = monotonic()
+            if self.cancel.is_set():
+                return "cancelled"
+            if self.deadline is not None and now >= self.deadline:
+                return "timeout"
+            if now >= until:
+                return "done"
+            ends = until if self.deadline is None else min(until, self.deadline)
+            self.cancel.wait(min(SLICE, ends - now))
+
     def stopped(self, how: How) -> Result:
         """The result of a run ended by a timeout or a cancel, as ``how`` says."""
         if how == "timeout":
             return Result("timeout", error=f"timed out after {self.timeout:g}s")
         return Result("cancelled", error="cancelled")
+

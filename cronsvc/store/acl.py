@@ -17,7 +17,8 @@ SCRIPT_COMMANDS = ("evalsha", "script|load")
 #: Called from inside lua/*.lua.
 LUA_COMMANDS = (
     "append", "del", "get", "hdel", "hexists", "hget", "hincrby", "hlen", "hmget", "hset",
-    "hsetnx", "lpush", "ltrim", "pexpireat", "set", "time", "zadd", "zrange", "zrangebyscore",
+    "hsetnx", "lpush", "ltrim", "pexpire", "pexpireat", "set", "time", "xadd", "xrevrange",
+    "zadd", "zrange", "zrangebyscore",
     "zrem",
     "zremrangebyrank", "zremrangebyscore", "zscore",
 )
@@ -27,7 +28,7 @@ LUA_COMMANDS = (
 DIRECT_COMMANDS = (
     "expire", "get", "hdel", "hexists", "hget", "hgetall", "hkeys", "hlen", "hmget", "hset",
     "info", "lindex", "llen", "lrange", "ltrim",
-    "publish", "subscribe", "time", "unsubscribe", "zadd", "zcard", "zcount", "zrange",
+    "publish", "subscribe", "time", "unsubscribe", "xread", "zadd", "zcard", "zcount", "zrange",
     "zrangebyscore", "zrem", "zscore",
 )
 #: Everything a cronsvc user runs on one Redis server (or sentinel-managed master).

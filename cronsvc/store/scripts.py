@@ -288,6 +288,14 @@ class Scripts:
         aside = [(text(rest[i]), text(rest[i + 1])) for i in range(0, len(rest), 2)]
         return ClaimResult(int(res[0]), int(res[1]), claimed, dropped, aside)
 
+    def dispatch(self, key: str, op: str, delivery: int, keep_ms: int, *rest: Any,
+                 now_ms: int | None = None) -> Any:
+        """One step of a dispatched fire's deliveries in the stream ``key`` (its
+        :meth:`Keys.deliveries`; a consumer knows it from the message, not the shard):
+        ``op`` and its reply as ``lua/dispatch-1.lua`` says."""
+        return self.run("dispatch", [key], [_now(now_ms), op, int(delivery), int(keep_ms),
+                                            *rest])
+
     def heartbeat(
         self, keys: Keys, lease_ms: int, pairs: Pairs, *, now_ms: int | None = None,
     ) -> list[int]:

@@ -48,6 +48,7 @@ from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
 from cronsvc.store.replies import compact
 from cronsvc.store.scripts import Claim, Scripts
+from cronsvc.worker.deliveries import Deliveries
 from cronsvc.worker.leases import Leases
 from cronsvc.worker.results import Results
 from cronsvc.worker.running import Running, by_shard
@@ -351,7 +352,8 @@ class Worker:
         if run.claim.unreadable is not None:
             return Outcome("failed", self.clock.now_ms(), 0, error=run.claim.unreadable)
         self.pinger.started(run.job)
-        outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock, guard=run.leash)
+        outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock, guard=run.leash,
+                          outcomes=Deliveries(self.client, self.scripts, run.keys))
         if outcome.status != "cancelled":  # a run stopped by us says nothing of it
             self.pinger.ended(run.job, outcome.status == "ok", outcome.error, outcome.output)
         return outcome

@@ -508,7 +508,7 @@ def test_every_script_is_there_with_a_header() -> None:
                             "generation", "schedule-set", "schedule-delete", "schedule-plan",
                             "schedule-due", "schedule-aside",
                             "notify-lease", "notify-route", "notify-settle", "each-host",
-                            "chain", "backfill"}
+                            "chain", "backfill", "dispatch"}
     # Which KEYS and ARGV each header lists, and that the body agrees: test_lua_headers.py.
     for src in sources.values():
         assert "-- Returns" in src.path.read_text().split("-- @include")[0], src.path.name
