@@ -15,12 +15,7 @@ from cronsvc.schedule.expand import Spec
 from tests.support.cli import error_line, ok
 from tests.support.paths import DATA
 
-CRONTAB = """MAILTO=ops@example.com
-CRON_TZ=Europe/Berlin
-30 2 * * 1-5 /usr/local/bin/backup.sh --full
-@hourly cd /srv/app && ./venv/bin/python manage.py clearsessions
-@reboot /usr/local/bin/warm-cache
-"""
+CRONTAB = DATA / "imports" / "crontab"  # the example of docs/moving-in.md
 
 
 def _import(*args: str) -> Result:
@@ -32,21 +27,20 @@ def _validated(path: Path) -> str:
 
 
 def test_a_crontab_import_refuses_then_writes_a_file_that_validates(tmp_path: Path) -> None:
-    tab = tmp_path / "crontab"
-    tab.write_text(CRONTAB)
-    refused = _import("crontab", str(tab))
+    refused = _import("crontab", str(CRONTAB))
     assert refused.exit_code == 1 and refused.stdout == ""
-    assert f"{tab}:5: refused: @reboot" in refused.stderr
+    assert f"{CRONTAB}:11: refused: @reboot" in refused.stderr
     assert "nothing written: 1 entry refused" in refused.stderr
 
     out = tmp_path / "schedules.yaml"
-    written = _import("crontab", str(tab), "--skip-unmappable", "-o", str(out))
+    written = _import("crontab", str(CRONTAB), "--skip-unmappable", "-o", str(out))
     assert written.exit_code == 0, written.stderr
-    assert f"{tab}:5: refused: @reboot" in written.stderr
-    assert f"wrote 2 jobs to {out}, 1 left out" in written.stderr
-    assert _validated(out) == f"{out}: 2 jobs OK\n"
+    assert f"{CRONTAB}:11: refused: @reboot" in written.stderr
+    assert f"wrote 4 jobs to {out}, 1 left out" in written.stderr
+    assert _validated(out) == f"{out}: 4 jobs OK\n"
     text = out.read_text()
     assert 'cron: "30 2 * * 1-5"' in text and "smtp: ${SMTP_URL}" in text
+    assert "command: /srv/app/bin/invoice-run --month $(date +%Y-%m)\n" in text
 
 
 def test_the_fires_shown_are_those_of_cronsvc_next(tmp_path: Path) -> None:
