@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cronsvc import __version__
-from cronsvc.cli import audit, notify, ops, schedules, web  # noqa: F401 - audit joins ops.COMMANDS
+from cronsvc.cli import audit, imports, notify, ops, schedules, web  # noqa: F401 - audit joins ops.COMMANDS
 from cronsvc.cli.options import (
     DURATION,
     config_option,
@@ -325,3 +325,4 @@ for _command in ops.COMMANDS:
 main.add_command(schedules.schedule)
 main.add_command(web.web)
 main.add_command(notify.notify)
+main.add_command(imports.imports)

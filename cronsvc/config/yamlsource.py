@@ -73,12 +73,8 @@ def load(text: str) -> Located:
         root = loader.get_single_node()
     except RecursionError:
         raise YamlLimitError("nested too deeply", None) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise YamlSyntaxError(problem, mark.line + 1 if mark else None) from None
     except yaml.YAMLError as exc:
-        raise YamlSyntaxError(str(exc), None) from None
+        raise _syntax_error(exc) from None
     finally:
         loader.dispose()
     located = Located(data=None)
@@ -197,3 +193,29 @@ class _Builder:
             self.located.lines[path + (key,)] = line
             result[key] = self.build(value_node, path + (key,), alias)
         return {**merged, **result}
+
+
+def load_all(text: str) -> list[Located]:
+    """Each document of a stream (``---`` between them), its lines counted in the whole
+    text; the same errors as :func:`load`. Manifests come several to a file."""
+    bounds: list[tuple[int, int, int]] = []  # first line (0-based), start, end of each
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            start, end = event.start_mark, event.end_mark
+            if isinstance(event, yaml.DocumentStartEvent) and start is not None:
+                bounds.append((start.line, start.index - start.column, len(text)))
+            elif isinstance(event, yaml.DocumentEndEvent) and bounds and end is not None:
+                bounds[-1] = (*bounds[-1][:2], end.index)
+    except yaml.YAMLError as exc:
+        raise _syntax_error(exc) from None
+    # Blank lines in front keep each document's lines those of the whole text.
+    return [load("\n" * line + text[start:end]) for line, start, end in bounds]
+
+
+def _syntax_error(exc: yaml.YAMLError) -> YamlSyntaxError:
+    """PyYAML's error as one message and its line, when it has one."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        return YamlSyntaxError(problem, mark.line + 1 if mark else None)
+    return YamlSyntaxError(str(exc), None)
