@@ -263,7 +263,7 @@ def test_validate_imports_every_call_target_in_a_child_that_may_die(
                                        "--import-timeout", "0.5"])
     assert result.exit_code == 1 and result.stdout == "" and "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [
-        "s.yaml:7: jobs.j1.call: cannot import fine:value: int is not callable",
+        "s.yaml:7: jobs.j1.call: fine:value is not callable (type int)",
         "s.yaml:10: jobs.j2.call: cannot import fine:nope: AttributeError: module 'fine' has "
         "no attribute 'nope'",
         "s.yaml:13: jobs.j3.call: cannot import nowhere:run: ModuleNotFoundError: No module "
@@ -276,7 +276,7 @@ def test_validate_imports_every_call_target_in_a_child_that_may_die(
     ]
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"jobs": {"j0": jobs["j0"]}}))
     ok = CliRunner().invoke(main, ["validate", "s.yaml", "--imports"])
-    assert (ok.exit_code, ok.stdout) == (0, "s.yaml: 1 job OK, call targets import\n")
+    assert (ok.exit_code, ok.stdout) == (0, "s.yaml: 1 job OK, every target imports\n")
 
 
 def test_an_impossible_date_in_yaml_is_a_located_error_not_a_crash(tmp_path: Path) -> None:

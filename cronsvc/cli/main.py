@@ -95,7 +95,7 @@ def validate(file: str | None, config: str | None, imports: bool,
         echo(line, err=True)
     count = len(loaded.jobs)
     more = f" ({len(warnings)} warning{'' if len(warnings) == 1 else 's'})" if warnings else ""
-    checked = ", call targets import" if imports else ""
+    checked = ", every target imports" if imports else ""
     echo(f"{path}: {count} job{'' if count == 1 else 's'} OK{checked}{more}")
 
 

@@ -29,6 +29,7 @@ from cronsvc.config.report import dotted
 from cronsvc.config.yamlsource import KeyPath, Located
 from cronsvc.errors import ConfigError
 from cronsvc.kinds import KINDS
+from cronsvc.kinds.kind import Target
 from cronsvc.schedule.expand import NEXT_FIRE_YEARS, Spec, explain, next_fires
 from cronsvc.schedule.fields import parse as parse_cron
 
@@ -41,16 +42,19 @@ _CHILD = r"""
 import importlib, json, os, sys
 report = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
-for i, path in enumerate(json.loads(sys.argv[1])):
+for i, (path, has) in enumerate(json.loads(sys.argv[1])):
     report.write(f"begin {i}\n")
     report.flush()
     module, _, attr = path.partition(":")
     try:
         obj = importlib.import_module(module)
-        obj = getattr(obj, attr)
-        problem = None if callable(obj) else f"{type(obj).__name__} is not callable"
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        fits = callable(obj) if has is None else hasattr(obj, has)
+        wanted = "is not callable" if has is None else f"has no {has}"
+        problem = None if fits else f"{path} {wanted} (type {type(obj).__name__})"
     except BaseException as exc:  # SystemExit of a module is a finding too
-        problem = f"{type(exc).__name__}: {exc}"
+        problem = f"cannot import {path}: {type(exc).__name__}: {exc}"
     report.write(json.dumps([i, problem]) + "\n")
     report.flush()
 """
@@ -128,27 +132,29 @@ def dst_notes(job: Job, now_ms: int) -> list[str]:
 def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S) -> list[str]:
     """A located error for each target of a job's kind (a ``call``'s function) that does
     not import as a callable."""
-    targets: dict[str, list[KeyPath]] = {}
+    targets: dict[Target, list[KeyPath]] = {}
     for name, job in checked.config.jobs.items():
         for key, target in KINDS[job.kind].imports(job).items():
-            targets.setdefault(target, []).append(("jobs", name, key))
+            targets.setdefault(target, []).append(("jobs", name, *key.split(".")))
     failed = check_imports(list(targets), timeout)
     out = []
     for target, why in failed.items():
         for path in targets[target]:
             out.append((checked.located.line(path) or 0,
-                        f"{checked.place(path)}: {dotted(path)}: cannot import {target}: {why}"))
+                        f"{checked.place(path)}: {dotted(path)}: {why}"))
     return [text for _, text in sorted(out)]
 
 
-def check_imports(targets: Sequence[str], timeout: float = IMPORT_TIMEOUT_S) -> dict[str, str]:
-    """``module:function`` -> why it cannot be called; targets that can are left out.
+def check_imports(targets: Sequence[Target], timeout: float = IMPORT_TIMEOUT_S
+                  ) -> dict[Target, str]:
+    """Each target that does not import, or is not what it must be -> why; the others
+    are left out.
 
     Each child process imports the targets in turn; one that ends the child (exit,
     crash) or takes longer than ``timeout`` seconds is reported, and a new child
     goes on with the rest.
     """
-    failed: dict[str, str] = {}
+    failed: dict[Target, str] = {}
     todo = list(dict.fromkeys(targets))
     while todo:
         answers, stopped_at, why = _child(todo, timeout)
@@ -162,11 +168,12 @@ def check_imports(targets: Sequence[str], timeout: float = IMPORT_TIMEOUT_S) -> 
     return failed
 
 
-def _child(targets: list[str], timeout: float) -> tuple[dict[int, str | None], int | None, str]:
+def _child(targets: list[Target], timeout: float) -> tuple[dict[int, str | None], int | None, str]:
     """Answers of one child, and the target it stopped at (with why), if it did."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, json.dumps(targets)], stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        [sys.executable, "-c", _CHILD, json.dumps([list(t) for t in targets])],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        start_new_session=True)
     assert proc.stdout is not None
     answers: dict[int, str | None] = {}
     current: int | None = None
@@ -205,11 +212,13 @@ def _child(targets: list[str], timeout: float) -> tuple[dict[int, str | None], i
         current = len(answers)  # the child died before it began the next one
     if current is None:
         return answers, None, ""
+    cannot = f"cannot import {targets[current].path}"
     if hung:
-        return answers, current, f"importing took longer than {timeout:g}s"
+        return answers, current, f"{cannot}: importing took longer than {timeout:g}s"
     if code < 0:
-        return answers, current, f"importing killed the process ({signal.strsignal(-code)})"
-    return answers, current, f"importing ended the process (exit code {code})"
+        return answers, current, f"{cannot}: importing killed the process " \
+                                 f"({signal.strsignal(-code)})"
+    return answers, current, f"{cannot}: importing ended the process (exit code {code})"
 
 
 def check(path: str, now_ms: int, *, imports: bool = False,

@@ -798,7 +798,8 @@ def _jobs(report: Report, data: dict[Any, Any], defaults: dict[str, Any]) -> dic
             report.add(where, f"invalid job name: {_NAME_RULE}")
             name = "invalid"  # still check the rest of the job
         if not isinstance(raw, dict):
-            report.add(where, f"expected a mapping with {' or '.join(KINDS)} (and cron or every)")
+            report.add(where, f"expected a mapping with what it runs ({', '.join(KINDS)}) "
+                               "and when (cron or every)")
             continue
         problem = kind_problem(key for key in KINDS if raw.get(key) is not None)
         if problem:

@@ -38,6 +38,11 @@ class KindFields(celery.CeleryFields, call.CallFields, command.CommandFields):
     """The keys of every kind: a base of :class:`cronsvc.config.models.Job`."""
 
 
+def kinds_named() -> str:
+    """Every kind, with what it is, for a message: ``command (a program to run), ...``."""
+    return ", ".join(kind.hint for kind in KINDS.values())
+
+
 def kind_problem(keys: Iterable[str]) -> str | None:
     """Why a job setting these kinds' ``keys`` is not runnable, or None if it is (one)."""
     given = set(keys)
@@ -45,7 +50,7 @@ def kind_problem(keys: Iterable[str]) -> str | None:
     if len(found) > 1:
         return f"set either {' or '.join(found)}, not {'both' if len(found) == 2 else 'several'}"
     if not found:
-        return f"set {' or '.join(kind.hint for kind in KINDS.values())}"
+        return f"set what it runs, one of: {kinds_named()}"
     return None
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import field_validator
 
-from cronsvc.kinds.kind import Fields, Kind
+from cronsvc.kinds.kind import Fields, Kind, Target
 from cronsvc.run.calls import CallResult, call_here, start_call
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import Result, Stop
@@ -70,8 +70,8 @@ class Call(Kind):
     def shown(self, job: Any) -> dict[str, Any]:
         return {"call": job.call, "args": list(job.args), "kwargs": dict(job.kwargs)}
 
-    def imports(self, job: Any) -> Mapping[str, str]:
-        return {"call": job.call}
+    def imports(self, job: Any) -> Mapping[str, Target]:
+        return {"call": Target(job.call)}
 
     def warnings(self, job: Any) -> list[tuple[str, str]]:
         if job.call.partition(":")[0].split(".")[0] in RISKY_MODULES:

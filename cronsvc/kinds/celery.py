@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from cronsvc.kinds.kind import Fields, Kind
+from cronsvc.kinds.kind import Fields, Kind, Target
 from cronsvc.run.calls import locate
 from cronsvc.run.context import FireContext
 from cronsvc.run.dispatch import Delivery, dispatch
@@ -92,8 +92,8 @@ class CeleryKind(Kind):
     def shown(self, job: Any) -> dict[str, Any]:
         return {"celery": job.celery.model_dump(exclude_defaults=True)}
 
-    def imports(self, job: Any) -> Mapping[str, str]:
-        return {"celery.app": job.celery.app} if job.celery.app else {}
+    def imports(self, job: Any) -> Mapping[str, Target]:
+        return {"celery.app": Target(job.celery.app, "send_task")} if job.celery.app else {}
 
 
 _APPS: dict[tuple[str | None, str | None], Any] = {}

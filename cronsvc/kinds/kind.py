@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -28,6 +28,14 @@ def as_text(value: object) -> object:
 
 
 Text = Annotated[str, BeforeValidator(as_text)]
+
+
+class Target(NamedTuple):
+    """What ``cronsvc validate --imports`` imports for a job, ``module:attribute``, and
+    what it must be: callable, or (``has``) an object with that attribute."""
+
+    path: str
+    has: str | None = None
 
 
 class Fields(BaseModel):
@@ -77,9 +85,9 @@ class Kind(ABC):
             return "true" if value else "false"
         return json.dumps(value) if isinstance(value, list | dict) else str(value)
 
-    def imports(self, job: Any) -> Mapping[str, str]:
-        """``key -> 'module:function'`` for what ``cronsvc validate --imports`` imports
-        and checks callable (the key locates its error)."""
+    def imports(self, job: Any) -> Mapping[str, Target]:
+        """``key -> target`` for what ``cronsvc validate --imports`` imports and checks
+        (the key locates its error)."""
         return {}
 
     def warnings(self, job: Any) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from cronsvc.cli.main import main
 from cronsvc.config.models import Job, load_config, parse_config
 from cronsvc.errors import ConfigError
+from cronsvc.kinds import kinds_named
 from tests.support.paths import CRONSVC, ROOT
 
 
@@ -53,7 +54,8 @@ BAD = [
     (one_job(timezone="Europe/Berln"),
      "s.yaml:5: jobs.j.timezone: unknown time zone 'Europe/Berln'; did you mean 'Europe/Berlin'?"),
     (one_job(timezon="UTC"), "s.yaml:5: jobs.j.timezon: unknown key; did you mean 'timezone'?"),
-    (one_job(command="-"), "s.yaml:2: jobs.j: set command (a program to run) or call"),
+    (one_job(command="-"),
+     "s.yaml:2: jobs.j: set what it runs, one of: command (a program to run), call"),
     (one_job(call="m:f"), "s.yaml:2: jobs.j: set either command or call, not both"),
     (one_job(command="-", call="'pkg.mod'"),
      "s.yaml:4: jobs.j.call: 'pkg.mod': malformed call: expected 'package.module:function'"),
@@ -79,7 +81,7 @@ BAD = [
     ("jobs:\n  a:\n    cron: '* * * * *'\n    command: x\n  a:\n    cron: '@daily'\n",
      "s.yaml:5: jobs.a: duplicate job name (first at line 2)"),
     ("jobs:\n  a: 5\n",
-     "s.yaml:2: jobs.a: expected a mapping with command or call (and cron or every)"),
+     "s.yaml:2: jobs.a: expected a mapping with what it runs (command, call, "),
     ("jobs: [a]\n", "s.yaml:1: jobs: expected a mapping, got list"),
     ("jobz: {}\n", "s.yaml:1: jobz: unknown key; did you mean 'jobs'?"),
     ("redis: {}\n", "s.yaml: jobs: missing"),
@@ -271,7 +273,7 @@ def test_cli_validate_lists_every_problem(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         f"{path}:3: jobs.a.cron: '61 * * * *': minute 61 out of range 0-59",
-        f"{path}:5: jobs.b: set command (a program to run) or call ('package.module:function')",
+        f"{path}:5: jobs.b: set what it runs, one of: {kinds_named()}",
     ]
     assert "Traceback" not in result.output
 
