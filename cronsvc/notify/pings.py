@@ -15,6 +15,8 @@ import threading
 
 from cronsvc.config.models import Job
 from cronsvc.notify.channels import DeliveryError, expand, post
+from cronsvc.run.context import FireContext
+from cronsvc.run.outcome import Outcome
 
 log = logging.getLogger("cronsvc.notify")
 
@@ -25,7 +27,7 @@ BODY_CAP = 10_000
 
 
 class Pinger:
-    """The ping thread of one worker."""
+    """The ping thread of one worker: a :class:`cronsvc.run.hooks.RunHook`."""
 
     def __init__(self, timeout: float = TIMEOUT_S) -> None:
         self.timeout = timeout
@@ -33,18 +35,20 @@ class Pinger:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def started(self, job: Job) -> None:
+    def started(self, job: Job, ctx: FireContext) -> None:
         """A run of ``job`` begins."""
         if job.ping is not None and job.ping.start:
             self._put(job.name, job.ping.start, b"")
 
-    def ended(self, job: Job, ok: bool, error: str | None, output: str | None) -> None:
-        """A run of ``job`` ended, ``ok`` or not (with why, and its output's tail)."""
-        if job.ping is None:
+    def ended(self, job: Job, ctx: FireContext, outcome: Outcome) -> None:
+        """A run of ``job`` ended: ok, or not, with why and its output's tail. A run this
+        worker stopped (a cancel, a shutdown) says nothing of the job."""
+        if job.ping is None or outcome.status == "cancelled":
             return
+        ok = outcome.status == "ok"
         url = job.ping.success if ok else job.ping.fail
         if url:
-            body = "" if ok else "\n".join(p for p in (error, output) if p)
+            body = "" if ok else "\n".join(p for p in (outcome.error, outcome.output) if p)
             self._put(job.name, url, body[-BODY_CAP:].encode())
 
     def _put(self, job: str, url: str, body: bytes) -> None:

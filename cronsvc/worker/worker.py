@@ -43,6 +43,7 @@ from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.context import FireContext
+from cronsvc.run.hooks import Hooks
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
@@ -122,7 +123,8 @@ class Worker:
         self.hard_stopped = threading.Event()  # stop runs now, stop waiting on Redis
         self._pool = Slots(self.concurrency, "cronsvc-run")
         self.results = Results(self)
-        self.pinger = Pinger()  # dead-man pings of the jobs that ask for them
+        # Around every run: the dead-man pings of the jobs that ask for them.
+        self.hooks = Hooks([Pinger()])
         self.offset_ms = 0  # server clock minus local clock, from the last claim
         self._held_at = -HELD_RENEW_EVERY  # monotonic time the held definitions were written
         self._reload_asked = threading.Event()
@@ -351,11 +353,10 @@ class Worker:
     def _execute(self, run: Running, ctx: FireContext) -> Outcome:
         if run.claim.unreadable is not None:
             return Outcome("failed", self.clock.now_ms(), 0, error=run.claim.unreadable)
-        self.pinger.started(run.job)
+        self.hooks.started(run.job, ctx)
         outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock, guard=run.leash,
                           outcomes=Deliveries(self.client, self.scripts, run.keys))
-        if outcome.status != "cancelled":  # a run stopped by us says nothing of it
-            self.pinger.ended(run.job, outcome.status == "ok", outcome.error, outcome.output)
+        self.hooks.ended(run.job, ctx, outcome)
         return outcome
 
     def _busy(self) -> int:
@@ -466,7 +467,7 @@ class Worker:
         self._pool.close()
         self._release_stuck([run for run in left if not run.ended])
         self.results.close()
-        self.pinger.close()
+        self.hooks.close()
         self.hard_stopped.set()
         self._watchdog.close()  # kills what a run left that could not be stopped
         try:

@@ -14,6 +14,8 @@ from cronsvc.config.models import Channel, Job
 from cronsvc.notify.channels import DeliveryError, send
 from cronsvc.notify.events import Event
 from cronsvc.notify.pings import Pinger
+from cronsvc.run.context import FireContext
+from cronsvc.run.outcome import Outcome
 from tests.support.receivers import HttpReceiver, http_receiver
 from tests.support.wait import wait_for
 
@@ -72,7 +74,7 @@ def test_a_ping_answered_with_a_redirect_is_not_followed(
                               "ping": {"success": f"{hook.url}/ping/backup-uuid"}})
     pinger = Pinger(timeout=5)
     with caplog.at_level(logging.WARNING, logger="cronsvc.notify"):
-        pinger.ended(job, ok=True, error=None, output=None)
+        pinger.ended(job, FireContext(job.name, f"{job.name}@0", 0, 1), Outcome("ok", 0, 1))
         try:
             (warned,) = wait_for(lambda: [r.getMessage() for r in caplog.records],
                                  timeout=10, message="the ping's warning")
