@@ -17,12 +17,12 @@ from typing import Any
 import psutil
 import redis
 
+from cronsvc import testing
 from cronsvc.clock import redis_ms
 from cronsvc.fires import parse_fire
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
-from tests.support.fleet import Fleet
-from tests.support.wait import wait_for
+from cronsvc.testing import Fleet, wait_for
 
 K = Keys()
 
@@ -93,15 +93,12 @@ def server_pid(server: RedisServer) -> int:
 @contextmanager
 def redis_server(**kwargs: Any) -> Iterator[tuple[RedisServer, redis.Redis]]:
     """A redis-server of this benchmark's own (AOF everysec unless told otherwise)."""
-    with tempfile.TemporaryDirectory(prefix="cronsvc-bench-") as tmp:
-        server = RedisServer(Path(tmp) / "redis", **kwargs)
-        server.start()
+    with testing.redis_server(**kwargs) as server:
         client = redis.Redis.from_url(server.url, decode_responses=True)
         try:
             yield server, client
         finally:
             client.close()
-            server.stop()
 
 
 @contextmanager

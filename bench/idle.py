@@ -23,8 +23,8 @@ import redis
 from bench import common
 from bench.common import Figure, K, Section
 from cronsvc.presence import PRESENCE_EVERY
+from cronsvc.testing import wait_for
 from cronsvc.worker.worker import MAX_SLEEP
-from tests.support.wait import wait_for
 
 WORKERS = 8
 TARGET = 2.0  # commands per second per process

@@ -30,7 +30,7 @@ from bench.common import Figure, K, Section
 from bench.jobs import noop
 from cronsvc.fires import fire_id
 from cronsvc.schedule.expand import Spec, occurrences_ms
-from tests.support.wait import wait_for
+from cronsvc.testing import wait_for
 
 WORKERS = 4
 CONCURRENCY = 32

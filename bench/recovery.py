@@ -4,7 +4,7 @@ starting again on another worker, against the lease length.
 Two workers; a one-off fire of a job that blocks until released; the worker
 that starts it is killed at a random point of its lease, and the time to the
 second attempt's start is read from the run ledger the job writes
-(``tests/support/jobs.py``, one line per start, outside Redis).
+(``cronsvc/testing/ledger.py``, one line per start, outside Redis).
 
 Reference: the lease itself; a killed holder's lease lapses at most one lease
 after its last renewal, and the surviving worker sleeps until that deadline.
@@ -21,9 +21,7 @@ from pathlib import Path
 
 from bench import common
 from bench.common import Figure, Section
-from tests.support.fleet import history
-from tests.support.jobs import read_ledger
-from tests.support.wait import wait_for
+from cronsvc.testing import BLOCK, history, read_ledger, wait_for
 
 TRIALS = ((2.0, 3), (5.0, 2), (30.0, 1))  # (lease in seconds, trials); 30 s is the default
 SLACK_MS = 100  # target: back within the lease plus this
@@ -32,7 +30,7 @@ SLACK_MS = 100  # target: back within the lease plus this
 def trial(lease: float, rnd: random.Random) -> float:
     """Seconds from the kill to the second attempt's start."""
     with common.redis_server() as (server, r), common.fleet(server.url, {}) as f:
-        f.write({"slow": f.call_job("0 0 1 1 *", func="block")})
+        f.write({"slow": f.call_job("0 0 1 1 *", call=BLOCK)})
         for name in ("worker-a", "worker-b"):
             f.worker(name, "--lease", f"{lease:g}")
         common.wait_workers(r, 2)

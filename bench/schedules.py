@@ -32,7 +32,7 @@ from bench.common import Figure, K, Section
 from cronsvc.client.client import Client
 from cronsvc.schedule.runtime import build
 from cronsvc.store.scripts import Scripts
-from tests.support.wait import wait_for
+from cronsvc.testing import wait_for
 
 ZONES = ("UTC", "Europe/Berlin", "Europe/London", "Europe/Paris", "Europe/Madrid",
          "Europe/Warsaw", "Europe/Helsinki", "America/New_York", "America/Chicago",

@@ -22,7 +22,7 @@ from bench import common
 from bench.claim import ack_cost, backfill_cost, ceiling, prepare
 from bench.common import Figure, K, Section
 from cronsvc.store.scripts import Scripts
-from tests.support.wait import wait_for
+from cronsvc.testing import wait_for
 
 WORKERS = 2
 CONCURRENCY = 100  # also the claim batch of the ceiling

@@ -19,8 +19,7 @@ import time
 from bench import common
 from bench.common import Figure, Section
 from cronsvc.client.client import Client
-from tests.support.fleet import history
-from tests.support.wait import wait_for
+from cronsvc.testing import history, wait_for
 
 TARGET_MS = 100
 

@@ -30,7 +30,7 @@ from bench.common import Figure, K, Section
 from cronsvc.client.client import Client
 from cronsvc.keys import Keys
 from cronsvc.schedule.runtime import build
-from tests.support.web import WebServer
+from cronsvc.testing import WebServer
 
 REQUESTS = 200
 TARGET_MS = 100.0

@@ -12,8 +12,7 @@ import redis
 
 from cronsvc.fires import parse_fire
 from cronsvc.keys import Keys
-from tests.support.fleet import Fleet, history
-from tests.support.jobs import read_ledger
+from cronsvc.testing import BLOCK, Fleet, history, read_ledger
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
@@ -70,7 +69,7 @@ def test_every_second_runs_exactly_once_with_two_planners_and_three_workers(
 
 def test_kill9_mid_job_runs_again_elsewhere_with_attempt_2(fleet, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     f = fleet({})
-    f.write({"slow": f.call_job("0 0 1 1 *", func="block")})
+    f.write({"slow": f.call_job("0 0 1 1 *", call=BLOCK)})
     f.worker("worker-a", "--lease", "1")
     fid = f.trigger("slow")
     first = wait_for(lambda: starts(f, "slow"), message="the first attempt to start")
@@ -101,7 +100,7 @@ def test_retries_then_dead_letter(fleet, r: redis.Redis) -> None:  # type: ignor
 
 def test_overlap_forbid_across_two_workers(fleet, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     f = fleet({})
-    f.write({"exclusive": f.call_job("* * * * * *", func="block", overlap="forbid",
+    f.write({"exclusive": f.call_job("* * * * * *", call=BLOCK, overlap="forbid",
                                      catch_up="all")})
     f.planner()
     f.worker("worker-a")
@@ -181,7 +180,7 @@ def test_pause_and_resume(fleet, r: redis.Redis) -> None:  # type: ignore[no-unt
 
 def test_sigterm_lets_the_running_job_finish(fleet, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     f = fleet({})
-    f.write({"slow": f.call_job("0 0 1 1 *", func="block")})
+    f.write({"slow": f.call_job("0 0 1 1 *", call=BLOCK)})
     f.worker("worker-a", "--grace", "60")
     fid = f.trigger("slow")
     wait_for(lambda: starts(f, "slow"), message="the run to start")
@@ -194,7 +193,7 @@ def test_sigterm_lets_the_running_job_finish(fleet, r: redis.Redis) -> None:  # 
 
 def test_sigterm_after_grace_gives_the_fire_back(fleet, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     f = fleet({})
-    f.write({"slow": f.call_job("0 0 1 1 *", func="block")})
+    f.write({"slow": f.call_job("0 0 1 1 *", call=BLOCK)})
     f.worker("worker-a", "--grace", "0.2")
     fid = f.trigger("slow")
     wait_for(lambda: starts(f, "slow"), message="the run to start")
@@ -254,7 +253,7 @@ def test_kill9_of_a_worker_kills_its_command(fleet, r: redis.Redis, tmp_path: Pa
 
 def test_a_run_longer_than_its_lease_keeps_it(fleet, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     f = fleet({})
-    f.write({"slow": f.call_job("0 0 1 1 *", func="block")})
+    f.write({"slow": f.call_job("0 0 1 1 *", call=BLOCK)})
     f.worker("worker-a", "--lease", "0.5")
     f.worker("worker-b", "--lease", "0.5")
     fid = f.trigger("slow")

@@ -18,9 +18,9 @@ from cronsvc.client.client import Client
 from cronsvc.keys import Keys
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Scripts
+from cronsvc.testing import WebServer
 from tests.chaos.garbage import plant
 from tests.support.wait import server_ms
-from tests.support.web import WebServer
 
 K = Keys()
 

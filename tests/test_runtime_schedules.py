@@ -12,8 +12,7 @@ import redis
 
 from cronsvc.client.client import Client
 from cronsvc.fires import parse_fire
-from tests.support.fleet import Fleet
-from tests.support.jobs import read_ledger
+from cronsvc.testing import Fleet, read_ledger
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow

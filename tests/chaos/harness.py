@@ -30,13 +30,12 @@ from cronsvc.fires import is_fire_id, job_of, parse_fire, schedule_of
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.store.replies import json_object
+from cronsvc.testing import Fleet, read_ledger
 from cronsvc.worker.leases import ridden_out
 from tests.chaos.churn import Churn
 from tests.chaos.files import LIMITS, STARTING_DEADLINE, VERSIONS, chaos_jobs
 from tests.chaos.garbage import Planted, plant
 from tests.chaos.ledger import Epoch, Fault, Totals, judge
-from tests.support.fleet import Fleet
-from tests.support.jobs import read_ledger
 from tests.support.wait import wait_for
 
 K = Keys()

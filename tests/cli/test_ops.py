@@ -25,8 +25,8 @@ from cronsvc.fires import fire_id, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import free_port
 from cronsvc.store.scripts import Scripts
+from cronsvc.testing import read_ledger
 from tests.support.cli import error_line, ok
-from tests.support.jobs import read_ledger
 from tests.support.paths import CRONSVC, ROOT
 from tests.support.wait import wait_for
 
@@ -279,7 +279,7 @@ def binary(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedPro
 @pytest.mark.slow
 def test_the_installed_binary_operates_a_running_up(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.jsonl"
-    record = {"call": "tests.support.jobs:record", "kwargs": {"path": str(ledger)}}
+    record = {"call": "cronsvc.testing.ledger:record", "kwargs": {"path": str(ledger)}}
     (tmp_path / "schedules.yaml").write_text(yaml.safe_dump({"jobs": {
         "report": {"cron": "0 0 1 1 *", **record}, "other": {"cron": "0 0 1 1 *", **record}}}))
     env = {k: v for k, v in os.environ.items() if k not in ("CRONSVC_REDIS_URL", "CRONSVC_CONFIG")}

@@ -22,8 +22,8 @@ from cronsvc.cli.term import printable
 from cronsvc.client.client import Client
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
+from cronsvc.testing import Fleet, history
 from tests.support.cli import error_line, ok
-from tests.support.fleet import Fleet, history
 from tests.support.paths import CRONSVC, ROOT
 from tests.support.wait import wait_for
 

@@ -17,8 +17,8 @@ from cronsvc.client.audit import default_actor
 from cronsvc.client.client import Client
 from cronsvc.errors import BadArgument
 from cronsvc.keys import Keys
+from cronsvc.testing import published
 from tests.support.cli import ok
-from tests.support.fleet import published
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ from cronsvc.schedule.expand import Spec, occurrences_ms
 from cronsvc.schedule.runtime import MAX_PAYLOAD_BYTES
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Scripts
+from cronsvc.testing import read_ledger
 from cronsvc.worker.worker import Worker
-from tests.support.jobs import read_ledger
 from tests.support.wait import wait_for
 
 K = Keys()
@@ -352,9 +352,9 @@ def running(redis_url: str, tmp_path: Path) -> Iterator[tuple[Client, Path]]:
     """A planner tick and one worker thread on every-second and blocking jobs."""
     ledger = tmp_path / "ledger.jsonl"
     path = write_jobs(tmp_path / "schedules.yaml", {
-        "tick": {"cron": "* * * * * *", "call": "tests.support.jobs:record",
+        "tick": {"cron": "* * * * * *", "call": "cronsvc.testing.ledger:record",
                  "kwargs": {"path": str(ledger)}},
-        "slow": {"cron": "0 0 1 1 *", "call": "tests.support.jobs:block",
+        "slow": {"cron": "0 0 1 1 *", "call": "cronsvc.testing.ledger:block",
                  "kwargs": {"path": str(ledger), "release": str(tmp_path / "release")}},
     })
     Planner(path, connect(redis_url), horizon=60).tick()

@@ -24,7 +24,7 @@ K = Keys()
 FILE = """
 jobs:
   digest:
-    call: tests.support.jobs:record
+    call: cronsvc.testing.ledger:record
     kwargs: {path: /dev/null}
   report:
     cron: "0 0 1 1 *"

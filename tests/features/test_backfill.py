@@ -17,9 +17,8 @@ from cronsvc.clock import redis_ms
 from cronsvc.errors import CronsvcError
 from cronsvc.fires import fire_id
 from cronsvc.ran import REACH_MS
+from cronsvc.testing import RECORD, Fleet, history, read_ledger
 from tests.support.cli import error_line, ok
-from tests.support.fleet import Fleet, history
-from tests.support.jobs import read_ledger
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
@@ -33,7 +32,7 @@ def test_a_backfill_over_an_outage_runs_exactly_the_missing_fires_once(
         tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
     fleet = Fleet(tmp_path, redis_url, {})
     # Every second; after an outage, catch_up latest runs the newest fire and skips the rest.
-    fleet.write({"tick": {"every": "1s", "catch_up": "latest", "call": "tests.support.jobs:record",
+    fleet.write({"tick": {"every": "1s", "catch_up": "latest", "call": RECORD,
                           "kwargs": {"path": fleet.ledger}}})
     fleet.planner()
     fleet.worker("w1")
@@ -83,7 +82,7 @@ def test_the_cli_dry_run_lists_the_fires_and_refuses_what_it_cannot_do(
     fleet = Fleet(tmp_path, redis_url, {})
     fleet.write({"report": fleet.call_job("0 * * * *", timezone="Europe/Berlin"),
                  "everywhere": fleet.call_job("0 * * * *", pool="each-host"),
-                 "hook": {"call": "tests.support.jobs:record",
+                 "hook": {"call": "cronsvc.testing.ledger:record",
                           "kwargs": {"path": fleet.ledger}}})
     client = fleet.client()
     client.publish_config()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.fleet import Fleet, history
+from cronsvc.testing import Fleet, history
 from tests.support.queues import celery_worker, read_runs
 from tests.support.wait import wait_for
 

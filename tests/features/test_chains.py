@@ -13,8 +13,7 @@ import pytest
 import redis
 
 from cronsvc.fires import chain_fire, parse_fire
-from tests.support.fleet import Fleet, history, published
-from tests.support.jobs import read_ledger
+from cronsvc.testing import BLOCK, Fleet, history, published, read_ledger
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
@@ -79,7 +78,7 @@ def test_a_failure_for_good_triggers_on_failure_once_and_a_retry_does_not(
 def test_an_upstream_killed_mid_run_triggers_nothing_until_it_really_ends(
         tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
     fleet = Fleet(tmp_path, redis_url, {})
-    fleet.write({"slow": fleet.call_job("0 0 1 1 *", func="block", on_success=["after"]),
+    fleet.write({"slow": fleet.call_job("0 0 1 1 *", call=BLOCK, on_success=["after"]),
                  "after": fleet.call_job("0 0 1 1 *")})
     try:
         fleet.planner()

@@ -26,9 +26,8 @@ from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import UNHELD_MS, Scripts
+from cronsvc.testing import Fleet, history, read_ledger
 from cronsvc.worker.worker import Worker, held_digest
-from tests.support.fleet import Fleet, history
-from tests.support.jobs import read_ledger
 from tests.support.wait import wait_for
 
 K = Keys()
@@ -179,7 +178,7 @@ def fleets(tmp_path: Path, redis_url: str) -> Iterator[Any]:
 def tagged(f: Fleet, cron: str, tag: str, ledger: str | None = None,
            **options: Any) -> dict[str, Any]:
     """A call job that writes ``tag`` into the ledger: which definition ran."""
-    job = f.call_job(cron, func="tagged", **options)
+    job = f.call_job(cron, call="tests.support.jobs:tagged", **options)
     job["kwargs"].update(tag=tag, path=ledger or f.ledger)
     return job
 
@@ -204,7 +203,7 @@ def write_same_stat(path: Path, doc: dict[str, Any]) -> None:
 def test_a_worker_reloads_its_file_on_change_and_sighup_and_keeps_the_last_good_one(
         fleets: Any, r: redis.Redis) -> None:
     f: Fleet = fleets("w")
-    a, b = f.call_job("0 0 1 1 *"), f.call_job("0 0 1 1 *", "tagged")
+    a, b = f.call_job("0 0 1 1 *"), f.call_job("0 0 1 1 *", "tests.support.jobs:tagged")
     b["kwargs"]["tag"] = "b"
     f.write({"a": a})
     f.worker("worker-a")

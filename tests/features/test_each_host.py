@@ -12,8 +12,7 @@ import pytest
 import redis
 
 from cronsvc.fires import host_fire
-from tests.support.fleet import Fleet, history, published
-from tests.support.jobs import read_ledger
+from cronsvc.testing import Fleet, history, published, read_ledger
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow

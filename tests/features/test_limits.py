@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.fleet import Fleet, history, published
-from tests.support.jobs import read_ledger
+from cronsvc.testing import Fleet, history, published, read_ledger
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow

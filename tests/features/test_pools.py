@@ -13,9 +13,8 @@ from click.testing import CliRunner
 
 from cronsvc.cli.main import main
 from cronsvc.keys import Keys
+from cronsvc.testing import Fleet, published, read_ledger
 from tests.support.cli import ok
-from tests.support.fleet import Fleet, published
-from tests.support.jobs import read_ledger
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow

@@ -44,7 +44,7 @@ jobs:
   sleepy: {{cron: {never}, call: "tests.support.calls:nothing"}}
   held:
     cron: {never}
-    call: "tests.support.jobs:block"
+    call: "cronsvc.testing.ledger:block"
     kwargs: {{path: "{ledger}", release: "{release}"}}
 """)
     return path

@@ -20,10 +20,9 @@ from cronsvc.keys import Keys, all_shards, stable_hash
 from cronsvc.malformed import parse
 from cronsvc.notify.channels import SIGNATURE_HEADER, sign
 from cronsvc.notify.fold import Episodes
-from tests.support.fleet import Fleet, published
+from cronsvc.testing import Fleet, WebServer, published
 from tests.support.receivers import HttpReceiver, http_receiver
 from tests.support.wait import wait_for
-from tests.support.web import WebServer
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 from cronsvc.client.client import Client
 from cronsvc.config.models import Job
-from tests.support.fleet import Fleet, history
+from cronsvc.testing import Fleet, history
 from tests.support.receivers import HttpReceiver, http_receiver
 from tests.support.wait import wait_for
 

@@ -24,7 +24,7 @@ from cronsvc.outbox.autopause import AutoPause
 from cronsvc.outbox.chains import Chains
 from cronsvc.outbox.router import Router
 from cronsvc.store.scripts import Scripts
-from tests.support.fleet import published
+from cronsvc.testing import published
 
 SENDER = "router-test"
 T0 = 1_795_572_000_000

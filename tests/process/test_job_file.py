@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.fleet import Fleet
+from cronsvc.testing import Fleet, WebServer
 from tests.support.wait import wait_for
-from tests.support.web import WebServer
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import redis
 import yaml
 
 from cronsvc.process.redis_server import free_port
-from tests.support.jobs import read_ledger
+from cronsvc.testing import RECORD, history, read_ledger
 from tests.support.paths import ROOT
 from tests.support.wait import wait_for
 
@@ -47,7 +47,7 @@ def _get_json(url: str) -> object:
 
 def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.jsonl"
-    proc = start_up(tmp_path, {"tick": {"cron": "* * * * * *", "call": "tests.support.jobs:record",
+    proc = start_up(tmp_path, {"tick": {"cron": "* * * * * *", "call": RECORD,
                                         "kwargs": {"path": str(ledger)}}}, "--workers", "1")
     log = tmp_path / "up.log"
     try:
@@ -92,11 +92,10 @@ def test_up_hands_its_web_options_to_the_dashboard(tmp_path: Path) -> None:
 
 def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:
     from cronsvc.client.client import Client
-    from tests.support.fleet import history
 
     ledger, release = tmp_path / "ledger.jsonl", tmp_path / "release"
     proc = start_up(tmp_path, {"slow": {
-        "cron": "0 0 1 1 *", "call": "tests.support.jobs:block",
+        "cron": "0 0 1 1 *", "call": "cronsvc.testing.ledger:block",
         "kwargs": {"path": str(ledger), "release": str(release)}}}, "--workers", "2")
     log = tmp_path / "up.log"
     try:

@@ -18,7 +18,7 @@ import redis
 
 from cronsvc.keys import Keys
 from cronsvc.run.watchdog import Watchdog
-from tests.support.fleet import Fleet, history
+from cronsvc.testing import Fleet, history
 from tests.support.paths import ROOT
 from tests.support.wait import wait_for
 

@@ -28,10 +28,9 @@ from cronsvc.planner.planner import Planner
 from cronsvc.store.acl import acl_setuser_args
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Scripts
+from cronsvc.testing import Fleet, read_ledger
 from cronsvc.worker.worker import Worker
 from tests.support.cluster import LocalCluster
-from tests.support.fleet import Fleet
-from tests.support.jobs import read_ledger
 from tests.support.servers import server_binary
 from tests.support.wait import wait_for
 

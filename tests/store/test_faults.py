@@ -29,10 +29,9 @@ from cronsvc.run.watchdog import margin
 from cronsvc.store.connection import connect
 from cronsvc.store.faults import ErrorLog, describe, is_outage, reply_code
 from cronsvc.store.scripts import Scripts, load_sources
+from cronsvc.testing import BLOCK, Fleet, history, read_ledger
 from cronsvc.worker.leases import RETRY_S, period
 from cronsvc.worker.worker import Worker
-from tests.support.fleet import Fleet, history
-from tests.support.jobs import read_ledger
 from tests.support.wait import wait_for
 
 K = Keys()
@@ -263,7 +262,7 @@ def test_worker_and_planner_ride_out_error_replies_while_a_long_run_holds_its_fi
     r = redis.Redis.from_url(server.url, decode_responses=True)
     f = Fleet(tmp_path, server.url, {})
     try:
-        f.write({"slow": f.call_job("0 0 1 1 *", func="block"),
+        f.write({"slow": f.call_job("0 0 1 1 *", call=BLOCK),
                  "tick": f.call_job("* * * * * *")})
         f.planner()
         f.worker("worker-a", "--lease", str(LEASE_S))
@@ -348,7 +347,7 @@ def test_a_reclaim_is_logged_and_kept_as_an_attempt_of_its_own(
         tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
     f = Fleet(tmp_path, redis_url, {})
     try:
-        f.write({"slow": f.call_job("0 0 1 1 *", func="block")})
+        f.write({"slow": f.call_job("0 0 1 1 *", call=BLOCK)})
         f.worker("worker-a", "--lease", "1")
         fid = f.trigger("slow")
         wait_for(lambda: starts(f, "slow"), message="the first attempt to start")
@@ -383,7 +382,7 @@ def test_a_fault_that_ends_before_the_fence_costs_the_run_nothing(
     r = redis.Redis.from_url(server.url, decode_responses=True)
     f = Fleet(tmp_path, server.url, {})
     try:
-        f.write({"slow": f.call_job("0 0 1 1 *", func="block")})
+        f.write({"slow": f.call_job("0 0 1 1 *", call=BLOCK)})
         f.worker("worker-a", "--lease", f"{lease:g}")
         fid = f.trigger("slow")
         wait_for(lambda: starts(f, "slow"), message="the run to start")

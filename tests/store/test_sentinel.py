@@ -15,9 +15,8 @@ from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.store.connection import connect, mask_url
 from cronsvc.store.scripts import Scripts
+from cronsvc.testing import Fleet, read_ledger
 from tests.support.cluster import SentinelServer
-from tests.support.fleet import Fleet
-from tests.support.jobs import read_ledger
 from tests.support.servers import server_binary
 from tests.support.wait import server_ms, wait_for
 

@@ -15,7 +15,7 @@ import redis
 
 from cronsvc.errors import RedisServerError
 from cronsvc.process.redis_server import RedisServer
-from tests.support.wait import poll
+from cronsvc.testing.wait import poll
 
 SLOTS = 16384
 BUS_OFFSET = 10_000  # Redis 6.2 has no cluster-port setting: the bus is always port + 10000

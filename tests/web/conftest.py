@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from cronsvc.client.client import Client
+from cronsvc.testing import published
 from tests.support.browser import browser  # noqa: F401 - a fixture
-from tests.support.fleet import published
 from tests.support.web import one_job_file
 
 

@@ -20,10 +20,9 @@ from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.store.scripts import Scripts
-from tests.support.fleet import published
+from cronsvc.testing import WebServer, published
 from tests.support.paths import ROOT
 from tests.support.wait import server_ms
-from tests.support.web import WebServer
 
 pytestmark = pytest.mark.slow
 K = Keys()

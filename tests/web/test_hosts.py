@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from cronsvc.client.client import Client
-from tests.support.web import OPERATOR_TOKEN, WebServer
+from cronsvc.testing import WebServer
+from tests.support.web import OPERATOR_TOKEN
 
 pytestmark = pytest.mark.slow
 TOKEN = OPERATOR_TOKEN

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from cronsvc.client.client import Client
-from tests.support.web import OPERATOR_TOKEN, WebServer
+from cronsvc.testing import WebServer
+from tests.support.web import OPERATOR_TOKEN
 
 pytestmark = pytest.mark.slow
 TOKEN = OPERATOR_TOKEN

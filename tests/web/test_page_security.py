@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 from cronsvc.client.client import Client
-from tests.support.fleet import published
-from tests.support.web import WebServer
+from cronsvc.testing import WebServer, published
 
 pytestmark = pytest.mark.slow
 OPERATOR = "operator-secret-0123456789"

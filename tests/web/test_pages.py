@@ -14,10 +14,8 @@ import pytest
 import redis
 
 from cronsvc.client.client import Client
-from tests.support.fleet import Fleet
-from tests.support.jobs import read_ledger
+from cronsvc.testing import Fleet, WebServer, read_ledger
 from tests.support.wait import wait_for
-from tests.support.web import WebServer
 
 pytestmark = pytest.mark.slow
 

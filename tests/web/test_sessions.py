@@ -12,9 +12,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.support.fleet import published
+from cronsvc.testing import WebServer, published
 from tests.support.wait import wait_for
-from tests.support.web import WebServer
 
 pytestmark = pytest.mark.slow
 OPERATOR = "operator-secret-0123456789"

@@ -16,8 +16,8 @@ from cronsvc.config.models import Config, load_config
 from cronsvc.keys import Keys
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Claim, Scripts
+from cronsvc.testing import read_ledger
 from cronsvc.worker.worker import Running, Worker
-from tests.support.jobs import read_ledger
 from tests.support.wait import wait_for
 
 K = Keys()
@@ -102,7 +102,7 @@ def test_a_stopped_worker_gives_back_the_fire_of_a_call_that_ignores_its_cancel(
         "jobs:\n"
         "  stubborn:\n"
         "    cron: '0 0 1 1 *'\n"
-        "    call: tests.support.jobs:block\n"
+        "    call: cronsvc.testing.ledger:block\n"
         f"    args: [{str(ledger)!r}, {str(release)!r}]\n"
     )
     client = Client(redis_url, config=str(cfg))

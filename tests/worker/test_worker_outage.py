@@ -8,8 +8,7 @@ import pytest
 import redis
 
 from cronsvc.keys import Keys
-from tests.support.fleet import Fleet, history
-from tests.support.jobs import read_ledger
+from cronsvc.testing import BLOCK, Fleet, history, read_ledger
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
@@ -20,7 +19,7 @@ def test_worker_keeps_a_result_across_a_redis_restart(tmp_path: Path, fresh_serv
     r = redis.Redis.from_url(server.url, decode_responses=True)
     f = Fleet(tmp_path, server.url, {})
     try:
-        f.write({"slow": f.call_job("0 0 1 1 *", func="block"),
+        f.write({"slow": f.call_job("0 0 1 1 *", call=BLOCK),
                  "quick": f.call_job("0 0 1 1 *")})
         f.worker("worker-a", "--lease", "60")
         fid = f.trigger("slow")

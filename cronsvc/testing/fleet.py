@@ -1,4 +1,10 @@
-"""Real planner and worker processes for end-to-end tests (and the benchmarks)."""
+"""Real planner and worker processes on one job file and one Redis: what a fleet does,
+seen from outside, the way an operator would see it.
+
+Each role is ``python -m cronsvc planner|worker``, started with the test's interpreter
+and its import path (:mod:`cronsvc.testing.children`), so a job file may name the test
+project's own functions. Logs go to ``<tmp>/<name>.log``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,53 +21,59 @@ from typing import Any
 import redis
 import yaml
 
-from tests.support.paths import ROOT
+from cronsvc.client.client import Client
+from cronsvc.keys import Keys
+from cronsvc.testing.children import child_env
+from cronsvc.testing.ledger import RECORD, release_of
 
 
 class Fleet:
-    """Starts `python -m cronsvc ...` processes on one config and one Redis."""
+    """``python -m cronsvc ...`` processes on ``tmp/schedules.yaml`` (written from
+    ``jobs`` and the file's top-level sections ``top``) and ``redis_url``.
+    ``pythonpath`` goes before the test's own import path in the processes'."""
 
-    def __init__(self, tmp: Path, redis_url: str, jobs: dict[str, Any], **top: Any) -> None:
+    def __init__(self, tmp: Path, redis_url: str, jobs: dict[str, Any], *,
+                 pythonpath: Iterable[str | os.PathLike[str]] = (), **top: Any) -> None:
         self.tmp = tmp
         self.redis_url = redis_url
         self.config = tmp / "schedules.yaml"
         self.ledger = str(tmp / "ledger.jsonl")
-        self.release = str(tmp / "release")
+        self.release = release_of(self.ledger)
+        self.env = child_env(pythonpath)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.write(jobs, **top)
 
     def write(self, jobs: dict[str, Any], **top: Any) -> None:
+        """Replace the job file; a running planner reloads it on its next tick."""
         doc = {"jobs": jobs, **top}
         tmp = self.config.with_suffix(".tmp")
         tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
         os.replace(tmp, self.config)  # a reloading planner never sees half a file
 
-    def call_job(self, cron: str, func: str = "record", **options: Any) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"path": self.ledger}
-        if func == "block":
-            kwargs["release"] = self.release
-        return {"cron": cron, "call": f"tests.support.jobs:{func}", "kwargs": kwargs, **options}
+    def call_job(self, cron: str, call: str = RECORD, **options: Any) -> dict[str, Any]:
+        """A ``call`` job of ``call`` (a function taking the ledger's ``path``, such as
+        those of :mod:`cronsvc.testing.ledger`) on ``cron``, with ``options``."""
+        return {"cron": cron, "call": call, "kwargs": {"path": self.ledger}, **options}
 
     def start(self, role: str, name: str, *args: str) -> subprocess.Popen[bytes]:
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        """``python -m cronsvc <role> --name <name> <args>`` on the file and the Redis."""
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         argv = [sys.executable, "-m", "cronsvc", role, "--config", str(self.config),
                 "--redis-url", self.redis_url, "--name", name, *args]
-        proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdout=log, stderr=log,
+        proc = subprocess.Popen(argv, cwd=self.tmp, env=self.env, stdout=log, stderr=log,
                                 stdin=subprocess.DEVNULL)
         log.close()
         self.procs[name] = proc
         return proc
 
     def planner(self, name: str = "planner", *args: str) -> subprocess.Popen[bytes]:
+        """A planner that ticks every second (the default is a minute)."""
         return self.start("planner", name, "--tick", "1", *args)
 
     def worker(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         return self.start("worker", name, *args)
 
-    def client(self) -> Any:
-        from cronsvc.client.client import Client
-
+    def client(self) -> Client:
         return Client(self.redis_url, config=str(self.config))
 
     def trigger(self, job: str) -> str:
@@ -81,6 +93,7 @@ class Fleet:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def logs(self) -> str:
+        """The end of every process's log, to print beside a failed check."""
         return "\n".join(f"--- {n}\n{self.log(n)[-3000:]}" for n in self.procs)
 
     @contextmanager
@@ -96,6 +109,8 @@ class Fleet:
             self.stop_all()
 
     def stop_all(self) -> None:
+        """SIGTERM to every process still running (they finish their runs), SIGKILL to
+        one that has not stopped after 30 s."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -107,18 +122,14 @@ class Fleet:
                 proc.wait()
 
 
-def published(redis_url: str, config: str | Path) -> Any:
+def published(redis_url: str, config: str | Path) -> Client:
     """A Client on ``config`` whose jobs are published (no planner needed)."""
-    from cronsvc.client.client import Client
-
     client = Client(redis_url, config=str(config))
     client.publish_config()
     return client
 
 
 def history(client: redis.Redis, job: str, key: str | None = None) -> list[dict[str, Any]]:
-    """The job's history, oldest first."""
-    from cronsvc.keys import Keys
-
+    """The job's history records (what each run ended as), oldest first."""
     raw = client.lrange(key or Keys().history(job), 0, -1)
     return [json.loads(x) for x in reversed(raw)]
