@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from cronsvc.run.environ import VAR
+from cronsvc.secrets import VAR
 
 HTTP = ("http", "https")
 SMTP = ("smtp", "smtps")

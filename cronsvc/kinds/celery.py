@@ -22,12 +22,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from cronsvc.kinds.kind import Fields, Kind, Target
+from cronsvc.kinds.dispatching import Dispatching
+from cronsvc.kinds.kind import Fields, Target
 from cronsvc.run.calls import locate
 from cronsvc.run.context import FireContext
 from cronsvc.run.dispatch import Delivery, dispatch
-from cronsvc.run.environ import expand
 from cronsvc.run.outcome import Result, Stop
+from cronsvc.secrets import expand
 
 #: What `pip install` gives a worker that lacks the library.
 EXTRA = "pip install 'cronsvc[celery]'"
@@ -71,11 +72,12 @@ class CeleryFields(Fields):
     celery: CeleryTarget | None = None
 
 
-class CeleryKind(Kind):
+class CeleryKind(Dispatching):
     key = "celery"
     hint = "celery (a Celery task to send)"
     fields = CeleryFields
     per_job = frozenset({"celery"})
+    url_fields = ("broker",)
 
     def run(self, job: Any, ctx: FireContext, stop: Stop) -> Result:
         target: CeleryTarget = job.celery
@@ -88,9 +90,6 @@ class CeleryKind(Kind):
             return f"task {target.task} accepted by the broker"
 
         return dispatch(ctx, stop, send, target.wait)
-
-    def shown(self, job: Any) -> dict[str, Any]:
-        return {"celery": job.celery.model_dump(exclude_defaults=True)}
 
     def imports(self, job: Any) -> Mapping[str, Target]:
         return {"celery.app": Target(job.celery.app, "send_task")} if job.celery.app else {}

@@ -29,8 +29,8 @@ from cronsvc.config.models import Channel
 from cronsvc.config.urls import HTTP, SMTP, url_problem
 from cronsvc.errors import CronsvcError
 from cronsvc.notify.events import Event
-from cronsvc.run.environ import MissingVariable
-from cronsvc.run.environ import expand as environ_expand
+from cronsvc.secrets import MissingVariable
+from cronsvc.secrets import expand as environ_expand
 
 USER_AGENT = "cronsvc-notify/1"
 SIGNATURE_HEADER = "X-Cronsvc-Signature"

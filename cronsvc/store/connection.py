@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -32,6 +32,7 @@ from redis.sentinel import MasterNotFoundError, Sentinel
 
 from cronsvc.clock import SYSTEM, redis_ms
 from cronsvc.errors import RedisUnavailable
+from cronsvc.secrets import mask_url, netloc_parts, secrets_in
 
 TLS_OPTIONS = frozenset({
     "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "ssl_password",
@@ -42,7 +43,6 @@ _QUERY_OPTIONS = frozenset(URL_QUERY_ARGUMENT_PARSERS) | TLS_OPTIONS | {
     "client_name", "username", "password",
 }
 _CERT_REQS = ("none", "optional", "required")
-_SECRET_OPTIONS = ("ssl_password", "sentinel_password", "password")
 _DB = re.compile(r"[0-9]+")
 
 
@@ -56,46 +56,6 @@ class Target:
     service: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)  # for every data connection
     sentinel_kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-def _netloc_parts(netloc: str) -> tuple[str, str | None, str]:
-    """(user, password or None, hosts) of a netloc that may list several hosts."""
-    userinfo, at, hosts = netloc.rpartition("@")
-    if not at:
-        return "", None, netloc
-    user, colon, password = userinfo.partition(":")
-    return user, (password if colon else None), hosts
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its passwords (and ``*_password`` query values) shown as ``***``.
-
-    User names stay: they help debugging.
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    user, password, hosts = _netloc_parts(parts.netloc)
-    netloc = f"{user}:***@{hosts}" if password else parts.netloc
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k in _SECRET_OPTIONS and v for k, v in pairs):
-            query = urlencode([(k, "***" if k in _SECRET_OPTIONS and v else v) for k, v in pairs],
-                              safe="*/:")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _secrets(url: str) -> list[str]:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return []
-    _, password, _ = _netloc_parts(parts.netloc)
-    found = [password, unquote(password)] if password else []
-    found += [v for k, v in parse_qsl(parts.query) if k in _SECRET_OPTIONS and v]
-    return found
 
 
 def _check_db(value: str, what: str) -> str:
@@ -163,7 +123,7 @@ def parse_target(url: str, *, cluster: bool | None = None) -> Target:
         return Target("single", url)
     if base == "unix":
         raise ValueError("Redis Cluster needs TCP addresses, not a unix socket")
-    user, password, hosts = _netloc_parts(parts.netloc)
+    user, password, hosts = netloc_parts(parts.netloc)
     nodes = _hosts(hosts, 6379)
     if parts.path.strip("/") not in ("", "0"):
         raise ValueError("Redis Cluster has only database 0")
@@ -175,7 +135,7 @@ def parse_target(url: str, *, cluster: bool | None = None) -> Target:
 
 
 def _sentinel_target(parts: Any, query: dict[str, str], tls: bool) -> Target:
-    user, password, hosts = _netloc_parts(parts.netloc)
+    user, password, hosts = netloc_parts(parts.netloc)
     path = [p for p in parts.path.split("/") if p]
     if not path or len(path) > 2:
         raise ValueError("a sentinel URL ends in /<service name>[/<db>]")
@@ -313,6 +273,6 @@ def _sentinel_reason(client: redis.Redis) -> str:
 
 def _unavailable(url: str, exc: Exception, reason: str = "") -> RedisUnavailable:
     reason = reason or str(exc) or type(exc).__name__
-    for secret in _secrets(url):
+    for secret in secrets_in(url):
         reason = reason.replace(secret, "***")
     return RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {reason}")
