@@ -66,3 +66,18 @@ def read_runs(ledger: Path) -> list[dict[str, Any]]:
     if not ledger.exists():
         return []
     return [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
+
+
+@contextmanager
+def rq_worker(tmp: Path, url: str, redis_url: str, ledger: Path, queue: str = "default",
+              name: str = "rq") -> Iterator[QueueWorker]:
+    """``rq worker`` on RQ's Redis at ``url``, with cronsvc's guard as its job class and
+    JSON as its serializer, running tests/support/rq_jobs.py."""
+    argv = [sys.executable, "-m", "rq.cli", "worker", "--job-class",
+            "cronsvc.contrib.rq.GuardedJob", "--serializer", "rq.serializers.JSONSerializer",
+            "--url", url, "--name", f"{name}-{os.getpid()}", queue]
+    worker = QueueWorker(tmp, name, argv, queue_env(redis_url, ledger))
+    try:
+        yield worker
+    finally:
+        worker.stop()
