@@ -66,3 +66,18 @@ def read_runs(ledger: Path) -> list[dict[str, Any]]:
     if not ledger.exists():
         return []
     return [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
+
+
+@contextmanager
+def dramatiq_worker(tmp: Path, broker: str, redis_url: str, ledger: Path,
+                    name: str = "dramatiq") -> Iterator[QueueWorker]:
+    """``dramatiq`` (one process, two threads) on the Redis ``broker``, running
+    tests/support/dramatiq_app.py."""
+    argv = [sys.executable, "-m", "dramatiq", "tests.support.dramatiq_app", "--processes", "1",
+            "--threads", "2"]
+    worker = QueueWorker(tmp, name, argv, queue_env(redis_url, ledger,
+                                                    DRAMATIQ_BROKER_URL=broker))
+    try:
+        yield worker
+    finally:
+        worker.stop()
