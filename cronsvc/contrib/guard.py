@@ -19,13 +19,15 @@ import os
 import socket
 import traceback
 from collections.abc import Awaitable, Callable
+from contextvars import Token
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis
 
 from cronsvc.clock import monotonic
 from cronsvc.errors import CronsvcError
-from cronsvc.run.context import CURRENT_FIRE
+from cronsvc.run.context import CURRENT_FIRE, FireContext
 from cronsvc.run.dispatch import KEEP_MS, Delivery
 from cronsvc.run.outcome import OUTPUT_CAP
 from cronsvc.store.connection import connect
@@ -46,6 +48,15 @@ class Skipped:
 
 
 SKIPPED = Skipped()
+
+
+@dataclass(frozen=True)
+class Running:
+    """A delivery the guard let run: its ``current()`` to reset and when it started."""
+
+    delivery: Delivery
+    token: Token[FireContext | None]
+    t0: float
 
 
 class Guard:
@@ -91,24 +102,35 @@ class Guard:
         self.scripts.dispatch(delivery.key, "end", delivery.attempt, KEEP_MS, state,
                               int(took_ms), error, output[-OUTPUT_CAP:])
 
+    def begin(self, delivery: Delivery) -> Running | None:
+        """Mark ``delivery`` started and make it ``cronsvc.current()``; None if it is a
+        second delivery (do not run it). For a queue whose hooks come before and after
+        its task (dramatiq's middleware), where :meth:`run` cannot wrap the task."""
+        if not self.start(delivery):
+            return None
+        return Running(delivery, CURRENT_FIRE.set(delivery.context(self.name)), monotonic())
+
+    def finish(self, running: Running, exc: BaseException | None = None,
+               value: Any = None) -> None:
+        """Report how the task :meth:`begin` let run ended, and end its ``current()``."""
+        CURRENT_FIRE.reset(running.token)
+        self.end(running.delivery, int((monotonic() - running.t0) * 1000), exc, value)
+
     def run(self, delivery: Delivery | None, task: Callable[[], T]) -> T | Skipped:
         """``task()`` once for ``delivery`` (no delivery: a message cronsvc did not send,
         run as it is); its value, or :data:`SKIPPED` for a second delivery. An exception
         is reported, then raised again for the queue's own handling."""
         if delivery is None:
             return task()
-        if not self.start(delivery):
+        running = self.begin(delivery)
+        if running is None:
             return SKIPPED
-        token = CURRENT_FIRE.set(delivery.context(self.name))
-        t0 = monotonic()
         try:
             value = task()
         except BaseException as exc:
-            self.end(delivery, int((monotonic() - t0) * 1000), exc)
+            self.finish(running, exc)
             raise
-        finally:
-            CURRENT_FIRE.reset(token)
-        self.end(delivery, int((monotonic() - t0) * 1000), value=value)
+        self.finish(running, value=value)
         return value
 
     async def run_async(self, delivery: Delivery | None,
@@ -117,16 +139,13 @@ class Guard:
         before and after the task, not during it."""
         if delivery is None:
             return await task()
-        if not self.start(delivery):
+        running = self.begin(delivery)
+        if running is None:
             return SKIPPED
-        token = CURRENT_FIRE.set(delivery.context(self.name))
-        t0 = monotonic()
         try:
             value = await task()
         except BaseException as exc:
-            self.end(delivery, int((monotonic() - t0) * 1000), exc)
+            self.finish(running, exc)
             raise
-        finally:
-            CURRENT_FIRE.reset(token)
-        self.end(delivery, int((monotonic() - t0) * 1000), value=value)
+        self.finish(running, value=value)
         return value

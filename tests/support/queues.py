@@ -8,8 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,8 @@ from tests.support.paths import ROOT
 
 
 class QueueWorker:
-    """One worker process of a queue library, its output in ``log``."""
+    """One worker process of a queue library, its output in ``log``; stopped when the
+    ``with`` block it starts ends."""
 
     def __init__(self, tmp: Path, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.log_path = tmp / f"{name}.log"
@@ -25,6 +24,12 @@ class QueueWorker:
         self.proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=log, stderr=log,
                                      stdin=subprocess.DEVNULL)
         log.close()
+
+    def __enter__(self) -> QueueWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -46,19 +51,13 @@ def queue_env(redis_url: str, ledger: Path, **more: str) -> dict[str, str]:
                 CRONSVC_TEST_LEDGER=str(ledger), **more)
 
 
-@contextmanager
 def celery_worker(tmp: Path, broker: str, redis_url: str, ledger: Path,
-                  name: str = "celery") -> Iterator[QueueWorker]:
+                  name: str = "celery") -> QueueWorker:
     """``celery worker --pool solo`` on ``broker``, running tests/support/celery_app.py."""
     argv = [sys.executable, "-m", "celery", "-A", "tests.support.celery_app", "worker",
             "--pool", "solo", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
             "--without-heartbeat", "-n", f"{name}@%h"]
-    worker = QueueWorker(tmp, name, argv, queue_env(redis_url, ledger,
-                                                    CELERY_BROKER_URL=broker))
-    try:
-        yield worker
-    finally:
-        worker.stop()
+    return QueueWorker(tmp, name, argv, queue_env(redis_url, ledger, CELERY_BROKER_URL=broker))
 
 
 def read_runs(ledger: Path) -> list[dict[str, Any]]:
@@ -68,16 +67,21 @@ def read_runs(ledger: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
 
 
-@contextmanager
 def rq_worker(tmp: Path, url: str, redis_url: str, ledger: Path, queue: str = "default",
-              name: str = "rq") -> Iterator[QueueWorker]:
+              name: str = "rq") -> QueueWorker:
     """``rq worker`` on RQ's Redis at ``url``, with cronsvc's guard as its job class and
     JSON as its serializer, running tests/support/rq_jobs.py."""
     argv = [sys.executable, "-m", "rq.cli", "worker", "--job-class",
             "cronsvc.contrib.rq.GuardedJob", "--serializer", "rq.serializers.JSONSerializer",
             "--url", url, "--name", f"{name}-{os.getpid()}", queue]
-    worker = QueueWorker(tmp, name, argv, queue_env(redis_url, ledger))
-    try:
-        yield worker
-    finally:
-        worker.stop()
+    return QueueWorker(tmp, name, argv, queue_env(redis_url, ledger))
+
+
+def dramatiq_worker(tmp: Path, broker: str, redis_url: str, ledger: Path,
+                    name: str = "dramatiq") -> QueueWorker:
+    """``dramatiq`` (one process, two threads) on the Redis ``broker``, running
+    tests/support/dramatiq_app.py."""
+    argv = [sys.executable, "-m", "dramatiq", "tests.support.dramatiq_app", "--processes", "1",
+            "--threads", "2"]
+    return QueueWorker(tmp, name, argv, queue_env(redis_url, ledger,
+                                                  DRAMATIQ_BROKER_URL=broker))
