@@ -26,17 +26,16 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from cronsvc.clock import dt_to_ms
-from cronsvc.config.report import UNQUOTED, Report
-from cronsvc.config.urls import HTTP, SMTP, written_url_problem
+from cronsvc.config.report import Report
 from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
 from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError, did_you_mean
 from cronsvc.keys import DEFAULT_POOL, EACH_HOST
 from cronsvc.kinds import KINDS, KindFields, kind_problem
 from cronsvc.kinds.kind import Text
+from cronsvc.outbound import HTTP, SMTP, check_written_url
 from cronsvc.policy import Policy
 from cronsvc.schedule.calendars import day_rules, mapping_rules
 from cronsvc.schedule.expand import Spec, validate_cron, zone
@@ -61,14 +60,6 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def _check_url(value: str | None, schemes: tuple[str, ...]) -> None:
-    """An error, which does not quote ``value`` (a webhook's URL may be a secret), unless
-    it is a URL of ``schemes`` as far as can be told before ``${VAR}`` is filled in."""
-    problem = None if value is None else written_url_problem(value, schemes)
-    if problem:
-        raise PydanticCustomError(UNQUOTED, problem)
-
-
 class Ping(_Frozen):
     """Dead-man pings for an outside monitor (Healthchecks.io, Cronitor): ``start`` when a
     run begins, ``success`` or ``fail`` when it ends (``fail`` with the error and the
@@ -84,7 +75,7 @@ class Ping(_Frozen):
     @classmethod
     def _one_url(cls, value: object) -> object:
         if isinstance(value, str):
-            _check_url(value, HTTP)  # one error for the one URL written, not three
+            check_written_url(value, HTTP)  # one error for the one URL written, not three
             base = value.rstrip("/")
             return {"start": f"{base}/start", "success": base, "fail": f"{base}/fail"}
         return value
@@ -92,7 +83,7 @@ class Ping(_Frozen):
     @field_validator("start", "success", "fail")
     @classmethod
     def _http(cls, value: str | None) -> str | None:
-        _check_url(value, HTTP)
+        check_written_url(value, HTTP)
         return value
 
 
@@ -430,7 +421,7 @@ class EmailChannel(_Frozen):
     @field_validator("smtp")
     @classmethod
     def _smtp(cls, value: str) -> str:
-        _check_url(value, SMTP)
+        check_written_url(value, SMTP)
         return value
 
     @model_validator(mode="after")
@@ -462,7 +453,7 @@ class Channel(_Frozen):
     @field_validator("webhook", "slack", "teams")
     @classmethod
     def _http(cls, value: str | None) -> str | None:
-        _check_url(value, HTTP)
+        check_written_url(value, HTTP)
         return value
 
     @model_validator(mode="after")

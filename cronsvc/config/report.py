@@ -13,11 +13,9 @@ from pydantic import ValidationError
 
 from cronsvc.config.yamlsource import KeyPath, Located
 from cronsvc.errors import ConfigError, did_you_mean
+from cronsvc.outbound import UNQUOTED
 
 _SCALARS = (str, int, float, bool)
-#: The pydantic error type of a check whose message must not quote the value (a URL that
-#: may hold a secret): raise ``PydanticCustomError(UNQUOTED, message)``.
-UNQUOTED = "unquoted"
 
 
 def dotted(path: KeyPath) -> str:

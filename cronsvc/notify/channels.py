@@ -5,8 +5,10 @@ sending, and an error names the channel and the variable, never a secret's value
 are shown by scheme and host only (a Slack or Teams webhook URL is itself a secret).
 
 What a job printed reaches people as text: a chat message escapes it so that it cannot
-mention everyone or hide a link. A POST follows no redirect, and mail goes only over TLS
-whose certificate was verified, unless the channel says ``insecure_plaintext: true``.
+mention everyone or hide a link. A POST follows no redirect (the rules of
+:func:`cronsvc.outbound.client_settings`, which an ``http`` job follows too), and mail
+goes only over TLS whose certificate was verified, unless the channel says
+``insecure_plaintext: true``.
 """
 
 from __future__ import annotations
@@ -21,14 +23,22 @@ import subprocess
 from collections.abc import Mapping
 from email.message import EmailMessage
 from email.utils import make_msgid, parseaddr
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
 from cronsvc.config.models import Channel
-from cronsvc.config.urls import HTTP, SMTP, url_problem
 from cronsvc.errors import CronsvcError
 from cronsvc.notify.events import Event
+from cronsvc.outbound import (
+    HTTP,
+    SMTP,
+    client_settings,
+    first_line,
+    redirect_target,
+    shown,
+    url_problem,
+)
 from cronsvc.secrets import MissingVariable
 from cronsvc.secrets import expand as environ_expand
 
@@ -50,16 +60,6 @@ def expand(text: str, where: str, environ: Mapping[str, str] | None = None) -> s
         return environ_expand(text, where, environ)
     except MissingVariable as exc:
         raise DeliveryError(str(exc)) from exc
-
-
-def shown(url: str) -> str:
-    """A URL as a message may show it: scheme and host, nothing that may be secret."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:  # an open '[' or a port out of range (a redirect's Location may be)
-        return "an invalid URL"
-    return f"{parts.scheme}://{parts.hostname or '?'}" + (f":{port}" if port else "")
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -136,28 +136,18 @@ def post(where: str, url: str, body: bytes, headers: dict[str, str], timeout: fl
         raise DeliveryError(f"{where}: {problem}")
     # A client per call: posts are few (an event, a ping) and come from several threads, so
     # nothing is shared between them and no connection stays open for a message minutes
-    # away. Certificates are checked against the system's trust store, as for mail (httpx's
-    # default is certifi's bundle, which knows no company CA). No redirect is followed: it
-    # would take the signature headers wherever it points, drop the body (as a GET) and
-    # count as delivered. The answer's body is not read: nothing in it is used.
+    # away. The answer's body is not read: nothing in it is used.
     try:
-        with httpx.Client(verify=ssl.create_default_context(), follow_redirects=False,
-                          timeout=timeout) as client:
+        with httpx.Client(**client_settings(timeout)) as client:
             with client.stream("POST", url, content=body,
                                headers={"User-Agent": USER_AGENT, **headers}) as reply:
                 status, location = reply.status_code, reply.headers.get("Location")
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        reason = _first_line(exc) or type(exc).__name__
+        reason = first_line(exc) or type(exc).__name__
         raise DeliveryError(f"{where}: cannot reach {shown(url)}: {reason}") from None
     if 300 <= status < 400 and location:
-        # Shown as every URL is, scheme and host only: the path or query of where it
-        # points may hold a token as much as the webhook's own URL does.
-        try:
-            target = shown(urljoin(url, location))
-        except ValueError:  # the other side's text: an unclosed '[' does not join
-            target = "an invalid URL"
         raise DeliveryError(f"{where}: {shown(url)} answered {status}, a redirect to "
-                            f"{target}: not followed")
+                            f"{redirect_target(url, location)}: not followed")
     if not 200 <= status < 300:
         raise DeliveryError(f"{where}: {shown(url)} answered {status}")
     return f"{where}: {shown(url)} answered {status}"
@@ -210,7 +200,7 @@ def _mail(where: str, channel: Channel, event: Event,
                             f"{exc.verify_message}") from None
     except (smtplib.SMTPException, OSError) as exc:
         raise DeliveryError(f"{where}: {shown(url)}: {type(exc).__name__}: "
-                            f"{_first_line(exc)}") from None
+                            f"{first_line(exc)}") from None
     return f"{where}: mailed {len(channel.email.to)} recipient(s) through {shown(url)}"
 
 
@@ -228,10 +218,5 @@ def _command(where: str, channel: Channel, event: Event,
                             f"{channel.timeout:g}s") from None
     if done.returncode != 0:
         raise DeliveryError(f"{where}: {argv[0]} exited {done.returncode}: "
-                            f"{_first_line(done.stderr.decode(errors='replace'))}")
+                            f"{first_line(done.stderr.decode(errors='replace'))}")
     return f"{where}: {argv[0]} took it"
-
-
-def _first_line(value: object) -> str:
-    text = str(value).strip()
-    return text.splitlines()[0][:200] if text else ""

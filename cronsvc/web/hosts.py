@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-from cronsvc.web.tokens import is_loopback
+from cronsvc.outbound import is_loopback
 
 #: Binds that listen on every address: they know no name of their own but loopback's.
 WILDCARDS = ("0.0.0.0", "::", "[::]", "")

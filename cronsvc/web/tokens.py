@@ -9,13 +9,13 @@ only, and everyone who reaches it is the local operator.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from cronsvc.errors import ConfigError
+from cronsvc.outbound import is_loopback
 
 Role = Literal["read", "operator"]
 ROLES: tuple[Role, ...] = ("read", "operator")
@@ -85,15 +85,6 @@ def _read_token_file(path: Path) -> list[Token]:
         name, role, secret = parts
         tokens.append(Token(name, role, check_secret(secret, f"{path}:{n}")))  # type: ignore[arg-type]
     return tokens
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve anywhere
 
 
 def check_bind(host: str, tokens: list[Token]) -> None:
