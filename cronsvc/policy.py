@@ -14,7 +14,7 @@ one line the script parses with a single pattern match::
 - ``overlap``: ``allow``, ``forbid`` or ``replace``.
 - ``max_attempts``: the first run plus the retries.
 - ``paused``: ``1`` when the job file pauses the job, else ``0``.
-- ``definition``: 12 hex chars of what runs (command or call, env, timeout,
+- ``definition``: 12 hex chars of what runs (command, call or http, env, timeout,
   retries...). A worker takes a fire only if it holds this very definition.
 - ``notify``: the events the job's channels want, as ``,dead,missed,recovered,`` (empty
   when the job notifies no channel): what the scripts push into the outbox.

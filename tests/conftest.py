@@ -1,4 +1,6 @@
-"""Shared fixtures: one real redis-server for the session, flushed before each test.
+"""Shared fixtures: one real redis-server for the session, flushed before each test; a CA
+this process trusts through ``SSL_CERT_FILE`` (read by ``ssl.create_default_context``, so
+by every channel and ``http`` job), and server certificates it signed.
 
 Fixtures only; the helpers the tests import are in :mod:`tests.support`.
 """
@@ -6,6 +8,7 @@ Fixtures only; the helpers the tests import are in :mod:`tests.support`.
 from __future__ import annotations
 
 import itertools
+import ssl
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,6 +19,7 @@ import redis
 
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.testing import redis as throwaway
+from tests.support.certs import Issuer, new_ca, server_context, trust_file
 from tests.support.servers import server_binary
 
 
@@ -51,3 +55,18 @@ def fresh_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
                 throwaway.redis_server(data_dir, binary=binary, **kwargs))
 
         yield start
+
+
+@pytest.fixture
+def trusted_ca(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Issuer:
+    """A CA the channels trust (and no other: not the system's) for this test."""
+    ca = new_ca()
+    monkeypatch.setenv("SSL_CERT_FILE", str(trust_file(tmp_path, ca)))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "no-other-cas"))
+    return ca
+
+
+@pytest.fixture
+def trusted_tls(tmp_path: Path, trusted_ca: Issuer) -> ssl.SSLContext:
+    """A server context whose certificate, for 127.0.0.1, the trusted CA signed."""
+    return server_context(tmp_path, signer=trusted_ca)

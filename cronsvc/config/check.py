@@ -91,7 +91,7 @@ def warnings(checked: Checked, now_ms: int) -> list[str]:
             field = "max_runs" if job.max_runs and not (job.end_ms and job.end_ms < now_ms) else (
                 "end" if job.end is not None else "start")
             found.append((("jobs", name, field), "no fire from now on (the schedule has ended)"))
-        found += [(("jobs", name, key), message)
+        found += [(("jobs", name, *key.split(".")), message)
                   for key, message in KINDS[job.kind].warnings(job)]
         found += [(("jobs", name, "cron"), message) for message in dst_notes(job, now_ms)]
     for name, channel in checked.config.notify.items():

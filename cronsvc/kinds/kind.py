@@ -92,5 +92,6 @@ class Kind(ABC):
 
     def warnings(self, job: Any) -> list[tuple[str, str]]:
         """``(key, message)`` for what is valid but likely wrong or unsafe in ``job``,
-        told by ``cronsvc validate``."""
+        told by ``cronsvc validate``; a key inside one of the kind's mappings is dotted
+        (``http.url``)."""
         return []

@@ -72,24 +72,35 @@ class Stop:
     def wait(self, done: threading.Event) -> How:
         """Block until ``done``, a cancel or the deadline, and say which came first."""
         while True:
-            remaining = None if self.deadline is None else self.deadline - monotonic()
-            if done.wait(SLICE if remaining is None else max(min(SLICE, remaining), 0)):
+            if done.wait(self.next_look()):
                 return "done"
-            if self.cancel.is_set():
-                return "cancelled"
-            if self.deadline is not None and monotonic() >= self.deadline:
-                return "timeout"
+            how = self.ended()
+            if how is not None:
+                return how
+
+    def next_look(self) -> float:
+        """Seconds until a wait should look at the cancel and the deadline again."""
+        remaining = None if self.deadline is None else self.deadline - monotonic()
+        return SLICE if remaining is None else max(min(SLICE, remaining), 0)
+
+    def ended(self) -> How | None:
+        """"cancelled" or "timeout" once the run must end (a cancel first), else None: for
+        a wait of another kind than :meth:`wait` (an event loop's)."""
+        if self.cancel.is_set():
+            return "cancelled"
+        if self.deadline is not None and monotonic() >= self.deadline:
+            return "timeout"
+        return None
 
     def pause(self, seconds: float) -> How:
         """Wait ``seconds`` unless a cancel or the deadline comes first ("done": it did
         not)."""
         until = monotonic() + seconds
         while True:
+            how = self.ended()
+            if how is not None:
+                return how
             now = monotonic()
-            if self.cancel.is_set():
-                return "cancelled"
-            if self.deadline is not None and now >= self.deadline:
-                return "timeout"
             if now >= until:
                 return "done"
             ends = until if self.deadline is None else min(until, self.deadline)

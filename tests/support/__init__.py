@@ -14,7 +14,8 @@ the public :mod:`cronsvc.testing`.
 - :mod:`tests.support.calls`: targets of ``call`` jobs run inside the test process.
 - :mod:`tests.support.script_procs`: processes that hammer the Lua scripts at once.
 - :mod:`tests.support.metrics`: reading a ``/metrics`` page.
-- :mod:`tests.support.receivers`: real HTTP and SMTP servers that notifications go to.
+- :mod:`tests.support.receivers`: real HTTP(S) and SMTP servers that notifications and
+  `http` jobs go to.
 - :mod:`tests.support.certs`: a CA and server certificates made in the test, for TLS.
 - :mod:`tests.support.web`: an operator token and a job file of one job, for web tests.
 - :mod:`tests.support.browser`: headless Chromium for the page tests.

@@ -1,10 +1,11 @@
-"""Real receivers for notification tests: an HTTP server that records what it is sent
-(and answers as told, a redirect too), and an SMTP server (aiosmtpd) that keeps the mail
-it takes and every AUTH tried on it, in plain text, with STARTTLS or with TLS from the
-start."""
+"""Real receivers for notification and ``http`` job tests: an HTTP(S) server that records
+what it is sent (and answers as told, a redirect too, or not at all), and an SMTP server
+(aiosmtpd) that keeps the mail it takes and every AUTH tried on it, in plain text, with
+STARTTLS or with TLS from the start."""
 
 from __future__ import annotations
 
+import select
 import ssl
 import threading
 from collections.abc import Iterator
@@ -33,12 +34,16 @@ class HttpReceiver:
     statuses: list[int] = field(default_factory=list)  # answers to give, then 200
     location: str | None = None  # sent as Location with each answer (for a 3xx)
     hang: threading.Event | None = None  # set: the receiver holds each request until clear
+    answer: bytes = b"ok"  # the body of each answer
+    stall: bool = False  # true: no answer at all, until the client hangs up
+    gone: threading.Event = field(default_factory=threading.Event)  # a stalled client hung up
 
 
 @contextmanager
-def http_receiver() -> Iterator[HttpReceiver]:
+def http_receiver(tls: ssl.SSLContext | None = None) -> Iterator[HttpReceiver]:
+    """An HTTP server on a free loopback port; HTTPS with the server context ``tls``."""
     port = free_port()
-    box = HttpReceiver(f"http://127.0.0.1:{port}")
+    box = HttpReceiver(f"{'https' if tls else 'http'}://127.0.0.1:{port}")
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
@@ -47,22 +52,30 @@ def http_receiver() -> Iterator[HttpReceiver]:
                 box.hang.wait(30)
             box.received.append(Received(self.command, self.path, dict(self.headers.items()),
                                          body))
+            if box.stall:
+                self.close_connection = True
+                readable, _, _ = select.select([self.connection], [], [], 30)
+                if readable and not self.connection.recv(1):
+                    box.gone.set()
+                return
             status = box.statuses.pop(0) if box.statuses else 200
             self.send_response(status)
             if box.location is not None:
                 self.send_header("Location", box.location)
-            self.send_header("Content-Length", "2")
+            self.send_header("Content-Length", str(len(box.answer)))
             self.end_headers()
-            self.wfile.write(b"ok")
+            self.wfile.write(box.answer)
 
         # A client that follows a redirect may come back with GET: recorded too.
-        do_GET = do_POST  # noqa: N815 - the stdlib's name
+        do_GET = do_PUT = do_PATCH = do_DELETE = do_POST  # noqa: N815 - the stdlib's names
 
         def log_message(self, *args: Any) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     # shutdown() waits for the loop's next look at its flag: half a second by default.
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)
