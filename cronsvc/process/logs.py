@@ -95,3 +95,6 @@ def setup_logging(fmt: str = "human", name: str = "", level: int = logging.INFO)
     root.setLevel(level)
     # APScheduler logs every tick at INFO: keep the console for runs.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # httpx logs each request's URL at INFO with its ${VAR} filled in (a token in an http
+    # job's path, a Slack webhook's URL): cronsvc's own lines name URLs as written.
+    logging.getLogger("httpx").setLevel(logging.WARNING)

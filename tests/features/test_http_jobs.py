@@ -19,6 +19,7 @@ from tests.support.wait import wait_for
 pytestmark = pytest.mark.slow
 
 SECRET = "tok-9f3a61c2e8"
+TENANT = "tenant-4b1d7e"  # a secret in the URL's path, as a webhook's often is
 
 
 def everything_in(redis_url: str) -> bytes:
@@ -47,16 +48,18 @@ def everything_in(redis_url: str) -> bytes:
 def test_an_every_second_http_job_runs_on_the_fleet(
         tmp_path: Path, redis_url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("H27_TOKEN", SECRET)  # the worker's environment, read when sending
+    monkeypatch.setenv("H27_TENANT", TENANT)
     with http_receiver() as hook:
         hook.answer = b'{"pong": true}'
         jobs = {"ping": {"every": "1s", "timeout": "10s", "http": {
-            "url": f"{hook.url}/healthz", "headers": {"Authorization": "Bearer ${H27_TOKEN}"},
-            "expect": [200]}}}
+            "url": f"{hook.url}/healthz/${{H27_TENANT}}", "expect": [200],
+            "headers": {"Authorization": "Bearer ${H27_TOKEN}"}}}}
         fleet = Fleet(tmp_path, redis_url, jobs)
         with fleet.running("w1"):
             wait_for(lambda: len([h for h in history(r, "ping") if h.get("status") == "ok"])
                      >= 2, timeout=30, message="two ok runs of ping")
         first = hook.received[0]
+        assert first.path == f"/healthz/{TENANT}"
         assert first.headers["Authorization"] == f"Bearer {SECRET}"
         assert first.headers["Idempotency-Key"] == first.headers["X-Cronsvc-Fire-Id"]
         fires = [got.headers["Idempotency-Key"] for got in hook.received]
@@ -70,5 +73,6 @@ def test_an_every_second_http_job_runs_on_the_fleet(
     assert "HTTP/1.0 200 OK" in shown and '{"pong": true}' in shown, shown
     stored = everything_in(redis_url)
     assert b"HTTP/1.0 200 OK" in stored  # the search covers history
-    assert SECRET.encode() not in stored
-    assert SECRET not in fleet.logs()
+    for secret in (SECRET, TENANT):
+        assert secret.encode() not in stored
+        assert secret not in fleet.logs()
