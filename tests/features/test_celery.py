@@ -78,6 +78,7 @@ def test_every_second_fires_each_run_once_with_the_fire_id_as_task_id(
     runs = shared.runs("digest")
     assert len(runs) >= 8 and all(run["team"] == "core" and run["size"] == 3 for run in runs)
     assert max(Counter(run["fire"] for run in runs).values()) == 1
+    assert all(run["task_id"] == run["fire"] for run in runs)
     assert [run["payload"] for run in runs if run["fire"] == extra] == [{"team": "ops"}]
     ok = {h["fire"]: h for h in history(r, "digest") if h["status"] == "ok"}
     assert set(ok) <= {run["fire"] for run in runs}

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from celery import Celery
+from celery import Celery, current_task
 
 import cronsvc
 from cronsvc.contrib.celery import Guarded
@@ -21,7 +21,8 @@ app.conf.update(worker_hijack_root_logger=False, broker_connection_retry_on_star
 def _note(**what: object) -> None:
     ctx = cronsvc.current()
     line = {"fire": ctx and ctx.fire_id, "attempt": ctx and ctx.attempt,
-            "payload": ctx and ctx.payload, "pid": os.getpid(), **what}
+            "payload": ctx and ctx.payload, "task_id": current_task.request.id,
+            "pid": os.getpid(), **what}
     with open(os.environ["CRONSVC_TEST_LEDGER"], "a") as f:
         f.write(json.dumps(line) + "\n")
 
