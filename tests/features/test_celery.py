@@ -23,12 +23,14 @@ from click.testing import CliRunner
 from cronsvc.cli.main import main
 from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
+from tests.support.browser import shoot
 from tests.support.cli import ok
 from tests.support.fleet import Fleet, history, published
 from tests.support.queues import QueueWorker, celery_worker, read_runs
 from tests.support.receivers import HttpReceiver, http_receiver
 from tests.support.servers import server_binary
 from tests.support.wait import server_ms, wait_for, wait_server_past
+from tests.support.web import WebServer
 
 pytestmark = pytest.mark.slow
 
@@ -84,6 +86,24 @@ def test_every_second_fires_each_run_once_with_the_fire_id_as_task_id(
     assert set(ok) <= {run["fire"] for run in runs}
     some = next(iter(ok.values()))
     assert "digest for core" in some["output"] and f"sent {some['fire']}" in some["output"]
+
+
+def test_the_dashboard_shows_a_celery_job_and_its_runs(
+        tmp_path: Path, redis_url: str, r: redis.Redis, shared: Shared, browser: Any) -> None:
+    fleet = Fleet(tmp_path, redis_url, {"digest": {
+        "cron": "*/10 * * * * *", "timeout": "5m",
+        "celery": {"task": "tests.digest", "broker": shared.broker, "args": ["core"]}}})
+    with fleet.running("worker-1"), WebServer(tmp_path, redis_url, fleet.config) as web:
+        fire = published(redis_url, fleet.config).trigger("digest")
+        wait_for(ended(r, "digest", fire), timeout=60, message="a run of digest")
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{web.url}/jobs")
+        row = page.locator("table.jobs tbody tr[data-job=digest]").inner_text()
+        shoot(page.locator("table.jobs"), tmp_path, "celery-job")
+        page.goto(f"{web.url}/jobs/digest")
+        shown = page.inner_text("main")
+    assert "every 10 seconds" in row and "ok" in row
+    assert '"task": "tests.digest"' in shown and fire.split("@")[1] in shown
 
 
 def test_a_failing_task_is_retried_dead_told_and_paused_as_a_call_job(
@@ -172,7 +192,7 @@ def test_a_dispatcher_killed_between_send_and_ack_resends_the_same_delivery_run_
         tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
     broker, ledger = broker_of(redis_url), tmp_path / "runs.jsonl"
     fleet = Fleet(tmp_path, redis_url, {"once": {
-        "timeout": "60s", "retries": 1,
+        "timeout": "60s",  # no retries: taking over a lapsed lease spends none
         "celery": {"task": "tests.digest", "broker": broker, "args": ["once"]}}})
     queued = redis.Redis.from_url(broker, decode_responses=True)
     try:
