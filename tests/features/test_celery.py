@@ -238,6 +238,8 @@ def test_a_task_killed_mid_run_is_a_fire_timed_out_and_shown_so(
         "celery": {"task": "tests.hold", "broker": broker, "args": [str(releases)]}}})
     with celery_worker(tmp_path, broker, redis_url, ledger) as worker, \
             fleet.running("w1", planner=False):
+        # Its 5 s run from the send: the task must be taken at once to be killed mid-run.
+        wait_for(lambda: " ready." in worker.log(), timeout=60, message="the Celery worker")
         fire = fleet.trigger("lost")
         wait_for(lambda: read_runs(ledger), timeout=60, message="the task to start")
         worker.proc.send_signal(signal.SIGKILL)
