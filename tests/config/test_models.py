@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from cronsvc.cli.main import main
 from cronsvc.config.models import Job, load_config, parse_config
 from cronsvc.errors import ConfigError
+from cronsvc.kinds import KINDS
 from tests.support.paths import CRONSVC, ROOT
 
 
@@ -79,7 +80,7 @@ BAD = [
     ("jobs:\n  a:\n    cron: '* * * * *'\n    command: x\n  a:\n    cron: '@daily'\n",
      "s.yaml:5: jobs.a: duplicate job name (first at line 2)"),
     ("jobs:\n  a: 5\n",
-     "s.yaml:2: jobs.a: expected a mapping with command or call (and cron or every)"),
+     f"s.yaml:2: jobs.a: expected a mapping with {' or '.join(KINDS)} (and cron or every)"),
     ("jobs: [a]\n", "s.yaml:1: jobs: expected a mapping, got list"),
     ("jobz: {}\n", "s.yaml:1: jobz: unknown key; did you mean 'jobs'?"),
     ("redis: {}\n", "s.yaml: jobs: missing"),
@@ -271,7 +272,7 @@ def test_cli_validate_lists_every_problem(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         f"{path}:3: jobs.a.cron: '61 * * * *': minute 61 out of range 0-59",
-        f"{path}:5: jobs.b: set command (a program to run) or call ('package.module:function')",
+        f"{path}:5: jobs.b: set {' or '.join(kind.hint for kind in KINDS.values())}",
     ]
     assert "Traceback" not in result.output
 
