@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from cronsvc.clock import iso_utc, parse_iso_ms
+from cronsvc.clock import iso_utc, monotonic, parse_iso_ms
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import Result, Stop
 
@@ -181,13 +181,22 @@ def dispatch(ctx: FireContext, stop: Stop, send: Callable[[Delivery], str],
 
 
 def _send(delivery: Delivery, stop: Stop, send: Callable[[Delivery], str]) -> str | Result:
-    """The broker's word that it took ``delivery``, or the result of a run stopped first."""
-    last = ""
+    """The broker's word that it took ``delivery``, with how long that took when the
+    broker kept it waiting (the fire's lag, in its record); or the result of a run
+    stopped first. A library may itself retry inside one ``send``: the time tells."""
+    last, refused, t0 = "", 0, monotonic()
     while True:
         try:
-            return send(delivery)
+            accepted = send(delivery)
         except Exception as exc:  # the library's own errors: a broker down, refused
-            last = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            last, refused = f"{type(exc).__name__}: {exc}".splitlines()[0], refused + 1
+        else:
+            took = monotonic() - t0
+            if took < RESEND_EVERY:
+                return accepted
+            times = "once" if refused == 1 else f"{refused} times, the last"
+            return f"{accepted} after {took:.1f}s" + (f"; refused {times}: {last}"
+                                                       if refused else "")
         how = stop.pause(RESEND_EVERY)
         if how != "done":
             result = stop.stopped(how)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,3 +39,15 @@ def browser() -> Iterator[Any]:
             yield b
         finally:
             b.close()
+
+
+def shoot(shown: Any, tmp_path: Path, name: str) -> None:
+    """A screenshot of a page (all of it), or of one element (a Playwright locator), under
+    the test's tmp dir; also into $CRONSVC_SCREENSHOTS if set (``CRONSVC_SCREENSHOTS=docs/img``
+    renews the README's)."""
+    shots = tmp_path / "screenshots"
+    shots.mkdir(exist_ok=True)
+    whole = {"full_page": True} if hasattr(shown, "goto") else {}
+    shown.screenshot(path=str(shots / f"{name}.png"), **whole)
+    if os.environ.get("CRONSVC_SCREENSHOTS"):
+        shown.screenshot(path=str(Path(os.environ["CRONSVC_SCREENSHOTS"]) / f"{name}.png"))

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from pathlib import Path
 
-from celery import Celery
+from celery import Celery, current_task
 
 import cronsvc
 from cronsvc.contrib.celery import Guarded
@@ -19,7 +21,8 @@ app.conf.update(worker_hijack_root_logger=False, broker_connection_retry_on_star
 def _note(**what: object) -> None:
     ctx = cronsvc.current()
     line = {"fire": ctx and ctx.fire_id, "attempt": ctx and ctx.attempt,
-            "payload": ctx and ctx.payload, "pid": os.getpid(), **what}
+            "payload": ctx and ctx.payload, "task_id": current_task.request.id,
+            "pid": os.getpid(), **what}
     with open(os.environ["CRONSVC_TEST_LEDGER"], "a") as f:
         f.write(json.dumps(line) + "\n")
 
@@ -34,3 +37,17 @@ def digest(team: str, size: int = 0) -> str:
 def broken(team: str) -> None:
     _note(task="broken", team=team)
     raise RuntimeError(f"no digest for {team}")
+
+
+@app.task(base=Guarded, name="tests.hold")
+def hold(releases: str) -> str:
+    """Note the start, run until the file ``releases/<fire id>`` exists, note the end: a
+    slow task the test lets go of (or kills)."""
+    _note(task="hold")
+    ctx = cronsvc.current()
+    release = Path(releases) / (ctx.fire_id if ctx else "unguarded").replace("/", "_")
+    deadline = time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)  # a task waiting for the test's signal, not a test waiting
+    _note(task="hold", ended=True)
+    return "held"

@@ -5,7 +5,6 @@ and the change shows in the page and in Redis."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import redis
 
 from cronsvc.client.client import Client
 from cronsvc.testing import Fleet, WebServer, read_ledger
+from tests.support.browser import shoot
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
@@ -39,16 +39,6 @@ def fleet(tmp_path: Path, redis_url: str) -> Iterator[Fleet]:
 def web(tmp_path: Path, redis_url: str, fleet: Fleet) -> Iterator[WebServer]:
     with WebServer(tmp_path, redis_url, fleet.config) as server:
         yield server
-
-
-def shoot(page: Any, tmp_path: Path, name: str) -> None:
-    """A screenshot of the page under the test's tmp dir; also into $CRONSVC_SCREENSHOTS
-    if set (``CRONSVC_SCREENSHOTS=docs/img`` renews the README's)."""
-    shots = tmp_path / "screenshots"
-    shots.mkdir(exist_ok=True)
-    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
-    if os.environ.get("CRONSVC_SCREENSHOTS"):
-        page.screenshot(path=str(Path(os.environ["CRONSVC_SCREENSHOTS"]) / f"{name}.png"))
 
 
 def test_every_page_loads_and_the_buttons_change_the_fleet(
