@@ -8,7 +8,7 @@ CONFIG ?= schedules.yaml
 
 LOCK    = requirements.lock
 
-.PHONY: run test test-latest lock install bench chaos lint clean
+.PHONY: run test test-latest lock install install-arq bench chaos lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,25 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)
 
 install: $(VENV)/.installed
 
+# arq pins redis-py below 6, which the main venv is past: arq's tests run its worker, and
+# the cronsvc worker that sends into it, from a venv of their own on a lock of their own.
+ARQ_VENV = .venv-arq
+ARQ_LOCK = requirements-arq.lock
+
+$(ARQ_VENV)/bin/python:
+	$(PYTHON) -m venv $(ARQ_VENV)
+	$(ARQ_VENV)/bin/python -m pip install -q --upgrade pip
+
+$(ARQ_VENV)/.installed: $(ARQ_VENV)/bin/python pyproject.toml $(ARQ_LOCK)
+	$(ARQ_VENV)/bin/python -m pip install -q -c $(ARQ_LOCK) -e '.[arq,test]'
+	touch $@
+
+install-arq: $(ARQ_VENV)/.installed
+
 run: install
 	$(BIN)/cronsvc up --config $(CONFIG)
 
-test: install
+test: install install-arq
 	$(BIN)/python -m pytest -q
 
 # The suite on the newest versions pyproject.toml's ranges allow, in a venv of its own:
@@ -36,11 +51,13 @@ test-latest:
 	$(LATEST)/bin/python -m pip list --format=freeze > $(LATEST)/versions.txt
 	$(LATEST)/bin/python -m pytest -q -p no:cacheprovider
 
-# Resolve pyproject.toml's ranges again into the lock file (the newest that fit).
+# Resolve pyproject.toml's ranges again into the lock files (the newest that fit).
 lock: install
 	$(BIN)/python -m pip install -q -c $(LOCK) -e '.[dev]'
 	$(BIN)/pip-compile -q --upgrade --extra test --extra dev --strip-extras --allow-unsafe \
 		--no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
+	$(BIN)/pip-compile -q --upgrade --extra arq --extra test --strip-extras --allow-unsafe \
+		--no-emit-index-url --no-emit-find-links -o $(ARQ_LOCK) pyproject.toml
 
 bench: install
 	$(BIN)/python bench/run.py
@@ -59,4 +76,4 @@ lint: install
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(LATEST) .cronsvc .pytest_cache build dist
+	rm -rf $(VENV) $(ARQ_VENV) $(LATEST) .cronsvc .pytest_cache build dist

@@ -21,8 +21,8 @@ import pytest
 from tests.support.paths import ROOT
 
 #: Folders whose Markdown is not the project's own.
-SKIPPED = {".git", ".venv", ".venv-latest", "node_modules", ".pytest_cache", ".cronsvc",
-           "build", "dist"}
+SKIPPED = {".git", ".venv", ".venv-arq", ".venv-latest", "node_modules", ".pytest_cache",
+           ".cronsvc", "build", "dist"}
 #: What a repository path named in backticks or a code block starts with.
 REPO_DIRS = ("cronsvc/", "lua/", "tests/", "bench/", "docs/", "deploy/")
 #: Paths relative to the page itself (from docs/: ``../cronsvc/x.py``, ``img/x.png``).

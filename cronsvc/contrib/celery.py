@@ -23,18 +23,8 @@ from typing import Any
 
 from celery import Task
 
-from cronsvc.contrib.guard import Guard
+from cronsvc.contrib.guard import process_guard
 from cronsvc.run.dispatch import HEADERS, Delivery
-
-_GUARDS: dict[str | None, Guard] = {}
-
-
-def guard(url: str | None = None) -> Guard:
-    """The worker process's guard on cronsvc's Redis at ``url`` (one connection)."""
-    found = _GUARDS.get(url)
-    if found is None:
-        found = _GUARDS[url] = Guard(url)
-    return found
 
 
 def delivery_of(request: Any) -> Delivery | None:
@@ -58,5 +48,5 @@ class Guarded(Task):  # type: ignore[misc]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         delivery = delivery_of(self.request)
-        return guard(self.cronsvc_url).run(delivery, lambda: super(Guarded, self).__call__(
+        return process_guard(self.cronsvc_url).run(delivery, lambda: super(Guarded, self).__call__(
             *args, **kwargs))

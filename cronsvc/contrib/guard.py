@@ -14,6 +14,7 @@ scheduled time, attempt, payload).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -149,3 +150,10 @@ class Guard:
             raise
         self.finish(running, value=value)
         return value
+
+
+@functools.cache
+def process_guard(url: str | None = None) -> Guard:
+    """This process's guard on cronsvc's Redis at ``url`` (None: ``CRONSVC_REDIS_URL``),
+    made once: one connection for every task the queue's worker runs."""
+    return Guard(url)

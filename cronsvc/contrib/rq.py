@@ -20,17 +20,12 @@ any other way runs as usual. Set ``CRONSVC_REDIS_URL`` in the RQ worker's enviro
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from rq.job import Job
 
-from cronsvc.contrib.guard import Guard, Skipped
+from cronsvc.contrib.guard import Skipped, process_guard
 from cronsvc.run.dispatch import FIELD, Delivery
-
-#: The process's guard on cronsvc's Redis at a URL (None: ``CRONSVC_REDIS_URL``), one
-#: connection each.
-guard = functools.cache(Guard)
 
 
 class GuardedJob(Job):
@@ -43,7 +38,7 @@ class GuardedJob(Job):
 
     def perform(self) -> Any:
         delivery = Delivery.read(self.meta.get(FIELD))
-        value = guard(self.cronsvc_url).run(delivery, super().perform)
+        value = process_guard(self.cronsvc_url).run(delivery, super().perform)
         if isinstance(value, Skipped):
             # The result is stored with the job's serializer: text, not the marker.
             self._result = f"skipped: a second delivery of {delivery and delivery.fire_id}"

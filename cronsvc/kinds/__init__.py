@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cronsvc.clock import SYSTEM, Clock, monotonic
-from cronsvc.kinds import call, celery, command, dramatiq, http, rq
+from cronsvc.kinds import arq, call, celery, command, dramatiq, http, rq
 from cronsvc.kinds.kind import Kind
 from cronsvc.run.context import FireContext
 from cronsvc.run.dispatch import Outcomes
@@ -30,14 +30,14 @@ from cronsvc.run.outcome import Guard, Outcome, Result, Stop
 
 #: Every kind, by the key that makes a job of it, in the order messages name them.
 KINDS: dict[str, Kind] = {"command": command.KIND, "call": call.KIND, "http": http.KIND,
-                          "celery": celery.KIND, "rq": rq.KIND,
-                          "dramatiq": dramatiq.KIND}
+                          "celery": celery.KIND, "rq": rq.KIND, "dramatiq": dramatiq.KIND,
+                          "arq": arq.KIND}
 
 
 # Pydantic orders a model's fields base-most first, so the kinds are listed last to first:
 # a job's keys keep the order of KINDS (and so do the errors of one line).
-class KindFields(dramatiq.DramatiqFields, rq.RqFields, celery.CeleryFields, http.HttpFields,
-                 call.CallFields, command.CommandFields):
+class KindFields(arq.ArqFields, dramatiq.DramatiqFields, rq.RqFields, celery.CeleryFields,
+                 http.HttpFields, call.CallFields, command.CommandFields):
     """The keys of every kind: a base of :class:`cronsvc.config.models.Job`."""
 
 

@@ -50,11 +50,11 @@ def test_a_job_keeps_the_order_of_its_keys() -> None:
     # Pydantic checks fields in this order: the errors of one line come out in it.
     assert list(Job.model_fields) == [
         "name", "cron", "every", "anchor", "start", "end", "max_runs", "timezone", "shell",
-        "command", "call", "args", "kwargs", "http", "celery", "rq", "dramatiq", "env", "cwd",
-        "timeout", "retries", "backoff", "backoff_max", "overlap", "max_concurrent", "pool",
-        "catch_up", "starting_deadline", "jitter", "paused", "description", "tags", "ping",
-        "notify", "notify_on", "pause_after_failures", "slot_limits", "skip", "business_days",
-        "only", "on_success", "on_failure", "calendar"]
+        "command", "call", "args", "kwargs", "http", "celery", "rq", "dramatiq", "arq", "env",
+        "cwd", "timeout", "retries", "backoff", "backoff_max", "overlap", "max_concurrent",
+        "pool", "catch_up", "starting_deadline", "jitter", "paused", "description", "tags",
+        "ping", "notify", "notify_on", "pause_after_failures", "slot_limits", "skip",
+        "business_days", "only", "on_success", "on_failure", "calendar"]
 
 
 @pytest.mark.parametrize(("job", "own", "set_"), [

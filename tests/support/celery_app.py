@@ -3,7 +3,6 @@ task is a line in the ledger file it is given (``CRONSVC_TEST_LEDGER``)."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ from celery import Celery, current_task
 
 import cronsvc
 from cronsvc.contrib.celery import Guarded
+from tests.support.queues import note_run
 
 app = Celery("cronsvc_tests", broker=os.environ.get("CELERY_BROKER_URL", "memory://"))
 app.conf.update(worker_hijack_root_logger=False, broker_connection_retry_on_startup=True,
@@ -19,12 +19,7 @@ app.conf.update(worker_hijack_root_logger=False, broker_connection_retry_on_star
 
 
 def _note(**what: object) -> None:
-    ctx = cronsvc.current()
-    line = {"fire": ctx and ctx.fire_id, "attempt": ctx and ctx.attempt,
-            "payload": ctx and ctx.payload, "task_id": current_task.request.id,
-            "pid": os.getpid(), **what}
-    with open(os.environ["CRONSVC_TEST_LEDGER"], "a") as f:
-        f.write(json.dumps(line) + "\n")
+    note_run(task_id=current_task.request.id, **what)
 
 
 @app.task(base=Guarded, name="tests.digest")

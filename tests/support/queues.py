@@ -85,3 +85,23 @@ def dramatiq_worker(tmp: Path, broker: str, redis_url: str, ledger: Path,
             "--threads", "2"]
     return QueueWorker(tmp, name, argv, queue_env(redis_url, ledger,
                                                   DRAMATIQ_BROKER_URL=broker))
+
+
+def arq_worker(tmp: Path, venv: Path, broker: str, redis_url: str, ledger: Path,
+               name: str = "arq") -> QueueWorker:
+    """``arq tests.support.arq_app.WorkerSettings`` on ``broker``, from ``venv`` (arq's
+    own, ``.venv-arq``: arq pins a redis-py older than the main venv's)."""
+    argv = [str(venv / "bin" / "arq"), "tests.support.arq_app.WorkerSettings"]
+    return QueueWorker(tmp, name, argv, queue_env(redis_url, ledger, ARQ_REDIS_URL=broker))
+
+
+def note_run(**what: object) -> None:
+    """A line in the ledger (``CRONSVC_TEST_LEDGER``) for one run of a test task: its
+    fire as ``cronsvc.current()`` gives it, and ``what`` the task says."""
+    import cronsvc
+
+    ctx = cronsvc.current()
+    line = {"fire": ctx and ctx.fire_id, "attempt": ctx and ctx.attempt,
+            "payload": ctx and ctx.payload, "pid": os.getpid(), **what}
+    with open(os.environ["CRONSVC_TEST_LEDGER"], "a") as f:
+        f.write(json.dumps(line) + "\n")

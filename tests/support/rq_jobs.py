@@ -4,22 +4,14 @@
 
 from __future__ import annotations
 
-import json
-import os
-
 from rq import get_current_job
 
-import cronsvc
+from tests.support.queues import note_run
 
 
 def _note(**what: object) -> None:
-    ctx = cronsvc.current()
     job = get_current_job()
-    line = {"fire": ctx and ctx.fire_id, "attempt": ctx and ctx.attempt,
-            "payload": ctx and ctx.payload, "job_id": job and job.id, "pid": os.getpid(),
-            **what}
-    with open(os.environ["CRONSVC_TEST_LEDGER"], "a") as f:
-        f.write(json.dumps(line) + "\n")
+    note_run(job_id=job and job.id, **what)
 
 
 def digest(team: str, size: int = 0) -> str:
