@@ -216,15 +216,16 @@ def entry_result(fields: Mapping[str, str], delivery: int) -> Result | None:
 
 def begun(reply: list[Any], ctx: FireContext, key: str) -> Begun:
     """The :class:`Begun` of the script's reply to ``begin`` for ``ctx``'s fire."""
-    what, d = _text(reply[0]), int(reply[1])
+    what, d = as_text(reply[0]), int(reply[1])
     delivery = Delivery(ctx.fire_id, ctx.job, ctx.scheduled_ms, d, key, ctx.schedule,
                         ctx.payload)
     if what == "done":
-        fields = {"d": str(d), "state": _text(reply[2]), "ms": _text(reply[3]),
-                  "error": _text(reply[4]), "output": _text(reply[5])}
+        fields = {"d": str(d), "state": as_text(reply[2]), "ms": as_text(reply[3]),
+                  "error": as_text(reply[4]), "output": as_text(reply[5])}
         return Begun(delivery, False, entry_result(fields, d))
     return Begun(delivery, what == "send")
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A reply's bytes or text as text."""
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
