@@ -48,9 +48,11 @@ def queue_env(redis_url: str, ledger: Path, **more: str) -> dict[str, str]:
 
 @contextmanager
 def celery_worker(tmp: Path, broker: str, redis_url: str, ledger: Path,
-                  name: str = "celery") -> Iterator[QueueWorker]:
-    """``celery worker --pool solo`` on ``broker``, running tests/support/celery_app.py."""
-    argv = [sys.executable, "-m", "celery", "-A", "tests.support.celery_app", "worker",
+                  name: str = "celery", app: str = "tests.support.celery_app"
+                  ) -> Iterator[QueueWorker]:
+    """``celery worker --pool solo`` on ``broker``, running the tasks of module ``app``
+    (tests/support/celery_app.py's unless told)."""
+    argv = [sys.executable, "-m", "celery", "-A", app, "worker",
             "--pool", "solo", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
             "--without-heartbeat", "-n", f"{name}@%h"]
     worker = QueueWorker(tmp, name, argv, queue_env(redis_url, ledger,
