@@ -68,10 +68,12 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
     logs = run.fleet.logs() + (run.consumers.logs() if run.consumers else "")
     assert totals.ok(), "\n".join([report, *named, run.story(named), logs])
     assert run.exited == [], "\n".join([report, *run.exited, logs])
-    if run.copies is not None:  # every copy was decided by the guard, and ran at most once
+    if run.copies is not None:  # every fire ran (catch_up all), each copy was decided by
+        # the guard, and none ran twice
         twice = [*run.copies.twice, *run.copies.undecided]
         assert run.copies.fires > 0 and not twice and totals.duplicates == 0, \
             "\n".join([report, *twice[:20], run.story(twice), logs])
+        assert totals.run == totals.expected, report
     # Each scenario's faults happened, and did what they are for.
     kinds = {f.kind for f in run.faults}
     assert kinds == set(scenario.faults), report
