@@ -62,11 +62,13 @@ lock: install
 bench: install
 	$(BIN)/python bench/run.py
 
-# The mixed chaos scenario for CHAOS_SECONDS (every fault at random), with its totals.
+# The mixed chaos scenario (every fault at random), or CHAOS_SCENARIO=dispatch, for
+# CHAOS_SECONDS, with its totals.
 CHAOS_SECONDS ?= 600
+CHAOS_SCENARIO ?= mixed
 chaos: install
 	CRONSVC_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/python -m pytest -q -s -p no:cacheprovider \
-		--basetemp=$${TMPDIR:-/tmp}/cronsvc-chaos -m chaos -k mixed tests/chaos
+		--basetemp=$${TMPDIR:-/tmp}/cronsvc-chaos -m chaos -k $(CHAOS_SCENARIO) tests/chaos
 
 # ruff, mypy and the layer contracts of pyproject.toml (import-linter).
 lint: install

@@ -136,6 +136,22 @@ def window_drained(r: redis.Redis, end_ms: int) -> bool:
     return not any(parse_fire(str(fid))[1] < end_ms for fid in r.zrange(K.working, 0, -1))
 
 
+def drained(left: Callable[[], int], total: int, timeout: float) -> tuple[float, float]:
+    """Per second while what ``left`` counts falls from 90 % to 10 % of ``total`` (so
+    start-up is not counted), and the seconds from the first fall to empty."""
+    samples: list[tuple[float, int]] = []
+
+    def empty() -> bool:
+        samples.append((time.monotonic(), left()))
+        return samples[-1][1] == 0
+
+    wait_for(empty, timeout, interval=0.02, message="the backlog to drain")
+    hi = next(t for t, n in samples if n <= 0.9 * total)
+    lo = next(t for t, n in samples if n <= 0.1 * total)
+    started = next((t for t, n in samples if n < total), samples[0][0])
+    return 0.8 * total / (lo - hi), samples[-1][0] - started
+
+
 class CpuMeter:
     """CPU seconds used by a set of processes between start() and stop()."""
 

@@ -20,7 +20,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import fill, idle, lag, recovery, schedules, throughput, trigger, web  # noqa: E402
+from bench import (  # noqa: E402
+    dispatch,
+    fill,
+    idle,
+    lag,
+    recovery,
+    schedules,
+    throughput,
+    trigger,
+    web,
+)
 from bench.common import Figure, Section  # noqa: E402
 from bench.report import machine, render  # noqa: E402
 
@@ -57,6 +67,8 @@ def main() -> None:
     sections = [
         guarded("fire lag", lambda: lag.measure(seconds)),
         guarded("dispatch throughput", lambda: throughput.measure(fires)),
+        guarded("dispatch into celery", lambda: dispatch.measure(
+            *((2_000, 300, 10) if opts.quick else (20_000, 2_000, 60)))),
         guarded("planner fill", fill.measure),
         guarded("idle cost", lambda: idle.measure(seconds)),
         guarded("trigger latency", lambda: trigger.measure(10 if opts.quick else 50)),

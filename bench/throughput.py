@@ -14,8 +14,6 @@ Run: ``.venv/bin/python -m bench.throughput [--fires 100000]``
 
 from __future__ import annotations
 
-import time
-
 import redis
 
 from bench import common
@@ -32,21 +30,14 @@ DAY_MS = 86_400_000
 
 def drain_rate(r: redis.Redis, total: int, timeout: float) -> tuple[float, float]:
     """Fires per second while the backlog falls from 90 % to 10 %, and seconds to drain."""
-    samples: list[tuple[float, int]] = []
 
-    def left() -> bool:
+    def left() -> int:
         pipe = r.pipeline(transaction=False)
         pipe.zcard(K.queue)
         pipe.zcard(K.working)
-        n = sum(pipe.execute())
-        samples.append((time.monotonic(), n))
-        return n == 0
+        return int(sum(pipe.execute()))
 
-    wait_for(left, timeout, interval=0.02, message="the workers to drain the queue")
-    hi = next(t for t, n in samples if n <= 0.9 * total)
-    lo = next(t for t, n in samples if n <= 0.1 * total)
-    started = next((t for t, n in samples if n < total), samples[0][0])
-    return 0.8 * total / (lo - hi), samples[-1][0] - started
+    return common.drained(left, total, timeout)
 
 
 def measure(fires: int = 100_000) -> Section:

@@ -10,6 +10,12 @@ worker waiting on the fire records it as it records a ``call`` job's run: histor
 
 While the task runs, ``cronsvc.current()`` is its fire's context (job, fire id,
 scheduled time, attempt, payload).
+
+cronsvc's Redis may be away for a moment (a restart, a failover): the guard tries its
+calls again for :data:`PATIENCE_S`. A start that Redis wrote but whose reply was lost
+would read, when tried again, as a second delivery, so each copy marks its start with a
+token of its own and, after a failed try, recognises its own mark: the task neither runs
+twice nor is skipped by its own start.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import secrets
 import socket
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from contextvars import Token
@@ -27,11 +35,12 @@ from typing import Any, TypeVar
 import redis
 
 from cronsvc.clock import monotonic
-from cronsvc.errors import CronsvcError
+from cronsvc.errors import CronsvcError, RedisUnavailable
 from cronsvc.run.context import CURRENT_FIRE, FireContext
-from cronsvc.run.dispatch import KEEP_MS, Delivery
+from cronsvc.run.dispatch import KEEP_MS, Delivery, as_text
 from cronsvc.run.outcome import OUTPUT_CAP
 from cronsvc.store.connection import connect
+from cronsvc.store.faults import describe, is_outage
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger("cronsvc.contrib")
@@ -39,6 +48,10 @@ log = logging.getLogger("cronsvc.contrib")
 T = TypeVar("T")
 #: Where the guard finds cronsvc's Redis when it is not given a client or URL.
 URL_VARIABLE = "CRONSVC_REDIS_URL"
+#: How long a call of the guard is tried again while cronsvc's Redis is away: longer than
+#: a restart or a failover takes.
+PATIENCE_S = 30.0
+RETRY_EVERY_S = 0.2
 
 
 class Skipped:
@@ -83,10 +96,40 @@ class Guard:
             self._scripts = Scripts(self._client)
         return self._scripts
 
+    def _patiently(self, delivery: Delivery, call: Callable[[], T]) -> tuple[T, bool]:
+        """``call()``'s reply, tried again while Redis is away (for :data:`PATIENCE_S`),
+        and whether a try failed: its write may have landed with its reply lost."""
+        deadline = time.monotonic() + PATIENCE_S
+        failed = False
+        while True:
+            try:
+                return call(), failed
+            except Exception as exc:
+                away = isinstance(exc, RedisUnavailable) or is_outage(exc)
+                if not away or time.monotonic() >= deadline:
+                    raise
+                failed = True
+                log.warning("%s: cannot reach cronsvc's Redis, trying again: %s",
+                            delivery.fire_id, describe(exc))
+                time.sleep(RETRY_EVERY_S)
+
+    def _started_by(self, delivery: Delivery, mark: str) -> bool:
+        """Whether the last word on ``delivery`` is its start by ``mark``."""
+        found: Any = self._patiently(delivery, lambda: self.scripts.client.xrevrange(
+            delivery.key, count=1))[0]
+        if not found:
+            return False
+        fields = {as_text(k): as_text(v) for k, v in found[0][1].items()}
+        return fields.get("state") == "started" and fields.get("by") == mark and \
+            fields.get("d") == str(delivery.attempt)
+
     def start(self, delivery: Delivery) -> bool:
         """Mark ``delivery`` started; False if it is a second delivery (do not run it)."""
-        ran = self.scripts.dispatch(delivery.key, "start", delivery.attempt, KEEP_MS,
-                                    self.name)
+        mark = f"{self.name}/{secrets.token_hex(4)}"  # this copy's start, and no other's
+        ran, retried = self._patiently(delivery, lambda: self.scripts.dispatch(
+            delivery.key, "start", delivery.attempt, KEEP_MS, mark))
+        if not int(ran) and retried and self._started_by(delivery, mark):
+            ran = 1  # its own start landed; the reply was lost
         if not int(ran):
             log.warning("%s: skipped, a second delivery (attempt %d's)", delivery.fire_id,
                         delivery.attempt)
@@ -100,8 +143,9 @@ class Guard:
         else:
             state, error = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]
             output = "".join(traceback.format_exception(exc))
-        self.scripts.dispatch(delivery.key, "end", delivery.attempt, KEEP_MS, state,
-                              int(took_ms), error, output[-OUTPUT_CAP:])
+        self._patiently(delivery, lambda: self.scripts.dispatch(
+            delivery.key, "end", delivery.attempt, KEEP_MS, state, int(took_ms), error,
+            output[-OUTPUT_CAP:]))
 
     def begin(self, delivery: Delivery) -> Running | None:
         """Mark ``delivery`` started and make it ``cronsvc.current()``; None if it is a

@@ -21,11 +21,13 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from cronsvc.clock import iso_utc, monotonic, parse_iso_ms
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import Result, Stop
+
+T = TypeVar("T")
 
 #: Every header a dispatched message carries, by field of :class:`Delivery`.
 HEADERS = {
@@ -141,6 +143,10 @@ class Outcomes(Protocol):
 
     def lost(self, delivery: Delivery, why: str) -> None: ...
 
+    def passing(self, exc: Exception) -> bool:
+        """Whether ``exc``, raised by :meth:`begin` or :meth:`sent`, passes (the store
+        away for a while): the call is tried again."""
+
 
 def dispatch(ctx: FireContext, stop: Stop, send: Callable[[Delivery], str],
              wait: bool) -> Result:
@@ -154,7 +160,9 @@ def dispatch(ctx: FireContext, stop: Stop, send: Callable[[Delivery], str],
     outcomes = stop.outcomes
     if outcomes is None:
         return Result("failed", error="this worker has no outcome channel for dispatched jobs")
-    begun = outcomes.begin(ctx)
+    begun = _noted(stop, outcomes, lambda: outcomes.begin(ctx))
+    if isinstance(begun, Result):
+        return begun
     if begun.done is not None:
         return begun.done
     delivery, said = begun.delivery, "resent" if begun.delivery.attempt != ctx.attempt else "sent"
@@ -164,7 +172,9 @@ def dispatch(ctx: FireContext, stop: Stop, send: Callable[[Delivery], str],
         if isinstance(accepted, Result):
             return accepted
         output = f"{output}: {accepted}"
-        outcomes.sent(delivery)
+        noted = _noted(stop, outcomes, lambda: outcomes.sent(delivery))
+        if isinstance(noted, Result):  # the next holder sends the same delivery again
+            return noted._replace(output=output)
     else:
         output = f"{delivery.message_id} already started (delivery of attempt {delivery.attempt})"
     if not wait:
@@ -178,6 +188,21 @@ def dispatch(ctx: FireContext, stop: Stop, send: Callable[[Delivery], str],
         outcomes.lost(delivery, why)
         return Result("timeout", output=output, error=why)
     return stop.stopped("cancelled")._replace(output=output)
+
+
+def _noted(stop: Stop, outcomes: Outcomes, call: Callable[[], T]) -> T | Result:
+    """``call()`` on the outcome channel, tried again while its store is away (a Redis
+    restart), or the result of a run stopped first: a fire waits out the outage, as a
+    broker's, rather than failing unsent or failing sent."""
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            if not outcomes.passing(exc):
+                raise
+        how = stop.pause(RESEND_EVERY)
+        if how != "done":
+            return stop.stopped(how)
 
 
 def _send(delivery: Delivery, stop: Stop, send: Callable[[Delivery], str]) -> str | Result:
@@ -225,15 +250,16 @@ def entry_result(fields: Mapping[str, str], delivery: int) -> Result | None:
 
 def begun(reply: list[Any], ctx: FireContext, key: str) -> Begun:
     """The :class:`Begun` of the script's reply to ``begin`` for ``ctx``'s fire."""
-    what, d = _text(reply[0]), int(reply[1])
+    what, d = as_text(reply[0]), int(reply[1])
     delivery = Delivery(ctx.fire_id, ctx.job, ctx.scheduled_ms, d, key, ctx.schedule,
                         ctx.payload)
     if what == "done":
-        fields = {"d": str(d), "state": _text(reply[2]), "ms": _text(reply[3]),
-                  "error": _text(reply[4]), "output": _text(reply[5])}
+        fields = {"d": str(d), "state": as_text(reply[2]), "ms": as_text(reply[3]),
+                  "error": as_text(reply[4]), "output": as_text(reply[5])}
         return Begun(delivery, False, entry_result(fields, d))
     return Begun(delivery, what == "send")
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A reply's bytes or text as text."""
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

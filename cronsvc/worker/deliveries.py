@@ -14,7 +14,7 @@ from cronsvc.keys import Keys
 from cronsvc.run.context import FireContext
 from cronsvc.run.dispatch import KEEP_MS, Begun, Delivery, begun, entry_result
 from cronsvc.run.outcome import Result, Stop
-from cronsvc.store.faults import REDIS_ERRORS, describe
+from cronsvc.store.faults import REDIS_ERRORS, describe, is_outage
 from cronsvc.store.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,13 @@ class Deliveries:
 
     def sent(self, delivery: Delivery) -> None:
         self.scripts.dispatch(delivery.key, "sent", delivery.attempt, KEEP_MS)
+
+    def passing(self, exc: Exception) -> bool:
+        if not is_outage(exc):
+            return False
+        log.warning("cannot note a dispatched fire's delivery, trying again: %s",
+                    describe(exc))
+        return True
 
     def lost(self, delivery: Delivery, why: str) -> None:
         try:

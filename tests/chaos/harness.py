@@ -33,6 +33,7 @@ from cronsvc.store.replies import json_object
 from cronsvc.testing import Fleet, read_ledger
 from cronsvc.worker.leases import ridden_out
 from tests.chaos.churn import Churn
+from tests.chaos.dispatch import Consumers, Copies, count_copies, dispatch_jobs, sending_holder
 from tests.chaos.files import LIMITS, STARTING_DEADLINE, VERSIONS, chaos_jobs
 from tests.chaos.garbage import Planted, plant
 from tests.chaos.ledger import Epoch, Fault, Totals, judge
@@ -111,12 +112,15 @@ class Scenario:
     churn: bool = False  # runtime schedules created, changed and deleted throughout
     limits: bool = False  # jobs sharing a named limit, whose workers are killed mid-run
     lease: str = LEASE  # the workers' lease, seconds
+    # `celery:` jobs run by Celery workers on a broker of their own (the run's ``broker``)
+    dispatch: bool = False
 
 
 class ChaosRun:
     """One scenario: start the fleet, inject faults for a while, settle, judge."""
 
-    def __init__(self, tmp: Path, server: RedisServer, scenario: Scenario, seed: int) -> None:
+    def __init__(self, tmp: Path, server: RedisServer, scenario: Scenario, seed: int,
+                 broker: RedisServer | None = None) -> None:
         self.tmp = tmp
         self.server = server
         self.scenario = scenario
@@ -128,8 +132,15 @@ class ChaosRun:
         self.fleet = Fleet(tmp, server.url, {})
         self.paths: dict[str, Path] = {}
         self.files: dict[str, Config] = {}
-        for version in VERSIONS:
-            self.fleet.write(chaos_jobs(self.fleet.ledger, version, scenario.limits),
+        assert scenario.dispatch == (broker is not None), "a broker for dispatch, only"
+        # Dispatch: one job file of `celery:` jobs, consumed by Celery workers on ``broker``.
+        self.consumers = (Consumers(tmp, broker, server.url, self.fleet.ledger)
+                          if broker is not None else None)
+        self.copies: Copies | None = None
+        for version in VERSIONS[:1] if broker is not None else VERSIONS:
+            jobs = (dispatch_jobs(broker.url) if broker is not None
+                    else chaos_jobs(self.fleet.ledger, version, scenario.limits))
+            self.fleet.write(jobs,
                              planner={"horizon": 10}, worker={"history": 100_000},
                              **({"limits": LIMITS} if scenario.limits else {}))
             self.paths[version] = tmp / f"schedules-{version}.yaml"
@@ -210,8 +221,12 @@ class ChaosRun:
     def kill_worker(self) -> None:
         """kill -9 of a worker in the middle of a run (if any runs), then a new one. The
         processes its commands started must die with it. With limits, the victim holds a
-        slot of one (it runs a command) whenever one does."""
-        name = self._victim(self.scenario.limits or self.rnd.random() < 0.5)
+        slot of one (it runs a command) whenever one does; with dispatch, most often a
+        worker that sent a fire's message that no consumer has started yet."""
+        if self.consumers is not None:
+            name = (self.rnd.random() < 0.7 and self._sender()) or self.rnd.choice(self.workers)
+        else:
+            name = self._victim(self.scenario.limits or self.rnd.random() < 0.5)
         pids = self.tail.command_pids(name)
         self.workers.remove(name)
         at = self._kill(name)
@@ -220,6 +235,21 @@ class ChaosRun:
                          2 * int(float(self.scenario.lease) * 1000))
         self.let_run(0, 3)
         self.start_worker()
+
+    def _sender(self, within_ms: int = 3000) -> str | None:
+        """A worker between the send of a fire's message and its start by a consumer, if
+        one shows within ``within_ms`` (messages wait only while the consumers are busy)."""
+        found: list[str] = []
+
+        def seen() -> bool:
+            holder = sending_holder(self.r)
+            if holder in self.workers:
+                found.append(str(holder))
+            return bool(found) or now_ms() >= deadline
+
+        deadline = now_ms() + within_ms
+        wait_for(seen, timeout=30, interval=0.005, message="a message sent and not started")
+        return found[0] if found else None
 
     def _check_gone(self, worker: str, pids: list[int], why: str, within_ms: int) -> None:
         """Each of ``pids`` must end within ``within_ms``; one left is an orphan."""
@@ -255,6 +285,16 @@ class ChaosRun:
                  message="the outage to outlast a lease")
         self.server.start()
         self.faults.append(Fault("redis", "redis", down, now_ms()))
+
+    def restart_broker(self) -> None:
+        """kill -9 of the Celery broker, restarted from its AOF a random while later: the
+        fires due meanwhile wait to be sent, and the messages it took survive."""
+        assert self.consumers is not None, "no broker in this scenario"
+        down = now_ms()
+        self.consumers.broker.kill()
+        self._pause(200, 3000)
+        self.consumers.broker.start()
+        self.faults.append(Fault("broker", "broker", down, now_ms()))
 
     def redis_oom(self) -> None:
         """maxmemory below what Redis holds, for up to three leases: every write is refused
@@ -367,6 +407,8 @@ class ChaosRun:
 
     def run(self) -> Totals:
         s = self.scenario
+        if self.consumers is not None:
+            self.consumers.start()
         for _ in range(s.planners):
             self.start_planner()
         for _ in range(s.workers):
@@ -382,7 +424,7 @@ class ChaosRun:
             "kill": self.kill_worker, "planner": self.restart_planner,
             "redis": self.restart_redis, "stop": self.stop_workers, "oom": self.redis_oom,
             "readonly": self.redis_readonly, "freeze": self.freeze_worker,
-            "deploy": self.deploy, "garbage": self.write_garbage}
+            "deploy": self.deploy, "garbage": self.write_garbage, "broker": self.restart_broker}
         # Each fault of the scenario once in a random order, then at random.
         todo = self.rnd.sample(s.faults, len(s.faults))
         end_at = time.monotonic() + s.seconds
@@ -397,6 +439,8 @@ class ChaosRun:
         self.exited = [f"{name} exited with {proc.returncode}"
                        for name, proc in self.fleet.procs.items()
                        if name in (*self.workers, *self.planners) and proc.poll() is not None]
+        if self.consumers is not None:
+            self.exited += self.consumers.exited()
         self.fleet.stop_all()
         (self.tmp / "faults.json").write_text(json.dumps([vars(f) for f in self.faults]))
         return self.judge(start, end)
@@ -435,6 +479,8 @@ class ChaosRun:
                        lease_ms=int(float(self.scenario.lease) * 1000),
                        ridden_ms=int((ridden_out(float(self.scenario.lease)) - SLACK_S) * 1000))
         totals.orphans += self.orphans
+        if self.consumers is not None:
+            self.copies = count_copies(self.fleet.ledger, history, start, end)
         return totals
 
     def report(self, totals: Totals) -> str:
@@ -444,6 +490,7 @@ class ChaosRun:
             f"chaos scenario {self.scenario.name}: seed {self.seed}, "
             f"{self.scenario.seconds:.0f} s of faults ({kinds}); files in {self.tmp}",
             *(f"  {line}" for line in totals.lines()),
+            *(f"  {line}" for line in (self.copies.lines() if self.copies else [])),
         ])
 
     def story(self, problems: Iterable[str], most: int = 3) -> str:
@@ -485,4 +532,6 @@ class ChaosRun:
             except ProcessLookupError:
                 pass
         self.fleet.stop_all()
+        if self.consumers is not None:
+            self.consumers.close()
         self.r.close()

@@ -38,7 +38,7 @@ def append(path: str, event: str, fire: str, attempt: int, worker: str, version:
         os.close(fd)
 
 
-def _duration(fire: str, longest_ms: int) -> float:
+def duration(fire: str, longest_ms: int) -> float:
     return (zlib.crc32(fire.encode()) % (longest_ms + 1)) / 1000
 
 
@@ -46,7 +46,7 @@ def work(path: str, longest_ms: int = 300, version: str = "v1", ctx: Any = None)
     """Append a start line, work for up to ``longest_ms``, append a finish line."""
     note = (ctx.fire_id, ctx.attempt, ctx.worker, version, "call", ctx.payload)
     append(path, "start", *note)
-    time.sleep(_duration(ctx.fire_id, longest_ms))
+    time.sleep(duration(ctx.fire_id, longest_ms))
     append(path, "end", *note)
 
 
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> None:
     note = (fire, int(os.environ["CRONSVC_ATTEMPT"]), os.environ["CRONSVC_WORKER"], version,
             "command")
     append(path, "start", *note)
-    time.sleep(_duration(fire, longest_ms))
+    time.sleep(duration(fire, longest_ms))
     append(path, "end", *note)
 
 

@@ -144,8 +144,8 @@ class Epoch:
 @dataclass(frozen=True)
 class Fault:
     """One injected fault: ``kind`` kill (a worker), redis, planner, stop (all workers), oom
-    and readonly (Redis refuses writes), freeze (a worker stopped past its lease) or deploy
-    (``target``: the job file rolled out)."""
+    and readonly (Redis refuses writes), freeze (a worker stopped past its lease), deploy
+    (``target``: the job file rolled out) or broker (the Celery broker restarted)."""
 
     kind: str
     target: str

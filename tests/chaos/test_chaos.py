@@ -1,9 +1,10 @@
 """Chaos scenarios: faults thrown at real planner and worker processes, judged by a
 ledger of every start and finish kept outside Redis.
 
-Short by default (``make test``). ``CRONSVC_CHAOS_SECONDS=600`` makes the mixed
-scenario run that long (``make chaos``); ``CRONSVC_CHAOS_SEED`` repeats the random
-choices of a run (which faults, which victims; the timing stays real).
+Short by default (``make test``). ``CRONSVC_CHAOS_SECONDS=600`` makes the mixed and
+dispatch scenarios run that long (``make chaos``, ``make chaos CHAOS_SCENARIO=dispatch``);
+``CRONSVC_CHAOS_SEED`` repeats the random choices of a run (which faults, which victims;
+the timing stays real).
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ SCENARIOS = [
     Scenario("redis-garbage", 6, ("garbage",)),
     Scenario("limit-kills", 10, ("kill",), limits=True),
     Scenario("mixed", LONG or 12, FAULTS, churn=True),
+    # `celery:` jobs into a Celery broker of their own, run by Celery workers: cronsvc's
+    # workers killed (most often between a send and its start), the broker and Redis
+    # restarted. A fire may be sent twice; it must run once.
+    Scenario("dispatch", LONG or 10, ("kill", "redis", "broker"), dispatch=True),
 ]
 
 K = Keys()
@@ -47,7 +52,8 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
                fresh_server: Callable[..., RedisServer]) -> None:
     seed = int(os.environ.get("CRONSVC_CHAOS_SEED") or random.randrange(1 << 32))
     print(f"\nchaos scenario {scenario.name}: CRONSVC_CHAOS_SEED={seed}, files in {tmp_path}")
-    run = ChaosRun(tmp_path, fresh_server(appendfsync="always"), scenario, seed)
+    run = ChaosRun(tmp_path, fresh_server(appendfsync="always"), scenario, seed,
+                   fresh_server(appendfsync="always") if scenario.dispatch else None)
     try:
         totals = run.run()
     finally:
@@ -59,8 +65,15 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
                 totals.overlapping, totals.wrong_definition, totals.orphans, totals.stale,
                 totals.over_limit)
     named = [p for found in problems for p in found[:20]]
-    assert totals.ok(), "\n".join([report, *named, run.story(named), run.fleet.logs()])
-    assert run.exited == [], "\n".join([report, *run.exited, run.fleet.logs()])
+    logs = run.fleet.logs() + (run.consumers.logs() if run.consumers else "")
+    assert totals.ok(), "\n".join([report, *named, run.story(named), logs])
+    assert run.exited == [], "\n".join([report, *run.exited, logs])
+    if run.copies is not None:  # every fire ran (catch_up all), each copy was decided by
+        # the guard, and none ran twice
+        twice = [*run.copies.twice, *run.copies.undecided]
+        assert run.copies.fires > 0 and not twice and totals.duplicates == 0, \
+            "\n".join([report, *twice[:20], run.story(twice), logs])
+        assert totals.run == totals.expected, report
     # Each scenario's faults happened, and did what they are for.
     kinds = {f.kind for f in run.faults}
     assert kinds == set(scenario.faults), report

@@ -1,0 +1,1 @@
+"""Tests of cronsvc.contrib: the consumer side of dispatched fires."""

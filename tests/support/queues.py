@@ -5,43 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from cronsvc.testing.queues import QueueWorker
+from cronsvc.testing.queues import celery_worker as testing_celery_worker
 from tests.support.paths import ROOT
-
-
-class QueueWorker:
-    """One worker process of a queue library, its output in ``log``; stopped when the
-    ``with`` block it starts ends."""
-
-    def __init__(self, tmp: Path, name: str, argv: list[str], env: dict[str, str]) -> None:
-        self.log_path = tmp / f"{name}.log"
-        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=log, stderr=log,
-                                     stdin=subprocess.DEVNULL)
-        log.close()
-
-    def __enter__(self) -> QueueWorker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def queue_env(redis_url: str, ledger: Path, **more: str) -> dict[str, str]:
@@ -52,12 +22,11 @@ def queue_env(redis_url: str, ledger: Path, **more: str) -> dict[str, str]:
 
 
 def celery_worker(tmp: Path, broker: str, redis_url: str, ledger: Path,
-                  name: str = "celery") -> QueueWorker:
-    """``celery worker --pool solo`` on ``broker``, running tests/support/celery_app.py."""
-    argv = [sys.executable, "-m", "celery", "-A", "tests.support.celery_app", "worker",
-            "--pool", "solo", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-            "--without-heartbeat", "-n", f"{name}@%h"]
-    return QueueWorker(tmp, name, argv, queue_env(redis_url, ledger, CELERY_BROKER_URL=broker))
+                  name: str = "celery", app: str = "tests.support.celery_app") -> QueueWorker:
+    """``celery worker --pool solo`` on ``broker``, running the tasks of module ``app``
+    (tests/support/celery_app.py's unless told), noting each run in ``ledger``."""
+    return testing_celery_worker(tmp, app, broker, redis_url, name=name, path=(ROOT,),
+                                 CRONSVC_TEST_LEDGER=str(ledger))
 
 
 def read_runs(ledger: Path) -> list[dict[str, Any]]:
