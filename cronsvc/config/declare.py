@@ -16,6 +16,7 @@ library only.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -121,7 +122,7 @@ def _declare(obj: F, given: dict[str, Any], caller: FrameType, twice: list[str] 
 def job_name(name: str) -> str:
     """The job's name for a function's: ``send_digest`` -> ``send-digest`` (leading and
     trailing ``_`` dropped: a job's name starts with a letter or a digit)."""
-    return name.strip("_").replace("_", "-")
+    return re.sub("_+", "-", name.strip("_"))
 
 
 def call_path(obj: Any) -> str:

@@ -507,6 +507,13 @@ class Config(_Frozen):
         definitions (not comments, order or the settings of the processes)."""
         return _digest(sorted((name, Policy.of(job).format()) for name, job in self.jobs.items()))
 
+    @property
+    def declared_in_python(self) -> list[str]:
+        """The jobs declared in Python (by the modules of ``discover``), not in the file."""
+        mine = f"{self.source}:"
+        return [name for name, job in self.jobs.items()
+                if job.declared_at and not job.declared_at.startswith(mine)]
+
 
 SECTIONS: dict[str, type[BaseModel]] = {
     "redis": RedisSettings,
@@ -617,7 +624,7 @@ def parse_located(text: str, source: str, collect: Collector = collect_declared
     collected = collect(discover) if discover else Collected()
     for i, at, problem in collected.problems:
         report.add(("discover", i), problem, place=at)
-    jobs = _jobs(report, data, defaults, bool(discover))
+    jobs = _jobs(report, data, defaults, "discover" in data)
     jobs.update(_declared(report, collected.jobs, defaults))
     notify = _channels(report, data.get("notify"))
     _channels_named(report, jobs, sections.get("notifier"), notify, data.get("notify"))
