@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 F = TypeVar("F")
 
@@ -67,6 +67,14 @@ class Stacked:
 
 class Undeclarable(ValueError):
     """What a declaration cannot be made of: its field, and why."""
+
+
+@overload
+def job(cron: F, /) -> F: ...
+
+
+@overload
+def job(cron: str | None = None, /, **fields: Any) -> Callable[[F], F]: ...
 
 
 def job(cron: Any = None, /, **fields: Any) -> Any:
@@ -153,8 +161,9 @@ def plain(value: Any) -> Any:
         return [plain(v) for v in value]
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {k: plain(v) for k, v in value.items()}
-    raise Undeclarable("", f"a {type(value).__name__} cannot be written in a job file "
-                       "(strings, numbers, lists, mappings, datetime and timedelta can)")
+    raise Undeclarable("", f"a value of type {type(value).__name__} cannot be written in a "
+                       "job file (strings, numbers, lists, mappings, datetime and timedelta "
+                       "can)")
 
 
 def shown_path(file: str) -> str:

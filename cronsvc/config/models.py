@@ -680,8 +680,10 @@ def _declared(report: Report, declared: list[Declared], defaults: dict[str, Any]
         located.outside[where] = decl.place
         for key, problem in decl.problems:
             report.add((*where, *key.split(".")), problem)
-        job = _job(report, decl.name, dict(decl.fields), defaults)
-        if job is not None and not decl.problems:
+        # A declaration the decorator could not make (what it runs, a value) is checked
+        # once that is fixed: its other messages would follow from the first.
+        job = None if decl.problems else _job(report, decl.name, dict(decl.fields), defaults)
+        if job is not None:
             jobs[decl.name] = job
     return jobs
 

@@ -88,8 +88,8 @@ def test_what_a_worker_cannot_import_or_a_file_cannot_hold_is_recorded_not_raise
     cronsvc.job("@daily", kwargs={"when": object()}, cron="@hourly")(send_daily_digest)
     assert last().problems == [
         ("cron", "given twice: as the first argument and by name"),
-        ("kwargs", "a object cannot be written in a job file (strings, numbers, lists, "
-                   "mappings, datetime and timedelta can)")]
+        ("kwargs", "a value of type object cannot be written in a job file (strings, "
+                   "numbers, lists, mappings, datetime and timedelta can)")]
     assert "kwargs" not in last().fields
 
 

@@ -220,3 +220,23 @@ def test_a_module_changed_is_a_change_of_the_file_and_a_broken_one_keeps_the_las
         assert jobs.config.jobs["poll"].every == 300.0
     finally:
         jobs.stop()
+
+
+def test_what_the_decorator_could_not_declare_is_located_too(tmp_path: Path, code: Path) -> None:
+    (code / "inner.py").write_text(dedent("""\
+        import cronsvc
+
+
+        def make():
+            @cronsvc.job("@daily", kwargs={"at": object()})
+            def nested(ctx=None):
+                pass
+
+
+        make()
+        """))
+    assert problems(job_file(tmp_path, "discover: [inner]\n")) == [
+        "inner.py:5: jobs.nested.call: inner:make.<locals>.nested is defined inside a "
+        "function: a worker cannot import it; declare it at module level",
+        "inner.py:5: jobs.nested.kwargs: a value of type object cannot be written in a job "
+        "file (strings, numbers, lists, mappings, datetime and timedelta can)"]
