@@ -6,7 +6,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "__version__", "current", "stopping"]
+__all__ = ["Client", "__version__", "current", "job", "stopping"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +19,8 @@ def __getattr__(name: str) -> Any:
         from cronsvc.run import context
 
         return getattr(context, name)
+    if name == "job":  # @cronsvc.job(...): a job declared next to its function
+        from cronsvc.config.declare import job
+
+        return job
     raise AttributeError(name)

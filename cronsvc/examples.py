@@ -1,9 +1,12 @@
-"""Small, harmless callables for the example ``schedules.yaml`` and for tests."""
+"""Small, harmless callables for the example ``schedules.yaml`` and for tests, and a job
+declared in Python: the example file's ``discover:`` names this module."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+import cronsvc
 
 log = logging.getLogger(__name__)
 
@@ -15,3 +18,10 @@ def ping(target: str = "self", ctx: Any = None) -> str:
     message = f"pong from {target} ({fire}, attempt {attempt})"
     log.info(message)
     return message
+
+
+@cronsvc.job("0 9 * * 1", timezone="Europe/Berlin", overlap="forbid", retries=1,
+             description="Declared in Python, beside its function.")
+def weekly_report(ctx: Any = None) -> str:
+    """A job of the example fleet declared here rather than in the job file."""
+    return ping("weekly-report", ctx)

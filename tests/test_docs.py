@@ -283,3 +283,10 @@ def test_the_readme_opens_with_what_it_is_then_the_quickstart() -> None:
     end = next(i for i, line in enumerate(body) if i > start and line.startswith("```"))
     commands = [line.split("#")[0].strip() for line in body[start + 1:end]]
     assert commands[:2] == ["make run", "make test"]
+
+
+@pytest.mark.parametrize("page", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_page_keeps_a_merge_conflict(page: Path) -> None:
+    marks = [n for n, line in enumerate(page.read_text().splitlines(), 1)
+             if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "======="]
+    assert not marks, f"{page.relative_to(ROOT)}: conflict markers on lines {marks}"

@@ -96,7 +96,9 @@ def validate(file: str | None, config: str | None, imports: bool,
     count = len(loaded.jobs)
     more = f" ({len(warnings)} warning{'' if len(warnings) == 1 else 's'})" if warnings else ""
     checked = ", every target imports" if imports else ""
-    echo(f"{path}: {count} job{'' if count == 1 else 's'} OK{checked}{more}")
+    python = len(loaded.declared_in_python)
+    declared = f" ({python} declared in Python)" if loaded.discover else ""
+    echo(f"{path}: {count} job{'' if count == 1 else 's'}{declared} OK{checked}{more}")
 
 
 @main.command()

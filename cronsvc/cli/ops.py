@@ -211,12 +211,18 @@ def fail(message: str) -> None:
 @click.option("--wide", is_flag=True, help="Every column, nothing cut to fit 120 columns.")
 @json_option
 def ls(config: str | None, redis_url: str | None, wide: bool, as_json: bool) -> None:
-    """Every published job: schedule in words, zone, next fire, last run, pause, and the
-    job's description from the job file."""
+    """Every published job: schedule in words, zone, next fire, last run, pause, the
+    job's description from the job file, and where it is declared (in the file, or in
+    Python)."""
     client = connect_client(config, redis_url)
     jobs = client.jobs()
-    about = {n: j.description for n, j in client.config.jobs.items()} if client.config else {}
-    emit(jobs, as_json, lambda r: r.jobs(jobs, client.server_ms(), about=about, wide=wide))
+    mine = client.config.jobs if client.config else {}
+    about = {n: j.description for n, j in mine.items()}
+    # Where each job is written: a column of its own once some are declared in Python.
+    shown = wide or bool(client.config and client.config.discover)
+    at = {n: j.declared_at for n, j in mine.items()} if shown else {}
+    emit(jobs, as_json, lambda r: r.jobs(jobs, client.server_ms(), about=about, at=at,
+                                         wide=wide))
 
 
 @operator()

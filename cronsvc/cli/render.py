@@ -123,10 +123,12 @@ LS_WIDTH = 120
 
 
 def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH, *,
-         about: Mapping[str, str] | None = None, wide: bool = False) -> str:
+         about: Mapping[str, str] | None = None, at: Mapping[str, str] | None = None,
+         wide: bool = False) -> str:
     """``cronsvc ls``: one row a job, cut to ``width`` columns where the words allow
     (``wide``: every column, nothing cut). ``about``: each job's description from the
-    job file.
+    job file; ``at``: where each job is written (``schedules.yaml:14``, or
+    ``proj/jobs.py:12`` for a job declared in Python), a column if given.
 
     The next fire is relative: its wall time follows from the schedule in words and
     the zone beside it (``--json`` and ``cronsvc next`` give the instants); how long
@@ -134,26 +136,33 @@ def jobs(found: Sequence[JobInfo], now_ms: int, width: int = LS_WIDTH, *,
     """
     if not found:
         return "no job is published (is a planner running?)"
-    about = about or {}
+    about, at = about or {}, at or {}
     if wide:
         headers = ("JOB", "CRON", "SCHEDULE", "ZONE", "NEXT FIRE", "CATCH UP", "OVERLAP",
-                   "POOL", "ATTEMPTS", "THEN", "LAST RUN", "PAUSED", "DESCRIPTION")
+                   "POOL", "ATTEMPTS", "THEN", "LAST RUN", "PAUSED", "DESCRIPTION",
+                   "DECLARED AT")
         return table(headers, [
             [j.name, j.cron or NONE, j.description or NONE, j.timezone, _next(j, now_ms),
              catch_up(j), j.overlap, j.pool, j.max_attempts, then_words(j.then) or NONE,
-             last_run(j.last_run, now_ms), paused(j, now_ms), about.get(j.name) or NONE]
+             last_run(j.last_run, now_ms), paused(j, now_ms), about.get(j.name) or NONE,
+             at.get(j.name) or NONE]
             for j in found])
     narrow = ["JOB", "SCHEDULE", "ZONE", "NEXT FIRE", "CATCH UP", "LAST RUN", "PAUSED",
               "DESCRIPTION"]
     rows = [[j.name, j.description or j.cron or NONE, j.timezone, _next(j, now_ms),
              catch_up(j), last_run(j.last_run, now_ms, took=False), paused(j, now_ms),
              about.get(j.name) or NONE] for j in found]
+    elastic = {1: 16, 5: 12, 6: 8, 7: 11}
     if any(j.pool != DEFAULT_POOL for j in found):  # a fleet with pools: whose workers run it
         narrow.insert(3, "POOL")
         for row, j in zip(rows, found, strict=True):
             row.insert(3, j.pool)
-        return table(narrow, _fit(narrow, rows, width, {1: 16, 6: 12, 7: 8, 8: 11}))
-    return table(narrow, _fit(narrow, rows, width, {1: 16, 5: 12, 6: 8, 7: 11}))
+        elastic = {1: 16, 6: 12, 7: 8, 8: 11}
+    if at:  # where each job is, in full (a path cut short says nothing)
+        narrow.append("DECLARED AT")
+        for row, j in zip(rows, found, strict=True):
+            row.append(at.get(j.name) or NONE)
+    return table(narrow, _fit(narrow, rows, width, elastic))
 
 
 def _fit(headers: Sequence[str], rows: list[list[str]], width: int,

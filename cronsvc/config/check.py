@@ -13,17 +13,13 @@ module that exits, crashes or hangs must not take the validator with it.
 from __future__ import annotations
 
 import json
-import os
 import re
-import select
-import signal
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cronsvc.clock import monotonic, ms_to_dt
+from cronsvc.clock import ms_to_dt
+from cronsvc.config.child import IMPORT_TIMEOUT_S, run_steps
 from cronsvc.config.models import Config, Job, parse_located, read_job_file
 from cronsvc.config.report import dotted
 from cronsvc.config.yamlsource import KeyPath, Located
@@ -32,9 +28,6 @@ from cronsvc.kinds import KINDS
 from cronsvc.kinds.kind import Target
 from cronsvc.schedule.expand import NEXT_FIRE_YEARS, Spec, explain, next_fires
 from cronsvc.schedule.fields import parse as parse_cron
-
-#: Seconds one call target may take to import before it counts as hung.
-IMPORT_TIMEOUT_S = 10.0
 
 # Runs in the child: stdlib only, so it works whatever the child can import. What the
 # imported modules print goes to stderr (dropped); the report has fd 1 to itself.
@@ -68,8 +61,12 @@ class Checked:
     located: Located
 
     def place(self, path: KeyPath) -> str:
-        line = self.located.line(path)
-        return f"{self.config.source}:{line}" if line else self.config.source
+        """``file:line`` of ``path``, or ``module:line`` in a job declared in Python."""
+        return self.located.place(self.config.source, path)[0]
+
+    def line(self, path: KeyPath) -> int:
+        """What to sort a problem of ``path`` by: file lines first, then declared jobs."""
+        return self.located.place(self.config.source, path)[1]
 
 
 def check_file(path: str) -> Checked:
@@ -99,7 +96,7 @@ def warnings(checked: Checked, now_ms: int) -> list[str]:
             found.append((("notify", name, "email", "insecure_plaintext"),
                           "mail and any SMTP password go unencrypted (no TLS): only for a "
                           "relay on this host or a network you trust"))
-    lines = [(checked.located.line(path) or 0, path, message) for path, message in found]
+    lines = [(checked.line(path), path, message) for path, message in found]
     return [f"{checked.place(path)}: warning: {dotted(path)}: {message}"
             for _, path, message in sorted(lines, key=lambda item: item[0])]
 
@@ -140,7 +137,7 @@ def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S) -> list
     out = []
     for target, why in failed.items():
         for path in targets[target]:
-            out.append((checked.located.line(path) or 0,
+            out.append((checked.line(path),
                         f"{checked.place(path)}: {dotted(path)}: {why}"))
     return [text for _, text in sorted(out)]
 
@@ -157,68 +154,16 @@ def check_imports(targets: Sequence[Target], timeout: float = IMPORT_TIMEOUT_S
     failed: dict[Target, str] = {}
     todo = list(dict.fromkeys(targets))
     while todo:
-        answers, stopped_at, why = _child(todo, timeout)
-        for i, problem in answers.items():
+        steps = run_steps(_CHILD, json.dumps([list(t) for t in todo]), len(todo), timeout)
+        for i, problem in steps.answers.items():
             if problem is not None:
                 failed[todo[i]] = problem
-        if stopped_at is None:
+        if steps.stopped_at is None:
             break
-        failed[todo[stopped_at]] = why
-        todo = todo[stopped_at + 1:]
+        failed[todo[steps.stopped_at]] = f"cannot import {todo[steps.stopped_at].path}: " \
+                                         f"{steps.why}"
+        todo = todo[steps.stopped_at + 1:]
     return failed
-
-
-def _child(targets: list[Target], timeout: float) -> tuple[dict[int, str | None], int | None, str]:
-    """Answers of one child, and the target it stopped at (with why), if it did."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, json.dumps([list(t) for t in targets])],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        start_new_session=True)
-    assert proc.stdout is not None
-    answers: dict[int, str | None] = {}
-    current: int | None = None
-    buffer = b""
-    deadline = monotonic() + timeout
-    hung = False
-    fd = proc.stdout.fileno()
-    try:
-        while True:
-            left = deadline - monotonic()
-            if left <= 0:
-                hung = True
-                break
-            if not select.select([fd], [], [], left)[0]:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.startswith(b"begin "):
-                    current = int(line.split()[1])
-                    deadline = monotonic() + timeout  # each target gets its own time
-                else:
-                    i, problem = json.loads(line)
-                    answers[i] = problem
-                    current = None
-    finally:
-        if proc.poll() is None:
-            # Its own session: whatever the import started goes too.
-            os.killpg(proc.pid, signal.SIGKILL)
-        code = proc.wait()
-        proc.stdout.close()
-    if current is None and len(answers) < len(targets):
-        current = len(answers)  # the child died before it began the next one
-    if current is None:
-        return answers, None, ""
-    cannot = f"cannot import {targets[current].path}"
-    if hung:
-        return answers, current, f"{cannot}: importing took longer than {timeout:g}s"
-    if code < 0:
-        return answers, current, f"{cannot}: importing killed the process " \
-                                 f"({signal.strsignal(-code)})"
-    return answers, current, f"{cannot}: importing ended the process (exit code {code})"
 
 
 def check(path: str, now_ms: int, *, imports: bool = False,

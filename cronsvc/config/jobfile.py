@@ -7,7 +7,12 @@ replaces the last good one: the process goes on with that, says so once in its l
 once more when the file reads again; :meth:`JobFile.state` is what it tells the fleet, so
 ``cronsvc status``, the API and the pages show it until it clears.
 
-The watch is a daemon thread that looks at the file's modification time and size every
+A file that discovers jobs declared in Python (``discover:``) is those modules too: a change
+of one of their files is a change of the job file, and reading it again collects their
+declarations again (in a child process: see :mod:`cronsvc.config.discover`); a module that
+no longer imports breaks the file like a YAML error does, located at its ``module:line``.
+
+The watch is a daemon thread that looks at the files' modification time and size every
 :data:`EVERY` seconds (a ``stat``: no inotify, so it works on every file system, bind
 mounts and ConfigMap symlink swaps included). It only tells its owner; the owner reloads
 when it suits it (the planner at its next tick, the worker between two claims).
@@ -61,8 +66,9 @@ class JobFile:
 
     def __init__(self, path: str | os.PathLike[str], config: Config | None = None) -> None:
         self.path: Path | None = Path(path)
-        self._stat = file_stat(self.path)
+        stat = file_stat(self.path)
         self.config: Config = config if config is not None else load_config(self.path)
+        self._stat = (stat, *map(file_stat, self.config.watched))
         self.broken: Broken | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -71,7 +77,7 @@ class JobFile:
     def fixed(cls, config: Config) -> JobFile:
         """A job file that is only ``config``: nothing to watch or read again."""
         self = cls.__new__(cls)
-        self.path, self._stat, self.config, self.broken = None, None, config, None
+        self.path, self._stat, self.config, self.broken = None, (), config, None
         self._stop, self._thread = threading.Event(), None
         return self
 
@@ -86,7 +92,7 @@ class JobFile:
         Config stays in force."""
         if self.path is None:
             return None
-        stat = file_stat(self.path)
+        stat = self._stats()
         if stat == self._stat and not force:
             return None
         self._stat = stat
@@ -95,6 +101,8 @@ class JobFile:
         except ConfigError as exc:
             self._broke(tuple(exc.problems))
             return None
+        if config.watched != self.config.watched:
+            self._stat = (stat[0], *map(file_stat, config.watched))
         if self.broken is not None:
             log.info("%s reads again: its last good config gives way to it", self.path)
             self.broken = None
@@ -124,19 +132,24 @@ class JobFile:
             out["broken"] = self.broken.as_info()
         return out
 
+    def _stats(self) -> tuple[Stat, ...]:
+        """The stats of the file and of the modules its config was collected from."""
+        return (file_stat(self.path) if self.path else None,
+                *map(file_stat, self.config.watched))
+
     # -- watching --------------------------------------------------------------------
     def watch(self, changed: Callable[[], None], every: float = EVERY) -> None:
-        """Call ``changed()`` from a thread of its own whenever the file changes on disk
-        (mtime or size), until :meth:`stop`. A fixed file has nothing to watch."""
+        """Call ``changed()`` from a thread of its own whenever the file, or a module it
+        discovers jobs in, changes on disk (mtime or size), until :meth:`stop`. A fixed
+        file has nothing to watch."""
         if self.path is None or self._thread is not None:
             return
-        path = self.path
-        last = file_stat(path)  # now: a change from here on is told
+        last = self._stats()  # now: a change from here on is told
 
         def look() -> None:
             nonlocal last
             while not self._stop.wait(every):
-                now = file_stat(path)
+                now = self._stats()
                 if now != last:
                     last = now
                     changed()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, tzinfo
 from functools import cached_property, partial
 from pathlib import Path
@@ -28,6 +28,8 @@ from pydantic import (
 )
 
 from cronsvc.clock import dt_to_ms
+from cronsvc.config.discover import MODULE_NAME, Collected, Declared
+from cronsvc.config.discover import collect as collect_declared
 from cronsvc.config.report import Report
 from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
 from cronsvc.durations import parse_duration
@@ -182,6 +184,10 @@ class Job(KindFields, _When):
     on_success: tuple[str, ...] = ()
     on_failure: tuple[str, ...] = ()
     calendar: tuple[str, ...] = ()
+    # Where the job is written: ``schedules.yaml:14``, or ``proj/jobs.py:12`` for a job
+    # declared in Python (cronsvc.config.declare). Set when the file is read, never
+    # written in a job; no part of a digest: a job moved down a line is the same job.
+    declared_at: str = ""
 
     @field_validator("notify", "notify_on", "on_success", "on_failure", mode="before")
     @classmethod
@@ -472,9 +478,11 @@ class Channel(_Frozen):
 
 
 class Config(_Frozen):
-    """A whole, valid job file."""
+    """A whole, valid job file, with the jobs its ``discover:`` modules declare."""
 
     source: str
+    discover: tuple[str, ...] = ()  # modules whose declared jobs it holds
+    watched: tuple[str, ...] = ()  # their files: a change of one is a change of the file
     redis: RedisSettings = RedisSettings()
     planner: PlannerSettings = PlannerSettings()
     worker: WorkerSettings = WorkerSettings()
@@ -490,6 +498,13 @@ class Config(_Frozen):
         definitions (not comments, order or the settings of the processes)."""
         return _digest(sorted((name, Policy.of(job).format()) for name, job in self.jobs.items()))
 
+    @property
+    def declared_in_python(self) -> list[str]:
+        """The jobs declared in Python (by the modules of ``discover``), not in the file."""
+        mine = f"{self.source}:"
+        return [name for name, job in self.jobs.items()
+                if job.declared_at and not job.declared_at.startswith(mine)]
+
 
 SECTIONS: dict[str, type[BaseModel]] = {
     "redis": RedisSettings,
@@ -498,9 +513,11 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "notifier": NotifierSettings,
 }
 TOP_KEYS = ("redis", "defaults", "planner", "worker", "notifier", "notify", "limits",
-            "calendars", "jobs")
+            "calendars", "discover", "jobs")
+#: Fields of a job that reading the file sets: never written in a job.
+SET_WHEN_READ = ("slot_limits", "calendar", "declared_at")
 JOB_KEYS = tuple(name for name in Job.model_fields
-                 if name not in ("name", "slot_limits", "calendar"))
+                 if name != "name" and name not in SET_WHEN_READ)
 # What a job is cannot have a default; how it runs can.
 PER_JOB_ONLY = frozenset({"cron", "every", "anchor", "start", "end", "max_runs", "description",
                           "ping"}).union(*(kind.per_job for kind in KINDS.values()))
@@ -515,7 +532,8 @@ def check_timezone(key: str) -> tzinfo:
 
 
 def load_config(path: str | Path) -> Config:
-    """Read and check the job file at ``path``; ConfigError lists every problem."""
+    """Read and check the job file at ``path``, with the jobs declared by the modules it
+    names under ``discover:``; ConfigError lists every problem."""
     return parse_config(read_job_file(path), str(path))
 
 
@@ -558,13 +576,19 @@ def redis_section(path: str | Path) -> RedisSettings | None:
         return None
 
 
-def parse_config(text: str, source: str) -> Config:
-    """Check YAML ``text`` (``source`` names it in messages) and build the config."""
-    return parse_located(text, source)[0]
+Collector = Callable[[Sequence[str]], Collected]
 
 
-def parse_located(text: str, source: str) -> tuple[Config, Located]:
-    """:func:`parse_config`, with the line of every key of the file (for warnings)."""
+def parse_config(text: str, source: str, collect: Collector = collect_declared) -> Config:
+    """Check YAML ``text`` (``source`` names it in messages) and build the config, with
+    the jobs the modules of its ``discover:`` declare (as ``collect`` gathers them: in a
+    child process)."""
+    return parse_located(text, source, collect)[0]
+
+
+def parse_located(text: str, source: str, collect: Collector = collect_declared
+                  ) -> tuple[Config, Located]:
+    """:func:`parse_config`, with the place of every key of the file (for warnings)."""
     try:
         located = load(text)
     except YamlSyntaxError as exc:
@@ -587,7 +611,12 @@ def parse_located(text: str, source: str) -> tuple[Config, Located]:
     report.unknown_keys((), data, TOP_KEYS)
     sections = {name: _section(report, data, name, model) for name, model in SECTIONS.items()}
     defaults = _defaults(report, data.get("defaults"))
-    jobs = _jobs(report, data, defaults)
+    discover = _discover(report, data.get("discover"))
+    collected = collect(discover) if discover else Collected()
+    for i, at, problem in collected.problems:
+        report.add(("discover", i), problem, place=at)
+    jobs = _jobs(report, data, defaults, "discover" in data)
+    jobs.update(_declared(report, collected.jobs, defaults))
     notify = _channels(report, data.get("notify"))
     _channels_named(report, jobs, sections.get("notifier"), notify, data.get("notify"))
     _chains_checked(report, jobs)
@@ -596,10 +625,58 @@ def parse_located(text: str, source: str) -> tuple[Config, Located]:
                  if rules is not None}
     jobs = {name: job.model_copy(update={
         "slot_limits": tuple((tag, limits[tag]) for tag in job.tags if tag in limits),
-        "calendar": _job_calendar(report, job, calendars)}) for name, job in jobs.items()}
+        "calendar": _job_calendar(report, job, calendars),
+        "declared_at": located.place(source, ("jobs", name))[0]}) for name, job in jobs.items()}
     report.raise_if_any()
     return Config(source=source, jobs=jobs, notify=notify, limits=limits,
-                  calendars={n: r for n, r in calendars.items()}, **sections), located
+                  calendars={n: r for n, r in calendars.items()}, discover=tuple(discover),
+                  watched=tuple(collected.files), **sections), located
+
+
+def _discover(report: Report, value: object) -> list[str]:
+    """``discover: [proj.jobs, proj.reports]``: the modules whose declared jobs the file
+    holds (one may be written without the list)."""
+    names = [value] if isinstance(value, str) else value
+    if names is None:
+        return []
+    if not isinstance(names, list):
+        report.add(("discover",), "expected a list of modules, such as [proj.jobs]")
+        return []
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not MODULE_NAME.fullmatch(name):
+            report.add(("discover", i), f"{name!r}: expected a module's dotted name, such "
+                                        "as proj.jobs")
+    good = [n for n in names if isinstance(n, str) and MODULE_NAME.fullmatch(n)]
+    return good if len(good) == len(names) else []
+
+
+def _declared(report: Report, declared: list[Declared], defaults: dict[str, Any]
+              ) -> dict[str, Job]:
+    """The jobs declared in Python, checked as if the file wrote them (its defaults
+    apply), each located at its ``module:line``; one declared twice, or declared and
+    written in the file, is an error at the second place, naming the first."""
+    jobs: dict[str, Job] = {}
+    located = report.located
+    first: dict[str, str] = {}
+    for decl in declared:
+        where = ("jobs", decl.name)
+        if where in located.lines or decl.name in first:
+            other = located.place(report.source, where)[0] if where in located.lines \
+                else first[decl.name]
+            what = "in the job file" if where in located.lines else "in Python"
+            report.add(where, f"declared twice: here, and {what} at {other}",
+                       place=decl.place)
+            continue
+        first[decl.name] = decl.place
+        located.outside[where] = decl.place
+        for key, problem in decl.problems:
+            report.add((*where, *key.split(".")), problem)
+        # A declaration the decorator could not make (what it runs, a value) is checked
+        # once that is fixed: its other messages would follow from the first.
+        job = None if decl.problems else _job(report, decl.name, dict(decl.fields), defaults)
+        if job is not None:
+            jobs[decl.name] = job
+    return jobs
 
 
 def _channels(report: Report, value: object) -> dict[str, Channel]:
@@ -777,31 +854,42 @@ def _job_path(where: tuple[str, str], skip: set[str], loc: tuple[Any, ...]) -> K
     return None if loc and loc[0] in skip else (*where, *loc)
 
 
-def _jobs(report: Report, data: dict[Any, Any], defaults: dict[str, Any]) -> dict[str, Job]:
+def _jobs(report: Report, data: dict[Any, Any], defaults: dict[str, Any],
+          discovers: bool) -> dict[str, Job]:
     if "jobs" not in data:
-        report.add((), "jobs: missing (the file defines no jobs)")
+        if not discovers:
+            report.add((), "jobs: missing (the file defines no jobs, and discovers none)")
         return {}
     raw_jobs = _mapping(report, ("jobs",), data["jobs"]) or {}
     jobs: dict[str, Job] = {}
     for name, raw in raw_jobs.items():
-        where = ("jobs", name)
-        if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
-            report.add(where, f"invalid job name: {_NAME_RULE}")
-            name = "invalid"  # still check the rest of the job
-        if not isinstance(raw, dict):
-            report.add(where, f"expected a mapping with what it runs ({', '.join(KINDS)}) "
-                               "and when (cron or every)")
-            continue
-        problem = kind_problem(key for key in KINDS if raw.get(key) is not None)
-        if problem:
-            report.add(where, problem)
-        try:
-            job = Job.model_validate({**defaults, **raw, "name": name})
-        except ValidationError as exc:
-            # The name was checked above; a problem of an inherited default was
-            # reported under defaults already.
-            skip = {"name", *defaults} - set(raw)
-            report.validation(exc, partial(_job_path, where, skip), Job.model_fields)
-            continue
-        jobs[name] = job
+        job = _job(report, name, raw, defaults)
+        if job is not None:
+            jobs[job.name] = job
     return jobs
+
+
+def _job(report: Report, name: Any, raw: object, defaults: dict[str, Any]) -> Job | None:
+    """One job of the file (or declared in Python), every problem of it reported."""
+    where = ("jobs", name)
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+        report.add(where, f"invalid job name: {_NAME_RULE}")
+        name = "invalid"  # still check the rest of the job
+    if not isinstance(raw, dict):
+        report.add(where, f"expected a mapping with what it runs ({', '.join(KINDS)}) "
+                          "and when (cron or every)")
+        return None
+    for key in [k for k in raw if k in SET_WHEN_READ]:
+        report.add((*where, key), "unknown key")
+    raw = {k: v for k, v in raw.items() if k not in SET_WHEN_READ}
+    problem = kind_problem(key for key in KINDS if raw.get(key) is not None)
+    if problem:
+        report.add(where, problem)
+    try:
+        return Job.model_validate({**defaults, **raw, "name": name})
+    except ValidationError as exc:
+        # The name was checked above; a problem of an inherited default was
+        # reported under defaults already.
+        skip = {"name", *defaults} - set(raw)
+        report.validation(exc, partial(_job_path, where, skip), Job.model_fields)
+        return None

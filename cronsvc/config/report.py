@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cronsvc.config.yamlsource import KeyPath, Located
+from cronsvc.config.yamlsource import OUTSIDE, KeyPath, Located
 from cronsvc.errors import ConfigError, did_you_mean
 from cronsvc.outbound import UNQUOTED
 
@@ -34,12 +34,18 @@ class Report:
         self.located = located
         self._found: dict[str, int] = {}
 
-    def add(self, path: KeyPath, message: str, line: int | None = None) -> None:
-        """Record ``message`` about ``path``; its line comes from the YAML unless given."""
-        line = line or self.located.line(path)
-        place = f"{self.source}:{line}" if line else self.source
+    def add(self, path: KeyPath, message: str, line: int | None = None,
+            place: str | None = None) -> None:
+        """Record ``message`` about ``path``; its place comes from the YAML (or where the
+        path was written outside it) unless ``line`` or ``place`` is given."""
+        if place is not None:
+            sort = OUTSIDE
+        elif line:
+            place, sort = f"{self.source}:{line}", line
+        else:
+            place, sort = self.located.place(self.source, path)
         text = f"{place}: {dotted(path)}: {message}" if path else f"{place}: {message}"
-        self._found.setdefault(text, line or 0)
+        self._found.setdefault(text, sort)
 
     def unknown_keys(
         self, path: KeyPath, mapping: Mapping[Any, Any], known: Collection[str]

@@ -55,14 +55,40 @@ class Located:
     lines: dict[KeyPath, int] = field(default_factory=dict)
     # Each repeated key (its path, its line, the line of the first one); the first one is kept.
     duplicates: list[tuple[KeyPath, int, int]] = field(default_factory=list)
+    # Paths written outside the text, with their place: a job declared in Python
+    # (``("jobs", "digest")`` -> ``proj/jobs.py:12``), and so everything under it.
+    outside: dict[KeyPath, str] = field(default_factory=dict)
 
     def line(self, path: KeyPath) -> int | None:
-        """The line of ``path``, else of its nearest ancestor that has one."""
+        """The line of ``path``, else of its nearest ancestor that has one (None for a
+        path written outside the text)."""
+        if self._outside(path) is not None:
+            return None
         for end in range(len(path), 0, -1):
             found = self.lines.get(path[:end])
             if found is not None:
                 return found
         return None
+
+    def place(self, source: str, path: KeyPath) -> tuple[str, int]:
+        """Where ``path`` is written, ``source:line`` (``source``, the text's name, when
+        no line is known) or its place outside the text; and the line to sort it by (what
+        is outside sorts after the text, in the order it was added)."""
+        outside = self._outside(path)
+        if outside is not None:
+            return outside, OUTSIDE
+        line = self.line(path)
+        return (f"{source}:{line}" if line else source), line or 0
+
+    def _outside(self, path: KeyPath) -> str | None:
+        if not self.outside:
+            return None
+        return next((self.outside[path[:end]] for end in range(len(path), 0, -1)
+                     if path[:end] in self.outside), None)
+
+
+#: The line a place outside the text sorts at: after every line of it.
+OUTSIDE = 2**31
 
 
 def load(text: str) -> Located:

@@ -117,6 +117,7 @@ def definition(job: Job | None) -> dict[str, Any] | None:
     out["pause_after_failures"] = job.pause_after_failures
     out["on_success"] = list(job.on_success)
     out["on_failure"] = list(job.on_failure)
+    out["declared_at"] = job.declared_at  # schedules.yaml:14, or proj/jobs.py:12
     return out
 
 

@@ -177,6 +177,8 @@ def _row(info: JobInfo, config: Config | None) -> dict[str, Any]:
     job = file_job(config, info.name)
     return {"info": info, "status": job_status(info), "tags": job.tags if job else (),
             "summary": (job.description if job else "") or "",
+            # Where it is written, once some jobs are declared in Python.
+            "at": job.declared_at if job and config and config.discover else "",
             "last": info.last_run, "next": _time(info.next_fire_ms)}
 
 

@@ -103,6 +103,11 @@ def test_ls_shows_the_description_within_120_columns_and_everything_wide(cli: In
     wide = ok(cli("ls", "--wide"))
     assert "then checks the copy and prunes old ones" in wide
     assert "30 2 * * *" in wide and "OVERLAP" in wide
+    # Where each job is written: in --wide, and in the narrow table only once the file
+    # discovers jobs declared in Python (tests/features/test_declared.py).
+    assert wide.splitlines()[0].endswith("DECLARED AT") and "DECLARED" not in text
+    assert next(line for line in wide.splitlines() if line.startswith("backup")).endswith(
+        "schedules.yaml:2")
 
 
 def test_queue_by_job_sums_up_the_queue(cli: Invoke, r: redis.Redis) -> None:

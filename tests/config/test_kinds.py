@@ -25,7 +25,8 @@ PING = Job(name="ping", every="90s", call="cronsvc.examples:ping")
 COMMON = {"timeout": None, "retries": 0, "overlap": "allow", "catch_up": "latest",
           "starting_deadline": None, "jitter": 0.0, "description": "", "tags": [],
           "max_concurrent": None, "limits": {}, "notify": [], "notify_on": [],
-          "pause_after_failures": None, "on_success": [], "on_failure": []}
+          "pause_after_failures": None, "on_success": [], "on_failure": [],
+          "declared_at": ""}
 
 
 def test_every_kind_is_registered_with_its_fields() -> None:
@@ -54,7 +55,7 @@ def test_a_job_keeps_the_order_of_its_keys() -> None:
         "cwd", "timeout", "retries", "backoff", "backoff_max", "overlap", "max_concurrent",
         "pool", "catch_up", "starting_deadline", "jitter", "paused", "description", "tags",
         "ping", "notify", "notify_on", "pause_after_failures", "slot_limits", "skip",
-        "business_days", "only", "on_success", "on_failure", "calendar"]
+        "business_days", "only", "on_success", "on_failure", "calendar", "declared_at"]
 
 
 @pytest.mark.parametrize(("job", "own", "set_"), [

@@ -208,7 +208,7 @@ def test_derived_properties() -> None:
 def test_example_file_is_valid_and_shows_the_features() -> None:
     config = load_config(ROOT / "schedules.yaml")
     jobs = config.jobs
-    assert 8 <= len(jobs) <= 12
+    assert 8 <= len(jobs) <= 15
     crons = {job.cron for job in jobs.values()}
     assert any(job.every for job in jobs.values())  # an interval
     assert any(job.cron is None and job.every is None for job in jobs.values())  # on demand
@@ -219,6 +219,8 @@ def test_example_file_is_valid_and_shows_the_features() -> None:
     assert any(job.overlap == "forbid" and job.timezone == "Europe/Berlin" for job in jobs.values())
     assert any(job.kind == "call" for job in jobs.values())
     assert any(job.kind == "http" for job in jobs.values())
+    assert config.declared_in_python == ["weekly-report"]  # by cronsvc/examples.py
+    assert jobs["weekly-report"].declared_at.startswith("cronsvc/examples.py:")
 
 
 def test_example_call_target_runs() -> None:
@@ -256,7 +258,8 @@ def test_cli_validate_ok(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["validate", str(ROOT / "schedules.yaml")])
     assert result.exit_code == 0, result.output
     # nightly-backup runs at 02:30 in Berlin: the DST nights of the next 12 months say so
-    assert result.stdout.strip().endswith("schedules.yaml: 12 jobs OK (2 warnings)")
+    assert result.stdout.strip().endswith(
+        "schedules.yaml: 13 jobs (1 declared in Python) OK (2 warnings)")
     assert all("jobs.nightly-backup.cron: on " in line for line in result.stderr.splitlines())
 
 

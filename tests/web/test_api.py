@@ -95,10 +95,15 @@ def test_jobs_come_in_pages_with_filters(api: httpx.Client) -> None:
     assert "status" in error(api.get("/api/v1/jobs", params={"status": "weird"}), 422)
 
 
-def test_a_job_with_its_definition_but_never_its_secrets(api: httpx.Client) -> None:
+def test_a_job_with_its_definition_but_never_its_secrets(api: httpx.Client,
+                                                         config: Path) -> None:
     job = api.get("/api/v1/jobs/nightly").json()
     assert (job["timezone"], job["definition"]["command"], job["definition"]["env"]) == (
         "Europe/Berlin", ["backup.sh"], ["DB_PASSWORD"])
+    # Where the job is written: the line of its name in the file.
+    source, line = job["definition"]["declared_at"].rsplit(":", 1)
+    assert source == str(config)
+    assert config.read_text().splitlines()[int(line) - 1] == "  nightly:"
     assert "s3cret" not in api.get("/api/v1/jobs/nightly").text
     assert len(job["next"]) == 5 and job["next"][0]["at"].endswith("Z")
     fires = api.get("/api/v1/jobs/nightly/next", params={"count": 3}).json()

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from cronsvc.client.client import Client
-from cronsvc.testing import Fleet, WebServer, read_ledger
+from cronsvc.testing import Fleet, WebServer, published, read_ledger
 from tests.support.browser import shoot
 from tests.support.wait import wait_for
 
@@ -152,3 +152,18 @@ def test_a_token_server_asks_to_sign_in_and_a_read_token_cannot_act(
         assert page.locator("button[data-action]").count() == 0  # read only: no buttons
         assert "read only" in page.locator(".who").inner_text()
         page.close()
+
+
+def test_the_job_pages_show_where_each_job_is_declared(tmp_path: Path, redis_url: str) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text("discover: [cronsvc.examples]\n"
+                    "jobs:\n  backup:\n    cron: '0 3 * * *'\n    command: ['true']\n")
+    client = published(redis_url, path)
+    declared = client.config.jobs["weekly-report"].declared_at if client.config else ""
+    assert declared.startswith("cronsvc/examples.py:")
+    with WebServer(tmp_path, redis_url, path) as server, server.client() as http:
+        jobs = http.get("/jobs").text
+        one = http.get("/jobs/weekly-report").text
+    assert f'<div class="sub at">{declared}</div>' in jobs
+    assert f'<div class="sub at">{path}:3</div>' in jobs
+    assert "<th>declared_at</th>" in one and f"<code>{declared}</code>" in one

@@ -1,0 +1,232 @@
+"""Jobs declared in Python: the :func:`job` decorator, and the record of what it declared.
+
+``@cronsvc.job("0 9 * * *", timezone="Europe/Berlin")`` on a function declares a ``call``
+job of it; on a task of a job queue (a Celery task: the object ``@app.task`` returns) a
+dispatching job that sends it there (see :data:`STACKED`). The decorator returns what it
+was given, unchanged, and checks nothing: a declaration is data, the job file's fields and
+the place it was written, that the job file's own checks judge once the modules that the
+file's ``discover:`` names are collected (:mod:`cronsvc.config.discover`). A problem found
+here (a value no job file could hold, a function a worker cannot import) is recorded with
+the declaration, never raised: the module is also imported by the user's own processes
+(a Celery worker, a web app), which a cronsvc declaration must not break.
+
+This module is imported by user code and by the collecting child process: the standard
+library only.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any, TypeVar, overload
+
+F = TypeVar("F")
+
+
+@dataclass
+class Declaration:
+    """One decorator's job: its name, its fields as the job file writes them (JSON's
+    types), where it was written (``proj/jobs.py:12``, and the file's full path), and the
+    problems found in it, each ``(field, message)``."""
+
+    name: str
+    fields: dict[str, Any]
+    place: str
+    file: str
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "fields": self.fields, "place": self.place,
+                "file": self.file, "problems": self.problems}
+
+
+#: Every declaration this process has made, in order. The collecting child reads it after
+#: each import; anywhere else it is never read (a worker importing a job's module to run
+#: it declares its jobs again, harmlessly).
+DECLARED: list[Declaration] = []
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """How a job is declared on an object a job queue's own decorator made: ``fits`` tells
+    it is one, ``kind`` is the key of the dispatching kind whose job sends it, ``target``
+    gives that key's mapping (with the decorator's options ``options``, moved out of the
+    job's fields into it), ``name`` the job's default name."""
+
+    kind: str
+    fits: Callable[[Any], bool]
+    target: Callable[[Any, dict[str, Any]], dict[str, Any]]
+    name: Callable[[Any], str]
+    options: tuple[str, ...]
+
+
+class Undeclarable(ValueError):
+    """What a declaration cannot be made of: its field, and why."""
+
+
+@overload
+def job(cron: F, /) -> F: ...
+
+
+@overload
+def job(cron: str | None = None, /, **fields: Any) -> Callable[[F], F]: ...
+
+
+def job(cron: Any = None, /, **fields: Any) -> Any:
+    """Declare a job: ``@cronsvc.job("0 9 * * *", overlap="forbid")`` above a function,
+    or above a job queue's decorator (``@app.task``) to send its task. Any field of a job
+    in the file may be given (``every="5m"`` instead of a cron, ``retries``, ``pool``,
+    ``skip``, ``on_success``...); ``name`` names the job (default: the function's name,
+    ``_`` written ``-``). The job exists for a fleet whose job file names the module under
+    ``discover:``. ``@cronsvc.job`` alone declares a job that runs only when triggered."""
+    caller = sys._getframe(1)
+    if callable(cron) and not isinstance(cron, str):
+        return _declare(cron, {}, caller)
+    twice = cron is not None and "cron" in fields
+    if cron is not None and not twice:
+        fields = {"cron": cron, **fields}
+
+    def decorate(obj: F) -> F:
+        return _declare(obj, fields, caller, ["cron"] if twice else [])
+
+    return decorate
+
+
+def _declare(obj: F, given: dict[str, Any], caller: FrameType, twice: list[str] | None = None
+             ) -> F:
+    fields = dict(given)
+    name = fields.pop("name", None)
+    file = caller.f_code.co_filename
+    decl = Declaration("", {}, f"{shown_path(file)}:{caller.f_lineno}", file,
+                       [(key, "given twice: as the first argument and by name")
+                        for key in twice or ()])
+    stacked = next((s for s in STACKED if s.fits(obj)), None)
+    try:
+        if stacked is not None:
+            moved = {k: fields.pop(k) for k in stacked.options if k in fields}
+            fields[stacked.kind] = stacked.target(obj, moved)
+            default = stacked.name(obj)
+        else:
+            fields["call"] = call_path(obj)
+            default = getattr(obj, "__name__", "")
+    except Undeclarable as exc:
+        decl.problems.append((str(exc.args[0]), str(exc.args[1])))
+        default = getattr(obj, "__name__", "") or "undeclarable"
+    decl.name = str(name) if name is not None else job_name(default)
+    for key, value in fields.items():
+        try:
+            decl.fields[key] = plain(value)
+        except Undeclarable as exc:
+            decl.problems.append((key, str(exc.args[1])))
+    DECLARED.append(decl)
+    return obj
+
+
+def job_name(name: str) -> str:
+    """The job's name for a function's: ``send_digest`` -> ``send-digest`` (leading and
+    trailing ``_`` dropped: a job's name starts with a letter or a digit)."""
+    return re.sub("_+", "-", name.strip("_"))
+
+
+def call_path(obj: Any) -> str:
+    """``module:qualname`` a worker imports ``obj`` by; Undeclarable if it cannot."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not callable(obj) or not module or not qualname:
+        raise Undeclarable("call", f"cannot declare a job on a {type(obj).__name__}: "
+                           "expected a function")
+    if module == "__main__":
+        raise Undeclarable("call", f"{qualname} is in the script being run (__main__), which "
+                           "a worker cannot import: declare it in a module")
+    if "<locals>" in qualname:
+        raise Undeclarable("call", f"{module}:{qualname} is defined inside a function: "
+                           "a worker cannot import it; declare it at module level")
+    return f"{module}:{qualname}"
+
+
+def plain(value: Any) -> Any:
+    """``value`` in JSON's types as the job file would write it: a datetime or date in ISO
+    8601, a timedelta in seconds; Undeclarable for what a job file cannot hold."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: plain(v) for k, v in value.items()}
+    raise Undeclarable("", f"a value of type {type(value).__name__} cannot be written in a "
+                       "job file (strings, numbers, lists, mappings, datetime and timedelta "
+                       "can)")
+
+
+def shown_path(file: str) -> str:
+    """``file`` relative to the import path it was found on (``proj/jobs.py``), as the
+    same on every host; the path as given if it is on none."""
+    try:
+        path = Path(file).resolve()
+    except OSError:
+        return file
+    best: Path | None = None
+    for entry in sys.path:
+        try:
+            root = Path(entry or ".").resolve()
+        except OSError:
+            continue
+        if path.is_relative_to(root) and (best is None or len(root.parts) > len(best.parts)):
+            best = root
+    return file if best is None else path.relative_to(best).as_posix()
+
+
+# -- stacked on a job queue's task ---------------------------------------------------------
+def _is_celery_task(obj: Any) -> bool:
+    """What ``@app.task`` returns: a task with its name, its app and ``delay``."""
+    return all(hasattr(obj, a) for a in ("name", "app", "delay", "apply_async")) \
+        and isinstance(getattr(obj, "name", None), str)
+
+
+def _celery_target(task: Any, options: dict[str, Any]) -> dict[str, Any]:
+    target = {"task": task.name, **options}
+    if "app" not in options and "broker" not in options:
+        where = attribute_path(task.app, getattr(task, "__module__", None))
+        if where is None:
+            raise Undeclarable("celery.app", f"cannot tell which module holds the Celery app "
+                               f"of task {task.name}: give app='module:attribute' or "
+                               "broker=URL")
+        target["app"] = where
+    return target
+
+
+def attribute_path(obj: Any, first: str | None) -> str | None:
+    """``module:attribute`` of a module imported now that holds ``obj`` (the module
+    ``first`` before the others), or None."""
+    names = [first] if first else []
+    names += sorted(n for n in list(sys.modules) if n != first)
+    for name in names:
+        module = sys.modules.get(name)
+        try:
+            attrs = list(vars(module).items()) if module is not None else []
+        except TypeError:
+            continue
+        for attr, value in attrs:
+            if value is obj and not attr.startswith("_"):
+                return f"{name}:{attr}"
+    return None
+
+
+def _last_part(task: Any) -> str:
+    return str(task.name).rsplit(".", 1)[-1]
+
+
+#: The job queues a job may be stacked on, tried in turn; the first that fits makes the
+#: job. One entry per dispatching kind (:data:`cronsvc.kinds.KINDS`).
+STACKED: tuple[Stacked, ...] = (
+    Stacked("celery", _is_celery_task, _celery_target, _last_part,
+            ("app", "broker", "queue", "args", "kwargs", "options", "wait")),
+)
