@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -193,22 +193,30 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
 @click.option("--host", "host", default=None, metavar="NAME",
               help="The host it runs each-host jobs for (default: worker.host in the file, "
                    "then this machine's name).")
+@click.option("--reload", "reload", is_flag=True,
+              help="Run the worker afresh when the code of its jobs changes: a new worker "
+                   "starts, then the old one finishes its running jobs and exits.")
 @log_format_option
 @name_option
 @metrics_port_option
 @friendly
 def worker(config: str | None, redis_url: str | None, concurrency: int | None,
            lease: float | None, grace: float | None, pools: str | None, host: str | None,
-           log_format: str, name: str | None, metrics_port: int | None) -> None:
+           reload: bool, log_format: str, name: str | None, metrics_port: int | None) -> None:
     """Claim due fires and run them; reload the file on change or SIGHUP.
     SIGTERM: finish running jobs; again: give them back."""
     from cronsvc.config.models import host_name, served_pool
     from cronsvc.errors import BadArgument
     from cronsvc.metrics.counters import start_metrics
     from cronsvc.presence import process_id
+    from cronsvc.process.loaded import loaded_code
     from cronsvc.process.signals import on_stop_signals
     from cronsvc.worker.worker import Worker
 
+    if reload:
+        sys.exit(_reloading(name, metrics_port, config=config_path(config),
+                            redis_url=redis_url, concurrency=concurrency, lease=lease,
+                            grace=grace, pools=pools, host=host, log_format=log_format))
     job_file, client = _role(config, redis_url, log_format, (name or "worker").split("@")[0])
     served = None
     if pools is not None:
@@ -220,11 +228,56 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
         host = None if host is None else host_name(host)
     except ValueError as exc:
         raise BadArgument(f"--host: {exc}") from None
+    worker_id = name or process_id()
+    reporter = loaded_code(job_file.config, worker_id)  # under --reload: the code it runs
     w = Worker(job_file, client, concurrency=concurrency, lease=lease, grace=grace,
-               worker_id=name or process_id(), metrics=start_metrics(metrics_port),
+               worker_id=worker_id, metrics=start_metrics(metrics_port),
                pools=served, host=host)
     on_stop_signals(w.stop, reload=w.request_reload)
+    if reporter is not None:
+        reporter.start(lambda: len(w.running()))
     w.run_forever()
+
+
+def _reloading(name: str | None, metrics_port: int | None, **options: Any) -> int:
+    """``cronsvc worker --reload``: a supervisor that runs ``cronsvc worker`` with the
+    ``options`` given afresh when its code changes (cronsvc/process/reload.py)."""
+    import json
+
+    from cronsvc.errors import BadArgument
+    from cronsvc.keys import all_shards
+    from cronsvc.process.reload import Reloader
+    from cronsvc.process.signals import on_stop_signals
+    from cronsvc.store.faults import REDIS_ERRORS
+
+    if metrics_port is not None:
+        raise BadArgument("--metrics-port: not with --reload (two workers share a moment "
+                          "during a swap, and one port)")
+    job_file, client = _role(options["config"], options["redis_url"],
+                             options["log_format"], (name or "worker").split("@")[0])
+    loaded = job_file.config
+    grace = options["grace"]
+    argv = [sys.executable, "-m", "cronsvc", "worker"]
+    for key, value in options.items():  # each option given, as it was given
+        if value is not None:
+            argv += [f"--{key.replace('_', '-')}", str(value)]
+    keys = all_shards(loaded.redis.shards, loaded.redis.prefix)[0]
+
+    def registered(worker_id: str, pid: int) -> bool:
+        """Whether that worker process wrote its presence: it claims from then on."""
+        try:
+            raw = client.hget(keys.worker_info, worker_id)
+        except REDIS_ERRORS:
+            return False
+        try:
+            return raw is not None and json.loads(raw).get("pid") == pid
+        except (ValueError, AttributeError):  # not a worker's presence
+            return False
+
+    reloader = Reloader(argv, name, registered,
+                        stop_timeout=(loaded.worker.grace if grace is None else grace) + 30)
+    on_stop_signals(reloader.handle_signal)
+    return reloader.run()
 
 
 @main.command()
@@ -237,12 +290,15 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
 @click.option("--web-port", type=click.IntRange(1, 65535), default=8080, show_default=True,
               help="Port of the dashboard and HTTP API (on 127.0.0.1).")
 @click.option("--no-web", is_flag=True, help="Do not start the dashboard.")
+@click.option("--reload", "reload", is_flag=True,
+              help="Run each worker afresh when the code of its jobs changes (as "
+                   "`cronsvc worker --reload`): for development.")
 @web.web_options
 @log_format_option
 @metrics_port_option
 @friendly
 def up(config: str | None, redis_url: str | None, workers: int, concurrency: int | None,
-       web_port: int, no_web: bool, allowed_hosts: tuple[str, ...],
+       web_port: int, no_web: bool, reload: bool, allowed_hosts: tuple[str, ...],
        trusted_proxies: tuple[str, ...], log_format: str, metrics_port: int | None) -> None:
     """Planner, workers and the dashboard in one command, with an embedded Redis if none
     is given.
@@ -266,10 +322,14 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
     if metrics_port and metrics_port + workers > 65535:
         raise click.BadParameter(f"{metrics_port} + {workers} workers is past port 65535",
                                  param_hint="--metrics-port")
+    if reload and metrics_port is not None:
+        raise click.BadParameter("not with --reload (a worker and its successor share a "
+                                 "moment during a swap, and one port)",
+                                 param_hint="--metrics-port")
     sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format,
                      metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30,
                      web_port=None if no_web else web_port,
-                     web_args=web.passed_on(allowed_hosts, trusted_proxies))
+                     web_args=web.passed_on(allowed_hosts, trusted_proxies), reload=reload)
     on_stop_signals(sup.handle_signal)
     sys.exit(sup.run())
 

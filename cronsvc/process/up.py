@@ -60,6 +60,19 @@ def start_embedded(state_dir: Path = STATE_DIR) -> RedisServer:
     return server
 
 
+def wait_or_kill(named: list[tuple[str, subprocess.Popen[bytes]]], timeout: float) -> None:
+    """Wait for each process, all within ``timeout`` seconds from now; kill one that has
+    not ended by then (it was asked to stop: it had its chance)."""
+    deadline = monotonic() + timeout
+    for name, proc in named:
+        try:
+            proc.wait(max(deadline - monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            log.error("%s did not stop within %.0fs: killing it", name, timeout)
+            proc.kill()
+            proc.wait()
+
+
 @dataclass
 class Child:
     name: str
@@ -90,7 +103,8 @@ class Supervisor:
                  concurrency: int | None = None, log_format: str = "human",
                  metrics_port: int | None = None, stop_timeout: float = 60.0,
                  state_dir: Path = STATE_DIR, web_port: int | None = None,
-                 web_host: str = "127.0.0.1", web_args: list[str] | None = None) -> None:
+                 web_host: str = "127.0.0.1", web_args: list[str] | None = None,
+                 reload: bool = False) -> None:
         self.config = config
         self.redis_url = redis_url
         self.workers = workers
@@ -102,6 +116,7 @@ class Supervisor:
         self.web_port = web_port  # None: no dashboard
         self.web_host = web_host
         self.web_args = web_args or []  # more options of `cronsvc web` (--allowed-host)
+        self.reload = reload  # workers run afresh when their code changes
         self.server: RedisServer | None = None
         self.children: list[Child] = []
         self._stop = threading.Event()
@@ -116,6 +131,8 @@ class Supervisor:
         argv += ["--name", name]
         if role == "worker" and self.concurrency:
             argv += ["--concurrency", str(self.concurrency)]
+        if role == "worker" and self.reload:
+            argv.append("--reload")
         if self.metrics_port is not None:  # planner on the port, worker i on port + i
             argv += ["--metrics-port", str(self.metrics_port + index if self.metrics_port else 0)]
         return argv
@@ -180,17 +197,8 @@ class Supervisor:
         if self._signals == 0:  # leaving on our own (a child kept failing)
             for child in self.children:
                 child.signal(signal.SIGTERM)
-        deadline = monotonic() + self.stop_timeout
-        for child in self.children:
-            if child.proc is None:
-                continue
-            try:
-                child.proc.wait(max(deadline - monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                log.error("%s did not stop within %.0fs: killing it", child.name,
-                          self.stop_timeout)
-                child.signal(signal.SIGKILL)
-                child.proc.wait()
+        wait_or_kill([(c.name, c.proc) for c in self.children if c.proc is not None],
+                     self.stop_timeout)
         if self.server is not None:
             self.server.stop()
             try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -29,6 +30,9 @@ from cronsvc.run.outcome import OUTPUT_CAP
 # cache the callable together with whether it takes `ctx`.
 _resolved: dict[str, tuple[Callable[..., Any], bool]] = {}
 _resolved_lock = threading.Lock()
+#: Why a name is missing from a module imported before (the file gained it since).
+NEW_CODE = ("not in the code this process loaded: restart the worker to load new code "
+            "(or run it with --reload)")
 
 
 class ImportProblem(Exception):
@@ -50,12 +54,14 @@ def locate(path: str) -> Any:
     module_name, sep, attr_path = path.partition(":")
     if not sep or not module_name or not attr_path:
         raise ImportProblem(f"cannot import {path}: expected 'module:function'")
+    loaded = module_name in sys.modules
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr_path.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
-        raise ImportProblem(f"cannot import {path}: {exc}") from exc
+        why = NEW_CODE if loaded and isinstance(exc, AttributeError) else exc
+        raise ImportProblem(f"cannot import {path}: {why}") from exc
     except Exception as exc:  # the module's own code raised while importing
         raise ImportProblem(f"cannot import {path}: {type(exc).__name__}: {exc}") from exc
     return obj

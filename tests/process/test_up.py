@@ -8,6 +8,8 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,17 @@ def start_up(tmp_path: Path, jobs: dict[str, object], *args: str) -> subprocess.
                                 cwd=tmp_path, env=env, stdout=out, stderr=out)
 
 
+@contextmanager
+def killed_if_left(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """``proc``, killed if the block leaves it running (a check failed first)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _get_json(url: str) -> object:
     import httpx
 
@@ -50,7 +63,7 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
     proc = start_up(tmp_path, {"tick": {"cron": "* * * * * *", "call": RECORD,
                                         "kwargs": {"path": str(ledger)}}}, "--workers", "1")
     log = tmp_path / "up.log"
-    try:
+    with killed_if_left(proc):
         wait_for(lambda: len(read_ledger(ledger)) >= 2, timeout=40,
                  message="two runs of the every-second job")
         url = (tmp_path / ".cronsvc" / "redis.url").read_text().strip()
@@ -62,10 +75,6 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
         assert "tick" in json.dumps(jobs)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, log.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert not (tmp_path / ".cronsvc" / "redis.url").exists()
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(url, socket_connect_timeout=1).ping()
@@ -98,7 +107,7 @@ def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:
         "cron": "0 0 1 1 *", "call": "cronsvc.testing.ledger:block",
         "kwargs": {"path": str(ledger), "release": str(release)}}}, "--workers", "2")
     log = tmp_path / "up.log"
-    try:
+    with killed_if_left(proc):
         url_file = tmp_path / ".cronsvc" / "redis.url"
         wait_for(lambda: url_file.exists() and "published 1 job" in log.read_text(),
                  message="the embedded server and the published job")
@@ -114,7 +123,28 @@ def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:
         done = wait_for(lambda: history(r, "slow"), message="the run to be recorded")
         assert [h["status"] for h in done] == ["ok"], log.read_text()
         assert proc.wait(60) == 0, log.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+
+
+def test_up_reload_runs_new_code_in_a_new_worker(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    module = tmp_path / "mytasks.py"  # `up` runs in tmp_path: its workers import from there
+    code = ("from cronsvc.testing.ledger import note\n\n\n"
+            "def tick(path, ctx=None):\n    note(path, 'start', ctx, mark={!r})\n")
+    module.write_text(code.format("v1"))
+    proc = start_up(tmp_path, {"tick": {"every": "1s", "call": "mytasks:tick",
+                                        "kwargs": {"path": str(ledger)}}},
+                    "--workers", "1", "--no-web", "--reload")
+    log = tmp_path / "up.log"
+    with killed_if_left(proc):
+        wait_for(lambda: read_ledger(ledger), timeout=40, message="a run of the old code")
+        module.write_text(code.format("v22"))
+        wait_for(lambda: any(e["mark"] == "v22" for e in read_ledger(ledger)), timeout=40,
+                 message=f"a run of the new code\n{log.read_text()}")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, log.read_text()
+    text = log.read_text()
+    assert re.search(r"code changed: mytasks\.py; new worker pid \d+ up, old worker pid", text)
+    # The new worker has an id of its own beside the old one's.
+    workers = {e["worker"] for e in read_ledger(ledger)}
+    assert any(w.endswith("~2") for w in workers) and len(workers) == 2, workers
+    assert "Traceback" not in text

@@ -301,9 +301,9 @@ def test_call_cancel() -> None:
 @pytest.mark.parametrize(("path", "error"), [
     ("nosuchmod_cronsvc.tasks:ping",
      "cannot import nosuchmod_cronsvc.tasks:ping: No module named 'nosuchmod_cronsvc'"),
-    ("tests.support.calls:nope",
-     "cannot import tests.support.calls:nope: "
-     "module 'tests.support.calls' has no attribute 'nope'"),
+    ("tests.support.calls:nope",  # a module this process imported before: new code?
+     "cannot import tests.support.calls:nope: not in the code this process loaded: "
+     "restart the worker to load new code (or run it with --reload)"),
     ("tests.support.calls:NOT_CALLABLE",
      "cannot import tests.support.calls:NOT_CALLABLE: int is not callable"),
 ])
