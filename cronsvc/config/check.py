@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 from cronsvc.clock import monotonic, ms_to_dt
 from cronsvc.config.models import Config, Job, parse_located, read_job_file
@@ -39,7 +40,7 @@ IMPORT_TIMEOUT_S = 10.0
 # Runs in the child: stdlib only, so it works whatever the child can import. What the
 # imported modules print goes to stderr (dropped); the report has fd 1 to itself.
 _CHILD = r"""
-import importlib, json, os, sys
+import importlib, inspect, json, os, sys
 report = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
 for i, (path, has) in enumerate(json.loads(sys.argv[1])):
@@ -53,9 +54,11 @@ for i, (path, has) in enumerate(json.loads(sys.argv[1])):
         fits = callable(obj) if has is None else hasattr(obj, has)
         wanted = "is not callable" if has is None else f"has no {has}"
         problem = None if fits else f"{path} {wanted} (type {type(obj).__name__})"
+        awaited = has is None and inspect.iscoroutinefunction(obj)
     except BaseException as exc:  # SystemExit of a module is a finding too
         problem = f"cannot import {path}: {type(exc).__name__}: {exc}"
-    report.write(json.dumps([i, problem]) + "\n")
+        awaited = False
+    report.write(json.dumps([i, problem, awaited]) + "\n")
     report.flush()
 """
 
@@ -129,53 +132,71 @@ def dst_notes(job: Job, now_ms: int) -> list[str]:
     return out
 
 
-def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S) -> list[str]:
+class Validated(NamedTuple):
+    """What ``cronsvc validate`` found in a valid file: its config, its warnings and, with
+    ``--imports``, the jobs whose target is an ``async def`` function (awaited on the
+    worker's event loop, and stoppable), else None."""
+
+    config: Config
+    warnings: list[str]
+    async_jobs: list[str] | None = None
+
+
+def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S
+                    ) -> tuple[list[str], list[str]]:
     """A located error for each target of a job's kind (a ``call``'s function) that does
-    not import as a callable."""
+    not import as a callable, and the jobs whose target is async."""
     targets: dict[Target, list[KeyPath]] = {}
     for name, job in checked.config.jobs.items():
         for key, target in KINDS[job.kind].imports(job).items():
             targets.setdefault(target, []).append(("jobs", name, *key.split(".")))
-    failed = check_imports(list(targets), timeout)
+    failed, awaited = check_imports(list(targets), timeout)
+    async_jobs = sorted({str(path[1]) for target in awaited for path in targets[target]})
     out = []
     for target, why in failed.items():
         for path in targets[target]:
             out.append((checked.located.line(path) or 0,
                         f"{checked.place(path)}: {dotted(path)}: {why}"))
-    return [text for _, text in sorted(out)]
+    return [text for _, text in sorted(out)], async_jobs
 
 
 def check_imports(targets: Sequence[Target], timeout: float = IMPORT_TIMEOUT_S
-                  ) -> dict[Target, str]:
-    """Each target that does not import, or is not what it must be -> why; the others
-    are left out.
+                  ) -> tuple[dict[Target, str], set[Target]]:
+    """Each target that does not import, or is not what it must be -> why (the others
+    are left out), and the targets that are ``async def`` functions.
 
     Each child process imports the targets in turn; one that ends the child (exit,
     crash) or takes longer than ``timeout`` seconds is reported, and a new child
     goes on with the rest.
     """
     failed: dict[Target, str] = {}
+    awaited: set[Target] = set()
     todo = list(dict.fromkeys(targets))
     while todo:
         answers, stopped_at, why = _child(todo, timeout)
-        for i, problem in answers.items():
+        for i, (problem, is_async) in answers.items():
             if problem is not None:
                 failed[todo[i]] = problem
+            elif is_async:
+                awaited.add(todo[i])
         if stopped_at is None:
             break
         failed[todo[stopped_at]] = why
         todo = todo[stopped_at + 1:]
-    return failed
+    return failed, awaited
 
 
-def _child(targets: list[Target], timeout: float) -> tuple[dict[int, str | None], int | None, str]:
+Answers = dict[int, tuple[str | None, bool]]  # target -> (problem, async)
+
+
+def _child(targets: list[Target], timeout: float) -> tuple[Answers, int | None, str]:
     """Answers of one child, and the target it stopped at (with why), if it did."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _CHILD, json.dumps([list(t) for t in targets])],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         start_new_session=True)
     assert proc.stdout is not None
-    answers: dict[int, str | None] = {}
+    answers: Answers = {}
     current: int | None = None
     buffer = b""
     deadline = monotonic() + timeout
@@ -199,8 +220,8 @@ def _child(targets: list[Target], timeout: float) -> tuple[dict[int, str | None]
                     current = int(line.split()[1])
                     deadline = monotonic() + timeout  # each target gets its own time
                 else:
-                    i, problem = json.loads(line)
-                    answers[i] = problem
+                    i, problem, is_async = json.loads(line)
+                    answers[i] = (problem, is_async)
                     current = None
     finally:
         if proc.poll() is None:
@@ -222,13 +243,14 @@ def _child(targets: list[Target], timeout: float) -> tuple[dict[int, str | None]
 
 
 def check(path: str, now_ms: int, *, imports: bool = False,
-          timeout: float = IMPORT_TIMEOUT_S) -> tuple[Config, list[str]]:
-    """The config at ``path`` and its warnings; ConfigError for every problem, those
-    of ``--imports`` included."""
+          timeout: float = IMPORT_TIMEOUT_S) -> Validated:
+    """The config at ``path``, its warnings and (``imports``) its async jobs; ConfigError
+    for every problem, those of ``--imports`` included."""
     checked = check_file(path)
     found = warnings(checked, now_ms)
-    if imports:
-        problems = import_problems(checked, timeout)
-        if problems:
-            raise ConfigError([*found, *problems])
-    return checked.config, found
+    if not imports:
+        return Validated(checked.config, found)
+    problems, async_jobs = import_problems(checked, timeout)
+    if problems:
+        raise ConfigError([*found, *problems])
+    return Validated(checked.config, found, async_jobs)
