@@ -29,6 +29,13 @@ def a_job(fleet: Fleet, call: str, **options: Any) -> dict[str, Any]:
     return {"cron": NEVER, "call": f"{S}:{call}", "kwargs": kwargs, **options}
 
 
+def held_fleet(tmp_path: Path, redis_url: str, job: str, **options: Any) -> Fleet:
+    """A fleet whose one job ``job`` awaits ``tmp_path/<fire id>`` (:func:`held`)."""
+    fleet = Fleet(tmp_path, redis_url, {})
+    fleet.write({job: a_job(fleet, "held", kwargs={"releases": str(tmp_path)}, **options)})
+    return fleet
+
+
 def events(fleet: Fleet, fire: str) -> list[tuple[int, str]]:
     return [(e["attempt"], e["event"]) for e in read_ledger(fleet.ledger) if e["fire"] == fire]
 
@@ -51,9 +58,7 @@ def test_an_async_job_runs_and_is_recorded_with_what_it_returned(
 
 def test_a_timeout_cancels_an_async_job_and_its_finally_runs(
         tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
-    fleet = Fleet(tmp_path, redis_url, {})
-    fleet.write({"slow": a_job(fleet, "held", timeout="1s",
-                               kwargs={"releases": str(tmp_path)})})
+    fleet = held_fleet(tmp_path, redis_url, "slow", timeout="1s")
     with fleet.running("w1", planner=False):
         fid = fleet.trigger("slow")
         run, dead = ended(r, "slow", 2)  # out of attempts: a dead line follows
@@ -64,9 +69,7 @@ def test_a_timeout_cancels_an_async_job_and_its_finally_runs(
 
 def test_a_replacing_fire_cancels_the_running_async_one(
         tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
-    fleet = Fleet(tmp_path, redis_url, {})
-    fleet.write({"one": a_job(fleet, "held", overlap="replace",
-                              kwargs={"releases": str(tmp_path)})})
+    fleet = held_fleet(tmp_path, redis_url, "one", overlap="replace")
     with fleet.running("w1", planner=False):
         first = fleet.trigger("one")
         wait_for(lambda: events(fleet, first) == [(1, "start")], message="the first to run")
@@ -83,8 +86,7 @@ def test_a_lost_lease_cancels_an_async_job_and_its_finally_runs(  # type: ignore
         tmp_path: Path, fresh_server) -> None:
     server = fresh_server()
     r = redis.Redis.from_url(server.url, decode_responses=True)
-    fleet = Fleet(tmp_path, server.url, {})
-    fleet.write({"held": a_job(fleet, "held", kwargs={"releases": str(tmp_path)})})
+    fleet = held_fleet(tmp_path, server.url, "held")
     try:
         fleet.worker("w1", "--lease", "3")
         fid = fleet.trigger("held")
@@ -159,8 +161,7 @@ def test_print_and_logging_are_kept_per_run_and_concurrent_calls_do_not_mix(
 
 def test_a_shutdown_cancels_an_async_job_past_the_grace_and_gives_its_fire_back(
         tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
-    fleet = Fleet(tmp_path, redis_url, {})
-    fleet.write({"held": a_job(fleet, "held", kwargs={"releases": str(tmp_path)})})
+    fleet = held_fleet(tmp_path, redis_url, "held")
     fleet.worker("w1", "--grace", "1")
     try:
         fid = fleet.trigger("held")

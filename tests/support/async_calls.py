@@ -55,14 +55,18 @@ async def crowd(path: str, release: str, ctx: Any = None) -> None:
     note(path, "end", ctx)
 
 
-async def chatty(tag: str, release: str, path: str | None = None, ctx: Any = None) -> str:
-    """Print, log and ``ctx.log`` lines naming ``tag``, await ``release``, print again."""
+def _chatter(tag: str, path: str | None, ctx: Any) -> None:
     print(f"{tag}: printed")
     print(f"{tag}: to stderr", file=sys.stderr)
     log.warning("%s: logged", tag)
     ctx.log("rows", tag=tag, n=42)
     if path:
         note(path, "start", ctx)
+
+
+async def chatty(tag: str, release: str, path: str | None = None, ctx: Any = None) -> str:
+    """Print, log and ``ctx.log`` lines naming ``tag``, await ``release``, print again."""
+    _chatter(tag, path, ctx)
     await _released(Path(release))
     print(f"{tag}: after the wait")
     return tag
@@ -70,12 +74,7 @@ async def chatty(tag: str, release: str, path: str | None = None, ctx: Any = Non
 
 def chatty_sync(tag: str, release: str, path: str | None = None, ctx: Any = None) -> str:
     """:func:`chatty` in a worker's slot thread."""
-    print(f"{tag}: printed")
-    print(f"{tag}: to stderr", file=sys.stderr)
-    log.warning("%s: logged", tag)
-    ctx.log("rows", tag=tag, n=42)
-    if path:
-        note(path, "start", ctx)
+    _chatter(tag, path, ctx)
     until_exists(Path(release), 60.0)
     print(f"{tag}: after the wait")
     return tag
