@@ -64,7 +64,7 @@ def validate(file: str | None, config: str | None, imports: bool,
     Warns (exit 0) of a schedule that never fires, of a call into os, subprocess or
     builtins, which runs any program (the job file is code, guard it like code), and of
     a fixed-time job whose time does not exist or happens twice on a DST night of the
-    next 12 months.
+    next 12 months. With --imports, names the jobs whose target is async.
     """
     import json
 
