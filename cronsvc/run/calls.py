@@ -77,7 +77,7 @@ def resolve(path: str) -> tuple[Callable[..., Any], bool]:
     # own import lock keeps concurrent imports of one module safe.
     obj = locate(path)
     if not callable(obj):
-        raise ImportProblem(f"cannot import {path}: {type(obj).__name__} is not callable")
+        raise ImportProblem(f"{path} is not callable (type {type(obj).__name__})")
     entry = (obj, _takes_ctx(obj))
     with _resolved_lock:
         _resolved.setdefault(path, entry)
