@@ -6,6 +6,7 @@ of the worker's log."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,9 @@ def test_one_worker_process_awaits_200_async_fires_at_once_and_keeps_its_slots(
         wait_for(lambda: events(fleet, fid) == [(1, "start")], message="the sync job to run")
         assert {e["event"] for e in inside} == {"start"}
         assert len({e["pid"] for e in inside}) == 1
+        # The worker tells the fleet of them beside its slots (the dashboard's fleet page).
+        wait_for(lambda: json.loads(r.hget(K.worker_info, "w1") or "{}").get("awaiting") == 200,
+                 message="the worker's presence to count 200 async runs")
         release.touch()
         runs = ended(r, "crowd", 200)
     assert {h["status"] for h in runs} == {"ok"}
