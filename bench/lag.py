@@ -4,7 +4,8 @@ Two fleets of real processes (one planner, 4 workers) on a redis-server of
 their own, each measured over a window of every-second fires:
 
 - loaded: 1,000 `call` jobs firing every second;
-- idle: 20 jobs, 10 `call` and 10 `command` (``true``), firing every second.
+- idle: 30 jobs, 10 `call`, 10 async `call` (an ``async def``, awaited on the
+  worker's event loop) and 10 `command` (``true``), firing every second.
 
 A history record carries ``scheduled`` and ``started`` on the Redis server
 clock, so the lag needs no clock of the bench. Every fire of the window is
@@ -12,7 +13,8 @@ checked too: each must have exactly one ``ok`` record.
 
 Reference, measured in the same run: APScheduler 3 (a dependency of cronsvc)
 running the same jobs in this one process, lag taken from its own
-``scheduled_run_time``.
+``scheduled_run_time``; for the async `call` jobs, the sync `call` jobs of the same
+fleet and window.
 
 Run: ``.venv/bin/python -m bench.lag [--seconds 60]``
 """
@@ -154,22 +156,27 @@ def measure(seconds: float = 60.0) -> Section:
     call = common.noop_job(EVERY_SECOND, catch_up="all")
     loaded_jobs = {f"call-{i:04d}": call for i in range(1000)}
     idle_jobs = {f"call-{i:02d}": call for i in range(10)}
+    idle_jobs |= {f"async-{i:02d}": {**call, "call": "bench.jobs:async_noop"}
+                  for i in range(10)}
     idle_jobs |= {f"cmd-{i:02d}": {"cron": EVERY_SECOND, "command": ["true"], "catch_up": "all"}
                   for i in range(10)}
     idle = fleet_lag(idle_jobs, seconds)
     ref_idle = apscheduler_lag({"call": 10, "cmd": 10}, seconds, threads=20)
     loaded = fleet_lag(loaded_jobs, seconds)
     ref_loaded = apscheduler_lag({"call": 1000}, seconds, threads=20)
+    aps = "APScheduler 3, same jobs, this process: "
     rows = (
-        ("idle, `call` jobs (10 of 20)", idle.lags["call"], 10, ref_idle["call"]),
-        ("idle, `command` jobs (10 of 20)", idle.lags["cmd"], 20, ref_idle["cmd"]),
-        ("loaded, 1,000 `call` jobs", loaded.lags["call"], 100, ref_loaded["call"]),
+        ("idle, `call` jobs (10 of 30)", idle.lags["call"], 10, aps + summary(ref_idle["call"])),
+        ("idle, async `call` jobs (10 of 30)", idle.lags["async"], 10,
+         "sync `call` jobs of the same fleet and window: " + summary(idle.lags["call"])),
+        ("idle, `command` jobs (10 of 30)", idle.lags["cmd"], 20, aps + summary(ref_idle["cmd"])),
+        ("loaded, 1,000 `call` jobs", loaded.lags["call"], 100,
+         aps + summary(ref_loaded["call"])),
     )
     for name, lags, target, ref in rows:
         p99 = common.lag_summary(lags)[1]
         section.figures.append(Figure(
-            f"fire lag {name}", summary(lags), f"p99 < {target} ms",
-            f"APScheduler 3, same jobs, this process: {summary(ref)}", p99 < target))
+            f"fire lag {name}", summary(lags), f"p99 < {target} ms", ref, p99 < target))
     for name, run in (("idle", idle), ("loaded", loaded)):
         cpu = ", ".join(f"{c:.0%}" for c in run.worker_cpu)
         section.notes.append(

@@ -290,3 +290,5 @@ def test_no_page_keeps_a_merge_conflict(page: Path) -> None:
     marks = [n for n, line in enumerate(page.read_text().splitlines(), 1)
              if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "======="]
     assert not marks, f"{page.relative_to(ROOT)}: conflict markers on lines {marks}"
+    fences = [line for line in page.read_text().splitlines() if line.startswith("```")]
+    assert len(fences) % 2 == 0, f"{page.relative_to(ROOT)}: a code block is never closed"

@@ -64,7 +64,7 @@ def validate(file: str | None, config: str | None, imports: bool,
     Warns (exit 0) of a schedule that never fires, of a call into os, subprocess or
     builtins, which runs any program (the job file is code, guard it like code), and of
     a fixed-time job whose time does not exist or happens twice on a DST night of the
-    next 12 months.
+    next 12 months. With --imports, names the jobs whose target is async.
     """
     import json
 
@@ -74,8 +74,8 @@ def validate(file: str | None, config: str | None, imports: bool,
 
     path = file or config_path(config)
     try:
-        loaded, warnings = check(path, SYSTEM.now_ms(), imports=imports,
-                                 timeout=import_timeout)
+        loaded, warnings, async_jobs = check(path, SYSTEM.now_ms(), imports=imports,
+                                             timeout=import_timeout)
     except ConfigError as exc:
         if not as_json:
             raise
@@ -84,6 +84,7 @@ def validate(file: str | None, config: str | None, imports: bool,
         raise SystemExit(1) from None
     if as_json:
         echo_json(json.dumps({"file": path, "jobs": len(loaded.jobs),
+                              **({} if async_jobs is None else {"async": async_jobs}),
                               "errors": warnings if strict else [],
                               "warnings": [] if strict else warnings}, indent=2))
         if strict and warnings:
@@ -96,6 +97,8 @@ def validate(file: str | None, config: str | None, imports: bool,
     count = len(loaded.jobs)
     more = f" ({len(warnings)} warning{'' if len(warnings) == 1 else 's'})" if warnings else ""
     checked = ", every target imports" if imports else ""
+    if async_jobs:
+        checked += f" ({len(async_jobs)} async: {', '.join(async_jobs)})"
     python = len(loaded.declared_in_python)
     declared = f" ({python} declared in Python)" if loaded.discover else ""
     echo(f"{path}: {count} job{'' if count == 1 else 's'}{declared} OK{checked}{more}")
@@ -183,6 +186,9 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
 @redis_url_option
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
               help="Jobs run at once (default: worker.concurrency in the file, 4).")
+@click.option("--async-concurrency", type=click.IntRange(min=1), default=None,
+              help="Async call jobs awaited at once on the worker's event loop, beside "
+                   "--concurrency (default: worker.async_concurrency in the file, 100).")
 @click.option("--lease", type=DURATION, default=None,
               help="Lease of a claimed fire, renewed while it runs (default 30s).")
 @click.option("--grace", type=DURATION, default=None,
@@ -201,8 +207,9 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
 @metrics_port_option
 @friendly
 def worker(config: str | None, redis_url: str | None, concurrency: int | None,
-           lease: float | None, grace: float | None, pools: str | None, host: str | None,
-           reload: bool, log_format: str, name: str | None, metrics_port: int | None) -> None:
+           async_concurrency: int | None, lease: float | None, grace: float | None,
+           pools: str | None, host: str | None, reload: bool, log_format: str,
+           name: str | None, metrics_port: int | None) -> None:
     """Claim due fires and run them; reload the file on change or SIGHUP.
     SIGTERM: finish running jobs; again: give them back."""
     from cronsvc.config.models import host_name, served_pool
@@ -230,7 +237,8 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
         raise BadArgument(f"--host: {exc}") from None
     worker_id = name or process_id()
     reporter = loaded_code(job_file.config, worker_id)  # under --reload: the code it runs
-    w = Worker(job_file, client, concurrency=concurrency, lease=lease, grace=grace,
+    w = Worker(job_file, client, concurrency=concurrency,
+               async_concurrency=async_concurrency, lease=lease, grace=grace,
                worker_id=worker_id, metrics=start_metrics(metrics_port),
                pools=served, host=host)
     on_stop_signals(w.stop, reload=w.request_reload)

@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 from cronsvc.clock import ms_to_dt
 from cronsvc.config.child import IMPORT_TIMEOUT_S, run_steps
@@ -29,12 +30,18 @@ from cronsvc.kinds.kind import Target
 from cronsvc.schedule.expand import NEXT_FIRE_YEARS, Spec, explain, next_fires
 from cronsvc.schedule.fields import parse as parse_cron
 
-# Runs in the child: stdlib only, so it works whatever the child can import. What the
+# Runs in the child: stdlib only, so it works whatever the child can import, and as
+# little of it as can be: the first target's time includes the child's start. What the
 # imported modules print goes to stderr (dropped); the report has fd 1 to itself.
 _CHILD = r"""
 import importlib, json, os, sys
 report = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
+def is_async(obj):  # inspect.iscoroutinefunction, without importing inspect (slow)
+    while type(obj).__name__ == "partial" and hasattr(obj, "func"):
+        obj = obj.func
+    code = getattr(getattr(obj, "__func__", obj), "__code__", None)
+    return bool(code is not None and code.co_flags & 0x80)  # CO_COROUTINE
 for i, (path, has) in enumerate(json.loads(sys.argv[1])):
     report.write(f"begin {i}\n")
     report.flush()
@@ -46,9 +53,11 @@ for i, (path, has) in enumerate(json.loads(sys.argv[1])):
         fits = callable(obj) if has is None else hasattr(obj, has)
         wanted = "is not callable" if has is None else f"has no {has}"
         problem = None if fits else f"{path} {wanted} (type {type(obj).__name__})"
+        awaited = has is None and is_async(obj)
     except BaseException as exc:  # SystemExit of a module is a finding too
         problem = f"cannot import {path}: {type(exc).__name__}: {exc}"
-    report.write(json.dumps([i, problem]) + "\n")
+        awaited = False
+    report.write(json.dumps([i, [problem, awaited]]) + "\n")
     report.flush()
 """
 
@@ -126,54 +135,70 @@ def dst_notes(job: Job, now_ms: int) -> list[str]:
     return out
 
 
-def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S) -> list[str]:
+class Validated(NamedTuple):
+    """What ``cronsvc validate`` found in a valid file: its config, its warnings and, with
+    ``--imports``, the jobs whose target is an ``async def`` function (awaited on the
+    worker's event loop, and stoppable), else None."""
+
+    config: Config
+    warnings: list[str]
+    async_jobs: list[str] | None = None
+
+
+def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S
+                    ) -> tuple[list[str], list[str]]:
     """A located error for each target of a job's kind (a ``call``'s function) that does
-    not import as a callable."""
+    not import as a callable, and the jobs whose target is async."""
     targets: dict[Target, list[KeyPath]] = {}
     for name, job in checked.config.jobs.items():
         for key, target in KINDS[job.kind].imports(job).items():
             targets.setdefault(target, []).append(("jobs", name, *key.split(".")))
-    failed = check_imports(list(targets), timeout)
+    failed, awaited = check_imports(list(targets), timeout)
+    async_jobs = sorted({str(path[1]) for target in awaited for path in targets[target]})
     out = []
     for target, why in failed.items():
         for path in targets[target]:
             out.append((checked.line(path),
                         f"{checked.place(path)}: {dotted(path)}: {why}"))
-    return [text for _, text in sorted(out)]
+    return [text for _, text in sorted(out)], async_jobs
 
 
 def check_imports(targets: Sequence[Target], timeout: float = IMPORT_TIMEOUT_S
-                  ) -> dict[Target, str]:
-    """Each target that does not import, or is not what it must be -> why; the others
-    are left out.
+                  ) -> tuple[dict[Target, str], set[Target]]:
+    """Each target that does not import, or is not what it must be -> why (the others
+    are left out), and the targets that are ``async def`` functions.
 
     Each child process imports the targets in turn; one that ends the child (exit,
     crash) or takes longer than ``timeout`` seconds is reported, and a new child
     goes on with the rest.
     """
     failed: dict[Target, str] = {}
+    awaited: set[Target] = set()
     todo = list(dict.fromkeys(targets))
     while todo:
         steps = run_steps(_CHILD, json.dumps([list(t) for t in todo]), len(todo), timeout)
-        for i, problem in steps.answers.items():
+        for i, (problem, is_async) in steps.answers.items():
             if problem is not None:
                 failed[todo[i]] = problem
+            elif is_async:
+                awaited.add(todo[i])
         if steps.stopped_at is None:
             break
         failed[todo[steps.stopped_at]] = f"cannot import {todo[steps.stopped_at].path}: " \
                                          f"{steps.why}"
         todo = todo[steps.stopped_at + 1:]
-    return failed
+    return failed, awaited
 
 
 def check(path: str, now_ms: int, *, imports: bool = False,
-          timeout: float = IMPORT_TIMEOUT_S) -> tuple[Config, list[str]]:
-    """The config at ``path`` and its warnings; ConfigError for every problem, those
-    of ``--imports`` included."""
+          timeout: float = IMPORT_TIMEOUT_S) -> Validated:
+    """The config at ``path``, its warnings and (``imports``) its async jobs; ConfigError
+    for every problem, those of ``--imports`` included."""
     checked = check_file(path)
     found = warnings(checked, now_ms)
-    if imports:
-        problems = import_problems(checked, timeout)
-        if problems:
-            raise ConfigError([*found, *problems])
-    return checked.config, found
+    if not imports:
+        return Validated(checked.config, found)
+    problems, async_jobs = import_problems(checked, timeout)
+    if problems:
+        raise ConfigError([*found, *problems])
+    return Validated(checked.config, found, async_jobs)

@@ -386,6 +386,9 @@ class WorkerSettings(_Frozen):
     kept per job."""
 
     concurrency: int = Field(default=4, ge=1)
+    # Async call runs at once: tasks on the worker's loop, holding no thread while they
+    # wait, so far more than its slots (docs/job-file.md#async-calls).
+    async_concurrency: int = Field(default=100, ge=1)
     pools: tuple[str, ...] = (DEFAULT_POOL,)
     host: str | None = None  # the host this worker runs each-host jobs for (default: its name)
     lease: Seconds = 30.0

@@ -18,7 +18,7 @@ a kind knows neither Redis nor the CLI: what a fire runs is the same whoever cla
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cronsvc.clock import SYSTEM, Clock, monotonic
@@ -80,3 +80,33 @@ def execute(
         result = Result("failed", error=f"{type(exc).__name__}: {exc}")
     duration_ms = int((monotonic() - t0) * 1000)
     return Outcome(result.status, started_ms, duration_ms, *result[1:])
+
+
+def runs_async(job: Any) -> bool:
+    """Whether fires of `job` run on the worker's event loop (:func:`launch`), holding no
+    slot thread while they wait, rather than through :func:`execute`."""
+    return KINDS[job.kind].runs_async(job)
+
+
+def launch(
+    job: Any, ctx: FireContext, cancel: threading.Event, done: Callable[[Outcome], None],
+    clock: Clock = SYSTEM,
+) -> Callable[[], None]:
+    """Start a fire of a job that :func:`runs_async` on the worker's loop; `done` is told
+    its outcome once, on the loop's thread. Returns what stops it early (`cancel` is
+    only read here: the caller calls the returned function when it sets it)."""
+    started_ms = clock.now_ms()
+    t0 = monotonic()
+
+    def finished(result: Result) -> None:
+        done(Outcome(result.status, started_ms, int((monotonic() - t0) * 1000), *result[1:]))
+
+    if cancel.is_set():
+        finished(Result("cancelled", error="cancelled before start"))
+        return lambda: None
+    deadline = None if job.timeout is None else t0 + job.timeout
+    try:
+        return KINDS[job.kind].start(job, ctx, Stop(cancel, job.timeout, deadline), finished)
+    except Exception as exc:  # the worker must get an outcome, whatever went wrong
+        finished(Result("failed", error=f"{type(exc).__name__}: {exc}"))
+        return lambda: None

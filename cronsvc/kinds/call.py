@@ -1,26 +1,29 @@
 """``call``: a Python function of the worker's own environment, ``package.module:function``,
 called as ``fn(*args, **kwargs)`` (see :mod:`cronsvc.run.calls`).
 
-With a timeout it runs in a thread of its own: a timeout or a cancel is reported at once,
-but a thread cannot be killed and is left to finish on its own. Without one, in the
-worker's slot thread, which saves a thread per run: a cancel is reported when the call
-returns. Cooperative functions poll :func:`cronsvc.stopping` either way. It reports the
-repr of what it returned, or the exception and its traceback.
+An ``async def`` function is awaited as a task on the worker's event loop, without a
+thread of its own, and a timeout, a cancel, a lost lease or a shutdown cancels the task.
+A sync function with a timeout runs in a thread of its own: a timeout or a cancel is
+reported at once, but a thread cannot be killed and is left to finish on its own. Without
+one, in the worker's slot thread, which saves a thread per run: a cancel is reported when
+the call returns. Cooperative functions poll :func:`cronsvc.stopping` either way. It
+reports what the function printed and logged, then the repr of what it returned, or the
+exception and its traceback.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import field_validator
 
 from cronsvc.kinds.kind import Fields, Kind, Target
-from cronsvc.run.calls import CallResult, call_here, start_call
+from cronsvc.run.calls import CallResult, call_here, is_async, start_awaited, start_call
 from cronsvc.run.context import FireContext
-from cronsvc.run.outcome import Result, Stop
+from cronsvc.run.outcome import How, Result, Stop
 
 _CALL = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 #: Modules whose functions run programs or code as a call target, with no `shell: true`.
@@ -66,6 +69,19 @@ class Call(Kind):
             stopping.set()  # for callables that poll stopping(); the thread itself lives on
             return stop.stopped(how)
         return _result(box[0])
+
+    def runs_async(self, job: Any) -> bool:
+        return is_async(job.call)
+
+    def start(self, job: Any, ctx: FireContext, stop: Stop,
+              done: Callable[[Result], None]) -> Callable[[], None]:
+        def ended(how: How, res: CallResult) -> None:
+            if how == "done":
+                done(_result(res))
+            else:  # what it printed until it was stopped is kept
+                done(stop.stopped(how)._replace(output=res.output))
+
+        return start_awaited(job, ctx, stop.deadline, ended)
 
     def shown(self, job: Any) -> dict[str, Any]:
         return {"call": job.call, "args": list(job.args), "kwargs": dict(job.kwargs)}

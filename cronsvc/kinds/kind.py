@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -73,6 +73,18 @@ class Kind(ABC):
         output (its tail). Returns when it is done, or once ``stop`` says it must end
         (its timeout, a cancel, a lost lease, a shutdown), as far as this kind can stop
         it; may raise (the executor reports the exception as a failure)."""
+
+    def runs_async(self, job: Any) -> bool:
+        """Whether fires of ``job`` run as tasks on the worker's event loop (through
+        :meth:`start`) instead of in one of its slot threads (through :meth:`run`)."""
+        return False
+
+    def start(self, job: Any, ctx: FireContext, stop: Stop,
+              done: Callable[[Result], None]) -> Callable[[], None]:
+        """Start one fire of a job that :meth:`runs_async`, on the worker's loop, and
+        return what stops it (from any thread: a cancel, a lost lease, a shutdown).
+        ``done`` is told its result once, on the loop's thread; it does not block."""
+        raise NotImplementedError(f"{self.key} jobs do not run on the event loop")
 
     @abstractmethod
     def shown(self, job: Any) -> dict[str, Any]:

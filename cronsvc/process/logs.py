@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from cronsvc.run.capture import OutsideRuns
+
 # Fields a run line carries, so a shipper can index them.
 RUN_FIELDS = ("job", "fire", "attempt", "worker")
 
@@ -76,6 +78,8 @@ def batched_lines() -> Iterator[None]:
 def setup_logging(fmt: str = "human", name: str = "", level: int = logging.INFO) -> None:
     """Configure the root logger once for a cronsvc process named ``name``."""
     handler = LineHandler(sys.stderr)
+    # What a call job logs is its run's output (cronsvc.run.capture), not the worker's.
+    handler.addFilter(OutsideRuns())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

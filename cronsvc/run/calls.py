@@ -10,6 +10,11 @@ returns; its result is then discarded.
 The callable is invoked as ``fn(*job.args, **job.kwargs)``. It receives its
 :class:`~cronsvc.run.context.FireContext` through :func:`~cronsvc.run.context.current` and, when its
 signature has a parameter named ``ctx``, also as the keyword ``ctx``.
+
+An ``async def`` target (:func:`is_async`) is awaited on the worker's event loop
+(:func:`start_awaited`, :mod:`cronsvc.run.awaits`) and can be stopped; a sync target that
+returns a coroutine anyway (a wrapper, a lambda) has it awaited there too, its thread
+waiting. What a call prints and logs is kept in its output (:mod:`cronsvc.run.capture`).
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cronsvc.run.awaits import Awaited
+from cronsvc.run.capture import Output, capturing, kept
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
-from cronsvc.run.outcome import OUTPUT_CAP
+from cronsvc.run.outcome import OUTPUT_CAP, SLICE, How
 
 # Resolving is cheap once the module is imported, but inspect.signature is not:
 # cache the callable together with whether it takes `ctx`.
@@ -76,11 +83,22 @@ def resolve(path: str) -> tuple[Callable[..., Any], bool]:
     # own import lock keeps concurrent imports of one module safe.
     obj = locate(path)
     if not callable(obj):
-        raise ImportProblem(f"cannot import {path}: {type(obj).__name__} is not callable")
+        raise ImportProblem(f"{path} is not callable (type {type(obj).__name__})")
     entry = (obj, _takes_ctx(obj))
     with _resolved_lock:
         _resolved.setdefault(path, entry)
     return entry
+
+
+def is_async(path: str) -> bool:
+    """Whether the target is an ``async def`` function (or a partial of one), to be
+    awaited on the worker's loop; False for a target that does not import (its run
+    says why)."""
+    try:
+        fn, _ = resolve(path)
+    except ImportProblem:
+        return False
+    return inspect.iscoroutinefunction(fn)
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:
@@ -109,7 +127,7 @@ def start_call(job: Any, ctx: FireContext, stop: threading.Event) -> tuple[threa
         CURRENT_FIRE.set(ctx)
         STOP_EVENT.set(stop)
         try:
-            box.append(_invoke(job, ctx))
+            box.append(_invoke(job, ctx, stop))
         finally:
             done.set()
 
@@ -126,13 +144,14 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
     """
     current_token, stop_token = CURRENT_FIRE.set(ctx), STOP_EVENT.set(stop)
     try:
-        return _invoke(job, ctx)
+        return _invoke(job, ctx, stop)
     finally:
         CURRENT_FIRE.reset(current_token)
         STOP_EVENT.reset(stop_token)
 
 
-def _invoke(job: Any, ctx: FireContext) -> CallResult:
+def _invoke(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
+    out = Output()
     try:
         fn, takes_ctx = resolve(job.call)
     except ImportProblem as exc:
@@ -140,14 +159,73 @@ def _invoke(job: Any, ctx: FireContext) -> CallResult:
     kwargs = dict(job.kwargs)
     if takes_ctx:
         kwargs.setdefault("ctx", ctx)
+    with capturing(out):
+        try:
+            result = fn(*job.args, **kwargs)
+        except BaseException as exc:  # SystemExit and friends must not escape a worker thread
+            return raised(exc, out)
+    if inspect.iscoroutine(result):
+        return _await_here(result, ctx, stop, out)
+    return returned(result, out)
+
+
+def _await_here(coro: Any, ctx: FireContext, stop: threading.Event, out: Output) -> CallResult:
+    """Await a coroutine a sync target returned on the worker's loop, this thread waiting
+    for it; ``stop`` cancels it."""
+    done = threading.Event()
+    box: list[CallResult] = []
+
+    def ended(how: How, value: Any, exc: BaseException | None) -> None:
+        box.append(settled(how, value, exc, out))
+        done.set()
+
+    task = Awaited(coro, ctx, out, None, ended)
+    while not done.wait(SLICE):
+        if stop.is_set():
+            task.cancel()
+            done.wait()
+    return box[0]
+
+
+def start_awaited(job: Any, ctx: FireContext, deadline: float | None,
+                  ended: Callable[[How, CallResult], None]) -> Callable[[], None]:
+    """Start an ``async def`` target as a task on the worker's loop; ``ended`` is told how
+    it ended, on the loop's thread. Returns what cancels it (from any thread)."""
+    out = Output()
     try:
-        result = fn(*job.args, **kwargs)
-    except BaseException as exc:  # SystemExit and friends must not escape a worker thread
-        tb = "".join(traceback.format_exception(exc))
-        return CallResult(ok=False, output=tb[-OUTPUT_CAP:], error=f"{type(exc).__name__}: {exc}")
-    if result is None:
-        return CallResult(ok=True)
-    text = repr(result)
+        fn, takes_ctx = resolve(job.call)
+        kwargs = dict(job.kwargs)
+        if takes_ctx:
+            kwargs.setdefault("ctx", ctx)
+        coro = fn(*job.args, **kwargs)  # an async def runs nothing until awaited
+    except ImportProblem as exc:
+        ended("done", CallResult(ok=False, error=str(exc)))
+        return lambda: None
+    except Exception as exc:  # arguments that do not fit its signature
+        ended("done", raised(exc, out))
+        return lambda: None
+    task = Awaited(coro, ctx, out, deadline,
+                   lambda how, value, exc: ended(how, settled(how, value, exc, out)))
+    return task.cancel
+
+
+def settled(how: How, value: Any, exc: BaseException | None, out: Output) -> CallResult:
+    """What an awaited call reports: as a sync call for "done"; what it printed otherwise."""
+    if how != "done":
+        return CallResult(ok=False, output=kept(out.text(), ""), error=how)
+    return returned(value, out) if exc is None else raised(exc, out)
+
+
+def raised(exc: BaseException, out: Output) -> CallResult:
+    """A call that raised: what it printed, then the traceback."""
+    tb = "".join(traceback.format_exception(exc))
+    return CallResult(ok=False, output=kept(out.text(), tb),
+                      error=f"{type(exc).__name__}: {exc}")
+
+
+def returned(value: Any, out: Output) -> CallResult:
+    """A call that returned: what it printed, then the repr of what it returned."""
+    text = "" if value is None else repr(value)
     if len(text) > OUTPUT_CAP:
         text = text[: OUTPUT_CAP - 3] + "..."
-    return CallResult(ok=True, output=text)
+    return CallResult(ok=True, output=kept(out.text(), text))

@@ -1,7 +1,8 @@
 """What a running job may know about its fire, and the two helpers a `call` job uses.
 
 ``cronsvc.current()`` is the :class:`FireContext` of the fire a call job is running;
-``cronsvc.stopping()`` turns true once that run has timed out or was cancelled.
+``cronsvc.stopping()`` turns true once that run has timed out or was cancelled;
+``ctx.log(...)`` writes a structured line into the run's output.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronsvc.clock import iso_utc
+from cronsvc.run.capture import log_line
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,12 @@ class FireContext:
     worker: str = ""
     payload: Any = None
     schedule: str | None = None  # the runtime schedule the fire belongs to
+
+    def log(self, message: str, **fields: Any) -> None:
+        """One line, ``message key=value ...``, in the output of the run this is called
+        in: ``ctx.log("rows", n=42)`` writes ``rows n=42`` (a value with a space or a
+        quote is written as JSON). Outside a run, a line of the worker's log."""
+        log_line(message, fields)
 
     def env(self) -> dict[str, str]:
         """The CRONSVC_* environment variables a command job receives."""

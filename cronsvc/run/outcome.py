@@ -26,8 +26,9 @@ class Outcome:
 
     `exit_code` is the process's return code (negative: killed by that signal),
     None for call jobs and commands that could not start. `output` is the tail
-    of the output (commands) or the repr of the return value or the traceback
-    (calls). `error` is a one-line reason when the status is not "ok".
+    of the output (commands), or of what a call printed and logged followed by the
+    repr of its return value or its traceback (calls). `error` is a one-line reason
+    when the status is not "ok".
     """
 
     status: Status

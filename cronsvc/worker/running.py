@@ -5,6 +5,7 @@ lease and results threads each say what they use of it (``LeaseHolder`` in lease
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cronsvc.config.models import Job
@@ -30,6 +31,8 @@ class Running:
     renewed_at: float = 0.0
     leash: Leash | None = None  # the process group its run starts, if any, held by the watchdog
     ended: bool = False  # the job has returned; its result may not be recorded yet
+    on_loop: bool = False  # a task on the worker's event loop, not a slot thread's run
+    on_stop: Callable[[], None] | None = None  # cancels its task, once it has one
 
     @property
     def key(self) -> tuple[str, int]:
@@ -40,6 +43,8 @@ class Running:
         """Ask the run to end, saying why (its history status)."""
         self.cancel_reason = reason
         self.cancel.set()
+        if self.on_stop is not None:
+            self.on_stop()
 
 
 @dataclass(frozen=True)

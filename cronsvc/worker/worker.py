@@ -1,6 +1,7 @@
 """The worker: claim due fires, run them, keep their leases, ack or fail.
 
-One thread claims and sleeps, a pool runs the jobs, one thread renews leases,
+One thread claims and sleeps, a pool runs the jobs (and one event loop the async
+``call`` jobs, :mod:`cronsvc.run.loop`), one thread renews leases,
 one stops runs whose lease may lapse, one listens for wake-ups, one records
 results; a watchdog process kills commands its worker can no longer stop
 (see :mod:`cronsvc.run.watchdog`). All scheduling decisions use
@@ -37,7 +38,7 @@ from cronsvc.config.models import Config
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
-from cronsvc.kinds import execute
+from cronsvc.kinds import execute, launch, runs_async
 from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.pings import Pinger
@@ -75,6 +76,11 @@ HELD_TTL = 600
 HELD_RENEW_EVERY = 60.0
 
 
+def any_async(config: Config) -> bool:
+    """Whether some job of the file runs on the event loop (this imports call targets)."""
+    return any(runs_async(job) for job in config.jobs.values())
+
+
 def held_digest(config: Config) -> str:
     """Names the set of definitions a worker holds: workers with the same jobs share it."""
     text = "\n".join(f"{name}={job.definition}" for name, job in sorted(config.jobs.items()))
@@ -90,6 +96,7 @@ class Worker:
         client: redis.Redis,
         *,
         concurrency: int | None = None,
+        async_concurrency: int | None = None,
         worker_id: str | None = None,
         lease: float | None = None,
         grace: float | None = None,
@@ -106,6 +113,7 @@ class Worker:
         self.client = client
         self.scripts = Scripts(client)
         self.concurrency = concurrency or config.worker.concurrency
+        self.async_concurrency = async_concurrency or config.worker.async_concurrency
         self.worker_id = worker_id or process_id()
         self.lease_ms = int((lease or config.worker.lease) * 1000)
         self.grace = config.worker.grace if grace is None else grace
@@ -115,6 +123,7 @@ class Worker:
         self.pools = pools or config.worker.pools
         self.host = host or config.worker.host or this_host()
         self._queues = self._queues_of(config)
+        self._any_async = any_async(config)
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
@@ -165,6 +174,7 @@ class Worker:
                                                "worker": self.config.worker})
         self.config, self.held = config, held_digest(config)
         self._queues = self._queues_of(config)
+        self._any_async = any_async(config)
         self._held_at = -HELD_RENEW_EVERY  # write the new definitions at once
         log.info("reloaded %s: %d jobs", self.job_file, len(config.jobs))
         return True
@@ -181,8 +191,10 @@ class Worker:
         if any(job.command for job in self.config.jobs.values()):
             self._watchdog.start()
         self.job_file.watch(self.request_reload)
-        log.info("worker %s started: %d slots, lease %.0fs, %d jobs, pools %s",
-                 self.worker_id, self.concurrency, self.lease_ms / 1000, len(self.config.jobs),
+        log.info("worker %s started: %d slots%s, lease %.0fs, %d jobs, pools %s",
+                 self.worker_id, self.concurrency,
+                 f" and {self.async_concurrency} async" if self._any_async else "",
+                 self.lease_ms / 1000, len(self.config.jobs),
                  ", ".join(self.served()))
         try:
             self._loop()
@@ -251,7 +263,7 @@ class Worker:
         start = self._rotation % n
         self._rotation = (self._rotation + 1) % n  # no shard or pool always goes first
         for i in range(n):
-            free = self.concurrency - self._busy()
+            free = self._free()
             if free <= 0:
                 return MAX_SLEEP  # a finishing run sets _wake
             keys = queues[(start + i) % n]
@@ -324,17 +336,51 @@ class Worker:
         # The lease began after claimed_at, the moment the claim was sent.
         run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
                       renewed_at=claimed_at)
+        run.on_loop = claim.unreadable is None and runs_async(job)
         with self._lock:
             self._running[run.key] = run
-        self._pool.submit(self._run, run)
+        if run.on_loop:
+            self._launch(run)
+        else:
+            self._pool.submit(self._run, run)
 
-    def _run(self, run: Running) -> None:
+    def _context(self, run: Running) -> FireContext:
         claim = run.claim
-        ctx = FireContext(
+        return FireContext(
             job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
             attempt=claim.token, worker=self.worker_id, payload=claim.payload,
             schedule=schedule_of(claim.fire_id),
         )
+
+    def _launch(self, run: Running) -> None:
+        """Start an async run as a task on the loop: no slot thread waits for it. It ends
+        through the same steps as a slot's run (:meth:`_ended`), from the task's end."""
+        if not self.leases.still_held(run):
+            self._ended(run, None)
+            return
+        ctx = self._context(run)
+        self.hooks.started(run.job, ctx)
+
+        def done(outcome: Outcome) -> None:
+            self.hooks.ended(run.job, ctx, outcome)
+            self._ended(run, outcome)
+
+        # Set before the cancel is looked at: a stop in between cancels it either way.
+        run.on_stop = launch(run.job, ctx, run.cancel, done, clock=self.clock)
+        if run.cancel.is_set():
+            run.on_stop()
+
+    def _ended(self, run: Running, outcome: Outcome | None) -> None:
+        run.ended = True
+        self._wake.set()
+        if outcome is None:
+            self.free(run)
+        else:
+            self.results.finished(run, outcome)
+
+    def _run(self, run: Running) -> None:
+        claim = run.claim
+        ctx = self._context(run)
         outcome = None
         # Every run is offered the leash; a kind whose runs start processes holds them on it.
         run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
@@ -343,12 +389,7 @@ class Worker:
                 outcome = self._execute(run, ctx)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
-        run.ended = True
-        self._wake.set()
-        if outcome is None:
-            self.free(run)
-        else:
-            self.results.finished(run, outcome)
+        self._ended(run, outcome)
 
     def _execute(self, run: Running, ctx: FireContext) -> Outcome:
         if run.claim.unreadable is not None:
@@ -360,10 +401,28 @@ class Worker:
         return outcome
 
     def _busy(self) -> int:
-        """Slots taken: runs started and not ended. A run frees its slot when it ends, so
-        claiming goes on while its result is written (its lease is still renewed)."""
+        """Slots taken: runs started and not ended, but those on the loop. A run frees its
+        slot when it ends, so claiming goes on while its result is written (its lease is
+        still renewed)."""
         with self._lock:
-            return sum(not run.ended for run in self._running.values())
+            return sum(not run.ended and not run.on_loop for run in self._running.values())
+
+    def _awaiting(self) -> int:
+        """Async runs started and not ended: tasks on the loop."""
+        with self._lock:
+            return sum(not run.ended and run.on_loop for run in self._running.values())
+
+    def _free(self) -> int:
+        """Fires to claim now: free slots, plus free places on the loop while the file has
+        async jobs. The claim takes fires in due order whatever their kind, so a sync fire
+        claimed beyond the slots waits in the worker for one; those waiting take places of
+        the loop, which bounds them."""
+        busy = self._busy()
+        free = max(self.concurrency - busy, 0)
+        if self._any_async:
+            waiting = max(busy - self.concurrency, 0)
+            free += max(self.async_concurrency - self._awaiting() - waiting, 0)
+        return free
 
     def running(self) -> list[Running]:
         """The runs this worker holds a lease on (ended ones until their result is in)."""
@@ -412,6 +471,7 @@ class Worker:
     def _presence(self) -> None:
         keys = self.shards[0]
         info = {"busy": self._busy(), "slots": self.concurrency, "pid": os.getpid(),
+                "awaiting": self._awaiting(),
                 "held": self.held, "jobs": len(self.config.jobs), "pools": self.served(),
                 "file": self.job_file.state(),
                 "host": self.host,
@@ -454,14 +514,15 @@ class Worker:
             left = [run for run in self._running.values() if not run.ended]
         for run in left:
             run.stop(Cancel.SHUTDOWN)
-        # Commands are killed and timed calls given up on, and each releases its fire;
-        # a call without a timeout returns when it returns (soon, if it polls
-        # stopping()). Then the fires of calls still running are given back here.
+        # Commands are killed, async calls cancelled and timed calls given up on, and each
+        # releases its fire; a sync call without a timeout returns when it returns (soon,
+        # if it polls stopping()). Then the fires of calls still running are given back.
         started = monotonic()
         while pending := [run for run in left if not run.ended]:
             waited = monotonic() - started
             if waited > STOP_WAIT or (waited > CALL_STOP_WAIT and not any(
-                    run.job.call is None or run.job.timeout is not None for run in pending)):
+                    run.job.call is None or run.job.timeout is not None or run.on_loop
+                    for run in pending)):
                 break
             time.sleep(0.05)
         self._pool.close()

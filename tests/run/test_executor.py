@@ -305,7 +305,7 @@ def test_call_cancel() -> None:
      "cannot import tests.support.calls:nope: not in the code this process loaded: "
      "restart the worker to load new code (or run it with --reload)"),
     ("tests.support.calls:NOT_CALLABLE",
-     "cannot import tests.support.calls:NOT_CALLABLE: int is not callable"),
+     "tests.support.calls:NOT_CALLABLE is not callable (type int)"),
 ])
 def test_call_bad_import_path(path: str, error: str) -> None:
     out = run(make_job(call=path))
