@@ -1,8 +1,9 @@
-"""Small, harmless callables for the example ``schedules.yaml`` and for tests, and a job
-declared in Python: the example file's ``discover:`` names this module."""
+"""Small, harmless callables for the example ``schedules.yaml`` and for tests, and an
+async job declared in Python: the example file's ``discover:`` names this module."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -21,7 +22,10 @@ def ping(target: str = "self", ctx: Any = None) -> str:
 
 
 @cronsvc.job("0 9 * * 1", timezone="Europe/Berlin", overlap="forbid", retries=1,
-             description="Declared in Python, beside its function.")
-def weekly_report(ctx: Any = None) -> str:
-    """A job of the example fleet declared here rather than in the job file."""
+             timeout="5m", description="Declared in Python, async, beside its function.")
+async def weekly_report(ctx: Any = None) -> str:
+    """A job of the example fleet declared here rather than in the job file, and async:
+    the worker awaits it on its event loop, holding no thread while it waits."""
+    await asyncio.sleep(0.05)  # stands in for the I/O a report waits on
+    print("the week's report is written")
     return ping("weekly-report", ctx)

@@ -194,7 +194,10 @@ def _is_celery_task(obj: Any) -> bool:
 def _celery_target(task: Any, options: dict[str, Any]) -> dict[str, Any]:
     target = {"task": task.name, **options}
     if "app" not in options and "broker" not in options:
-        where = attribute_path(task.app, getattr(task, "__module__", None))
+        # The module the task's function is written in first: it holds (or imports) its
+        # app, whatever other modules happen to import the app as well.
+        home = getattr(getattr(task, "run", None), "__module__", None)
+        where = attribute_path(task.app, home or getattr(task, "__module__", None))
         if where is None:
             raise Undeclarable("celery.app", f"cannot tell which module holds the Celery app "
                                f"of task {task.name}: give app='module:attribute' or "

@@ -52,6 +52,10 @@ def load_app(ref: str) -> tuple[Any, str]:
     raise CronsvcError(f"--app {ref}: {module_name} has no Celery app named {wanted}")
 
 
+#: How long a fire of an imported job waits for its task's outcome (``defaults.timeout``).
+DEFAULT_TIMEOUT = "1h"
+
+
 def beat_jobs(app: Any, app_ref: str | None = None) -> Imported:
     """The job file for ``app.conf.beat_schedule``: one ``celery`` job per entry, named
     after it. ``app_ref`` (``proj.celery:app``) is what the workers import to send; the
@@ -76,6 +80,12 @@ def beat_jobs(app: Any, app_ref: str | None = None) -> Imported:
                             "'_', '.' and '-')")
         intervals += [name] if "every" in job else []
         out.jobs[name] = job
+    if out.jobs:
+        # A dispatched fire waits for its task's outcome: one that never comes back (its
+        # Celery worker died mid-task) must end, so every job gets a bound to change.
+        out.document = {"defaults": {"timeout": DEFAULT_TIMEOUT}, **out.document}
+        out.note("defaults", f"timeout: {DEFAULT_TIMEOUT}: each fire waits this long for "
+                 "its task's outcome; set it longer than your longest task")
     if intervals:
         out.note("beat_schedule", f"{', '.join(intervals)}: beat counts an interval from "
                  "its own start; cronsvc fires at whole multiples of it from 1970-01-01 "
