@@ -73,6 +73,8 @@ def test_a_celery_app_imports_as_celery_jobs() -> None:
     assert "beat_schedule['lights-on']: refused: schedule: solar" in result.stderr
     written = _import("celery", "--app", "tests.support.beat_app", "--skip-unmappable")
     assert ok(written).startswith(
+        "defaults:\n"
+        "  timeout: 1h\n"
         "jobs:\n"
         "  send-digest:\n"
         '    cron: "0 9 * * mon-fri"\n'
