@@ -62,8 +62,8 @@ lock: install
 bench: install
 	$(BIN)/python bench/run.py
 
-# The mixed chaos scenario (every fault at random), or CHAOS_SCENARIO=dispatch, for
-# CHAOS_SECONDS, with its totals.
+# The mixed chaos scenario (every fault at random), or CHAOS_SCENARIO=dispatch or reload,
+# for CHAOS_SECONDS, with its totals.
 CHAOS_SECONDS ?= 600
 CHAOS_SCENARIO ?= mixed
 chaos: install

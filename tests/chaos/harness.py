@@ -5,7 +5,8 @@ Every process incarnation gets a new name, so a ledger line names the very
 process that ran it, and every fault is logged with its time, so the judge can
 tell a rerun caused by a fault from one that was not. Each publish of a job
 file is logged too (an *epoch*), so the judge knows which definition was in
-force when a run started.
+force when a run started. Under ``--reload`` (the reload scenario), each edit of the
+jobs' code is logged as a fault that explains nothing: a swap may not rerun a fire.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tests.chaos.dispatch import Consumers, Copies, count_copies, dispatch_jobs,
 from tests.chaos.files import LIMITS, STARTING_DEADLINE, VERSIONS, chaos_jobs
 from tests.chaos.garbage import Planted, plant
 from tests.chaos.ledger import Epoch, Fault, Totals, judge
+from tests.chaos.reload import Code, CodeRuns, code_runs, refusals, reload_jobs, swaps, up_pids
 from tests.support.wait import wait_for
 
 K = Keys()
@@ -114,6 +116,8 @@ class Scenario:
     lease: str = LEASE  # the workers' lease, seconds
     # `celery:` jobs run by Celery workers on a broker of their own (the run's ``broker``)
     dispatch: bool = False
+    # workers run with --reload, the module of their jobs rewritten (faults swap, broken)
+    reload: bool = False
 
 
 class ChaosRun:
@@ -129,7 +133,10 @@ class ChaosRun:
         # Garbage may hold bytes that are not UTF-8: read, as the fleet does, without failing.
         self.r = redis.Redis.from_url(server.url, decode_responses=True,
                                       encoding_errors="replace")
-        self.fleet = Fleet(tmp, server.url, {})
+        # Reload: the jobs' module in a folder of the run's, on the processes' import path.
+        self.code = Code(tmp / "code") if scenario.reload else None
+        self.fleet = Fleet(tmp, server.url, {},
+                           pythonpath=[self.code.folder] if self.code is not None else [])
         self.paths: dict[str, Path] = {}
         self.files: dict[str, Config] = {}
         assert scenario.dispatch == (broker is not None), "a broker for dispatch, only"
@@ -137,8 +144,15 @@ class ChaosRun:
         self.consumers = (Consumers(tmp, broker, server.url, self.fleet.ledger)
                           if broker is not None else None)
         self.copies: Copies | None = None
-        for version in VERSIONS[:1] if broker is not None else VERSIONS:
+        self.code_runs: CodeRuns | None = None
+        self.kills: dict[str, list[int]] = {}  # supervisor -> when a worker of its was killed
+        if self.code is not None:
+            self.code.folder.mkdir()
+            self.code.write_next()
+        one = broker is not None or self.code is not None  # one job file, never deployed
+        for version in VERSIONS[:1] if one else VERSIONS:
             jobs = (dispatch_jobs(broker.url) if broker is not None
+                    else reload_jobs(self.fleet.ledger) if self.code is not None
                     else chaos_jobs(self.fleet.ledger, version, scenario.limits))
             self.fleet.write(jobs,
                              planner={"horizon": 10}, worker={"history": 100_000},
@@ -173,7 +187,7 @@ class ChaosRun:
         name = self._name("worker")
         version, path = self._file(version)
         self.fleet.worker(name, "--lease", self.scenario.lease, "--concurrency", "4",
-                          "--config", path)
+                          "--config", path, *(["--reload"] if self.code is not None else []))
         self.workers.append(name)
         self.running[name] = version
         # Until it is claiming: a worker that finds Redis down at start exits (a supervisor
@@ -222,7 +236,11 @@ class ChaosRun:
         """kill -9 of a worker in the middle of a run (if any runs), then a new one. The
         processes its commands started must die with it. With limits, the victim holds a
         slot of one (it runs a command) whenever one does; with dispatch, most often a
-        worker that sent a fire's message that no consumer has started yet."""
+        worker that sent a fire's message that no consumer has started yet; under
+        --reload, a worker process of a supervisor, which starts the next."""
+        if self.code is not None:
+            self.kill_reloaded()
+            return
         if self.consumers is not None:
             name = (self.rnd.random() < 0.7 and self._sender()) or self.rnd.choice(self.workers)
         else:
@@ -260,6 +278,57 @@ class ChaosRun:
             if pid_alive(pid):
                 self.orphans.append(f"pid {pid} of {worker} outlived {why}")
                 os.kill(pid, signal.SIGKILL)
+
+    def kill_reloaded(self) -> None:
+        """kill -9 of a worker process a supervisor runs (the current one, or an old one
+        finishing its runs), one in the middle of a run if any: the supervisor starts the
+        next itself. A supervisor gives up after five in a minute: at most three each."""
+        info = {wid: json_object(raw) or {} for wid, raw in self.r.hgetall(K.worker_info).items()}
+        cutoff, busy = now_ms() - 60_000, set(self.tail.running_on())
+        found: list[tuple[str, str, int]] = []  # (supervisor, worker id, pid)
+        for sup in self.workers:
+            if len([t for t in self.kills.get(sup, []) if t > cutoff]) >= 3:
+                continue
+            up = up_pids(self.fleet.log(sup))
+            found += [(sup, wid, pid) for wid, state in info.items()
+                      if (wid == sup or wid.startswith(f"{sup}~"))
+                      and (pid := state.get("pid")) in up and pid_alive(pid)]
+        if not found:
+            return
+        sup, wid, pid = self.rnd.choice([f for f in found if f[1] in busy] or found)
+        at = now_ms()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(pid), timeout=30, message=f"{wid} to die")
+        self.kills.setdefault(sup, []).append(at)
+        self.faults.append(Fault("kill", wid, at, at))
+        self.let_run(0, 3)
+
+    def swap_code(self) -> None:
+        """The next version of the jobs' code, until every supervisor swapped its worker."""
+        assert self.code is not None, "code to edit in the reload scenario only"
+        at = now_ms()
+        self._write_and_swap()
+        self.faults.append(Fault("swap", f"code {self.code.versions}", at, now_ms()))
+
+    def break_code(self) -> None:
+        """A version that does not import: every supervisor keeps its worker on the old
+        code and says why; runs go on; then a fixed version, swapped in."""
+        assert self.code is not None, "code to edit in the reload scenario only"
+        at = now_ms()
+        before = {sup: refusals(self.fleet.log(sup)) for sup in self.workers}
+        self.code.write_broken()
+        wait_for(lambda: all(refusals(self.fleet.log(s)) > n for s, n in before.items()),
+                 timeout=90, message="every supervisor to refuse the broken code")
+        self.let_run(2, 6)
+        self._write_and_swap()
+        self.faults.append(Fault("broken", f"code {self.code.versions}", at, now_ms()))
+
+    def _write_and_swap(self) -> None:
+        assert self.code is not None, "code to edit in the reload scenario only"
+        before = {sup: swaps(self.fleet.log(sup)) for sup in self.workers}
+        self.code.write_next()
+        wait_for(lambda: all(swaps(self.fleet.log(s)) > n for s, n in before.items()),
+                 timeout=90, message=f"every supervisor to swap in code {self.code.versions}")
 
     def restart_planner(self) -> None:
         name = self.rnd.choice(self.planners)
@@ -424,7 +493,8 @@ class ChaosRun:
             "kill": self.kill_worker, "planner": self.restart_planner,
             "redis": self.restart_redis, "stop": self.stop_workers, "oom": self.redis_oom,
             "readonly": self.redis_readonly, "freeze": self.freeze_worker,
-            "deploy": self.deploy, "garbage": self.write_garbage, "broker": self.restart_broker}
+            "deploy": self.deploy, "garbage": self.write_garbage, "broker": self.restart_broker,
+            "swap": self.swap_code, "broken": self.break_code}
         # Each fault of the scenario once in a random order, then at random.
         todo = self.rnd.sample(s.faults, len(s.faults))
         end_at = time.monotonic() + s.seconds
@@ -481,6 +551,8 @@ class ChaosRun:
         totals.orphans += self.orphans
         if self.consumers is not None:
             self.copies = count_copies(self.fleet.ledger, history, start, end)
+        if self.code is not None:
+            self.code_runs = code_runs(read_ledger(self.fleet.ledger))
         return totals
 
     def report(self, totals: Totals) -> str:
@@ -491,7 +563,15 @@ class ChaosRun:
             f"{self.scenario.seconds:.0f} s of faults ({kinds}); files in {self.tmp}",
             *(f"  {line}" for line in totals.lines()),
             *(f"  {line}" for line in (self.copies.lines() if self.copies else [])),
+            *(f"  {line}" for line in self.reload_lines()),
         ])
+
+    def reload_lines(self) -> list[str]:
+        if self.code is None or self.code_runs is None:
+            return []
+        logs = [self.fleet.log(name) for name in self.fleet.procs if name.startswith("worker")]
+        return self.code_runs.lines(self.code, sum(swaps(log) for log in logs),
+                                    sum(refusals(log) for log in logs), len(logs))
 
     def story(self, problems: Iterable[str], most: int = 3) -> str:
         """What happened to the first fires named in ``problems``: the faults and schedule

@@ -1,8 +1,8 @@
 """Chaos scenarios: faults thrown at real planner and worker processes, judged by a
 ledger of every start and finish kept outside Redis.
 
-Short by default (``make test``). ``CRONSVC_CHAOS_SECONDS=600`` makes the mixed and
-dispatch scenarios run that long (``make chaos``, ``make chaos CHAOS_SCENARIO=dispatch``);
+Short by default (``make test``). ``CRONSVC_CHAOS_SECONDS=600`` makes the mixed, dispatch
+and reload scenarios run that long (``make chaos``, ``make chaos CHAOS_SCENARIO=dispatch``);
 ``CRONSVC_CHAOS_SEED`` repeats the random choices of a run (which faults, which victims;
 the timing stays real).
 """
@@ -40,6 +40,10 @@ SCENARIOS = [
     # workers killed (most often between a send and its start), the broker and Redis
     # restarted. A fire may be sent twice; it must run once.
     Scenario("dispatch", LONG or 10, ("kill", "redis", "broker"), dispatch=True),
+    # Workers run with --reload, their jobs' module rewritten: each supervisor swaps its
+    # worker for one on the new code, keeps it on the old code while a version does not
+    # import, and starts another when a worker of its is killed. A swap reruns no fire.
+    Scenario("reload", LONG or 10, ("swap", "broken", "kill"), reload=True),
 ]
 
 K = Keys()
@@ -92,5 +96,11 @@ def test_chaos(scenario: Scenario, tmp_path: Path,
         kept = {(e["key"], e["member"]) for e in aside}
         assert {(K.queue, m.decode(errors="replace")) for p in run.planted for m in p.queue} \
             <= kept, (report, aside[:5])
+    if run.code is not None and run.code_runs is not None:  # every fire ran, each worker
+        # process on one version of the code, the last version written running at the end
+        assert totals.run == totals.expected and totals.duplicates == \
+            totals.explained["worker kill -9"], report
+        assert run.code_runs.mixed == [] and run.code_runs.last == run.code.versions, report
+        assert len(run.code_runs.versions) >= 3, report  # the first, a swap's, the fix
     if scenario.churn:  # schedules came and went, and their fires ran
         assert totals.schedule_calls > 20 and totals.schedule_runs > 0, report

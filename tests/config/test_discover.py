@@ -240,3 +240,53 @@ def test_what_the_decorator_could_not_declare_is_located_too(tmp_path: Path, cod
         "function: a worker cannot import it; declare it at module level",
         "inner.py:5: jobs.nested.kwargs: a value of type object cannot be written in a job "
         "file (strings, numbers, lists, mappings, datetime and timedelta can)"]
+
+
+def test_jobs_sent_to_rq_arq_and_dramatiq_are_jobs_of_their_kinds(
+        tmp_path: Path, code: Path) -> None:
+    (code / "queued.py").write_text(dedent("""\
+        import cronsvc
+        from tests.support.dramatiq_app import digest
+
+        cronsvc.job("0 7 * * *", broker="${DRAMATIQ_BROKER_URL}", args=["core"])(digest)
+
+
+        @cronsvc.job("30 6 * * *", via="rq", queue="reports")
+        def rebuild_index(ctx=None):
+            pass
+
+
+        @cronsvc.job(every="10m", via="arq", redis="${ARQ_REDIS_URL}")
+        async def refresh(ctx):
+            pass
+        """))
+    jobs = load_config(job_file(tmp_path, "discover: [queued]\n")).jobs
+    assert {name: (job.kind, job.declared_at) for name, job in jobs.items()} == {
+        "digest": ("dramatiq", "queued.py:4"), "rebuild-index": ("rq", "queued.py:7"),
+        "refresh": ("arq", "queued.py:12")}
+    assert (jobs["digest"].dramatiq.actor, jobs["digest"].dramatiq.queue) == ("digest",
+                                                                              "default")
+    assert (jobs["rebuild-index"].rq.func, jobs["rebuild-index"].rq.redis) == (
+        "queued.rebuild_index", "${RQ_REDIS_URL}")
+    assert jobs["refresh"].arq.function == "refresh"
+
+
+def test_an_option_the_job_queue_does_not_take_is_located(tmp_path: Path, code: Path) -> None:
+    (code / "queued.py").write_text(dedent("""\
+        import cronsvc
+
+
+        @cronsvc.job("30 6 * * *", via="rq", broker="redis://127.0.0.1:6379/1",
+                     options={"retry": 3})
+        def rebuild_index(ctx=None):
+            pass
+        """))
+    assert problems(job_file(tmp_path, "discover: [queued]\n")) == [
+        "queued.py:4: jobs.rebuild-index.broker: not an option of rq jobs, which take redis, "
+        "queue, args, kwargs, options, wait"]
+    # Once the decorator's own problems are gone, the job's are checked as the file's.
+    (code / "queued.py").write_text((code / "queued.py").read_text().replace(
+        'broker="redis://127.0.0.1:6379/1"', 'redis="redis://127.0.0.1:6379/1"'))
+    assert problems(job_file(tmp_path, "discover: [queued]\n")) == [
+        "queued.py:4: jobs.rebuild-index.rq: options: unknown retry; expected some of "
+        "at_front, description, failure_ttl, job_timeout, result_ttl, ttl"]

@@ -82,6 +82,25 @@ def test_every_second_each_fire_runs_once_as_the_rq_job_of_its_id(
         ok[fid]["output"])
 
 
+def test_a_job_declared_in_python_via_rq_runs_in_the_rq_worker(
+        tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
+    url, ledger, code = rq_url_of(redis_url), tmp_path / "runs.jsonl", tmp_path / "code"
+    code.mkdir()
+    # The module declares the job; the function RQ runs is one its worker imports.
+    (code / "queued.py").write_text(
+        "import cronsvc\nfrom tests.support.rq_jobs import digest\n\n"
+        f"cronsvc.job(every='1s', via='rq', redis={url!r}, args=['core'])(digest)\n")
+    fleet = Fleet(tmp_path, redis_url, {}, pythonpath=[code], discover=["queued"])
+    with rq_worker(tmp_path, url, redis_url, ledger), fleet.running("w1"):
+        wait_for(lambda: len(ok_records(r, "digest")) >= 3, timeout=60,
+                 message=f"three fires recorded ok\n{fleet.logs()}")
+    runs = read_runs(ledger)
+    assert max(Counter(run["fire"] for run in runs).values()) == 1
+    assert all(run["job_id"] == safe_id(run["fire"]) and run["team"] == "core"
+               for run in runs)
+    assert set(ok_records(r, "digest")) <= {run["fire"] for run in runs}
+
+
 def test_a_failing_job_is_retried_dead_told_and_paused_as_a_call_job_is(
         tmp_path: Path, redis_url: str, r: redis.Redis, hooks: HttpReceiver) -> None:
     url, ledger = rq_url_of(redis_url), tmp_path / "runs.jsonl"
