@@ -201,7 +201,8 @@ class Reloader:
             log.error("cannot load the jobs' code: %s; waiting for a change",
                       gen.state().get("error"))
             return None
-        if not gen.up:  # a bad file or option: the worker said why
+        # Up once and killed before this loop looked again: registered all the same.
+        if not gen.up and not self._is_up(gen):  # a bad file or option: it said why
             return int(code)
         self.starts = [t for t in self.starts if monotonic() - t < RESTART_WINDOW]
         self.starts.append(monotonic())
