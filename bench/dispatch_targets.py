@@ -68,13 +68,19 @@ def env(broker_var: str, broker: str, redis_url: str, ledger: Path) -> dict[str,
                      **{broker_var: broker})
 
 
+def job_of(what: str, where: str) -> Callable[[str, str | None, bool, str], dict[str, Any]]:
+    """The job target maker of a library whose target names its task ``what`` and its
+    broker ``where``."""
+
+    def job(broker: str, queue: str | None, wait: bool, task: str) -> dict[str, Any]:
+        return {what: task, where: broker, "args": list(ARGS), "kwargs": KWARGS,
+                "wait": wait, **({"queue": queue} if queue else {})}
+
+    return job
+
+
 # -- Celery --------------------------------------------------------------------------
 _CELERY: dict[str, Any] = {}
-
-
-def celery_job(broker: str, queue: str | None, wait: bool, task: str) -> dict[str, Any]:
-    return {"task": task, "broker": broker, "args": list(ARGS), "kwargs": KWARGS,
-            "wait": wait, **({"queue": queue} if queue else {})}
 
 
 def celery_plain(broker: str, queue: str | None, task: str,
@@ -106,11 +112,6 @@ def rq_queue(broker: str, name: str | None) -> Any:
         _RQ[key] = Queue(key[1], connection=redis.Redis.from_url(broker),
                          serializer=JSONSerializer)
     return _RQ[key]
-
-
-def rq_job(broker: str, queue: str | None, wait: bool, task: str) -> dict[str, Any]:
-    return {"func": task, "redis": broker, "args": list(ARGS), "kwargs": KWARGS,
-            "wait": wait, **({"queue": queue} if queue else {})}
 
 
 def rq_plain(broker: str, queue: str | None, task: str,
@@ -152,11 +153,6 @@ def rq_size(br: redis.Redis, queue: str) -> int:
 _DRAMATIQ: dict[str, Any] = {}
 
 
-def dramatiq_job(broker: str, queue: str | None, wait: bool, task: str) -> dict[str, Any]:
-    return {"actor": task, "broker": broker, "args": list(ARGS), "kwargs": KWARGS,
-            "wait": wait, **({"queue": queue} if queue else {})}
-
-
 def dramatiq_plain(broker: str, queue: str | None, task: str,
                    deliveries: Sequence[Delivery]) -> None:
     """``broker.enqueue`` of the message ``actor.send`` makes (the actors are not
@@ -189,11 +185,6 @@ def dramatiq_size(br: redis.Redis, queue: str) -> int:
 
 # -- arq -----------------------------------------------------------------------------
 _ARQ: dict[str, Any] = {}
-
-
-def arq_job(broker: str, queue: str | None, wait: bool, task: str) -> dict[str, Any]:
-    return {"function": task, "redis": broker, "args": list(ARGS), "kwargs": KWARGS,
-            "wait": wait, **({"queue": queue} if queue else {})}
 
 
 def _arq_loop() -> asyncio.AbstractEventLoop:
@@ -235,26 +226,29 @@ def arq_size(br: redis.Redis, queue: str) -> int:
 
 
 def _targets() -> Iterator[Target]:
-    yield Target("celery", {"noop": "bench.noop", "stamp": "bench.stamp"}, celery_job,
+    yield Target("celery", {"noop": "bench.noop", "stamp": "bench.stamp"},
+                 job_of("task", "broker"),
                  celery_plain, celery_consumer, "celery",
                  lambda br, q: int(br.llen(q)), lambda br, q: len(br.lindex(q, 0) or b""),
                  notes=["consumer: `celery worker --pool solo`; plain loop: "
                         "`app.send_task`"])
     yield Target("rq", {"noop": "bench.rq_jobs.noop", "stamp": "bench.rq_jobs.stamp"},
-                 rq_job, rq_plain, rq_consumer, "default",
+                 job_of("func", "redis"), rq_plain, rq_consumer, "default",
                  lambda br, q: int(br.llen(f"rq:queue:{q}")), rq_size, batch=rq_batch,
                  notes=["consumer: `rq worker` (RQ's default worker: a fork per job), "
                         "JSON serializer, job class `GuardedJob`; plain loop: "
                         "`Queue.enqueue_call`; batch: `Queue.enqueue_many`, "
                         f"{BATCH} jobs per call"])
-    yield Target("dramatiq", {"noop": "noop", "stamp": "stamp"}, dramatiq_job,
+    yield Target("dramatiq", {"noop": "noop", "stamp": "stamp"},
+                 job_of("actor", "broker"),
                  dramatiq_plain, dramatiq_consumer, "default",
                  lambda br, q: int(br.hlen(f"dramatiq:{q}.msgs")), dramatiq_size,
                  notes=["consumer: `dramatiq --processes 1 --threads 1` with "
                         "`dramatiq_worker_timeout=10` (its Redis consumer polls an empty "
                         "queue with a backoff up to the worker timeout, 1 s by default); "
                         "plain loop: `broker.enqueue` of the message `actor.send` makes"])
-    yield Target("arq", {"noop": "noop", "stamp": "stamp"}, arq_job, arq_plain,
+    yield Target("arq", {"noop": "noop", "stamp": "stamp"}, job_of("function", "redis"),
+                 arq_plain,
                  arq_consumer, "arq:queue", lambda br, q: int(br.zcard(q)), arq_size,
                  python=ARQ_PYTHON,
                  notes=["consumer: `arq` with `poll_delay` 10 ms (0.5 s by default), "
