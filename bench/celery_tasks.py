@@ -9,14 +9,13 @@ act) and its fire id (or task id) in ``CRONSVC_TEST_LEDGER``: the lag to its sta
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
 from celery import Celery
 
-import cronsvc
+from bench.stamps import note
 from cronsvc.contrib.celery import Guarded
 
 app = Celery("cronsvc_bench", broker=os.environ.get("CELERY_BROKER_URL", "memory://"))
@@ -31,8 +30,4 @@ def noop(*args: Any, **kwargs: Any) -> None:
 
 @app.task(base=Guarded, bind=True, name="bench.stamp")
 def stamp(self: Any, *args: Any, **kwargs: Any) -> None:
-    started = time.time()
-    ctx = cronsvc.current()  # None: a message of the plain loop, known by its task id
-    line = json.dumps({"fire": ctx.fire_id if ctx else self.request.id, "started": started})
-    with open(os.environ["CRONSVC_TEST_LEDGER"], "a") as f:
-        f.write(line + "\n")
+    note(time.time(), self.request.id)

@@ -67,8 +67,8 @@ def main() -> None:
     sections = [
         guarded("fire lag", lambda: lag.measure(seconds)),
         guarded("dispatch throughput", lambda: throughput.measure(fires)),
-        guarded("dispatch into celery", lambda: dispatch.measure(
-            *((2_000, 300, 10) if opts.quick else (20_000, 2_000, 60)))),
+        guarded("dispatch into queues", lambda: dispatch.measure(
+            *((2_000, 200, 20) if opts.quick else (20_000, 1_000, 300)))),
         guarded("planner fill", fill.measure),
         guarded("idle cost", lambda: idle.measure(seconds)),
         guarded("trigger latency", lambda: trigger.measure(10 if opts.quick else 50)),

@@ -17,6 +17,7 @@ a kind knows neither Redis nor the CLI: what a fire runs is the same whoever cla
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -29,6 +30,8 @@ from cronsvc.run.dispatch import Outcomes
 from cronsvc.run.outcome import Guard, Outcome, Result, Stop
 
 #: Every kind, by the key that makes a job of it, in the order messages name them.
+log = logging.getLogger(__name__)
+
 KINDS: dict[str, Kind] = {"command": command.KIND, "call": call.KIND, "http": http.KIND,
                           "celery": celery.KIND, "rq": rq.KIND, "dramatiq": dramatiq.KIND,
                           "arq": arq.KIND}
@@ -110,3 +113,22 @@ def launch(
     except Exception as exc:  # the worker must get an outcome, whatever went wrong
         finished(Result("failed", error=f"{type(exc).__name__}: {exc}"))
         return lambda: None
+
+
+def prepare(jobs: Iterable[Any]) -> threading.Thread:
+    """Make ahead, in a daemon thread, what the first fire of each of ``jobs`` would make
+    (:meth:`cronsvc.kinds.kind.Kind.prepare`: a queue library's client and connection),
+    so that it is not paid in a fire's lag. A job that cannot be prepared (its broker
+    down, its library missing) is left to its first fire, which says what went wrong."""
+
+    def work() -> None:
+        for job in jobs:
+            try:
+                KINDS[job.kind].prepare(job)
+            except Exception as exc:
+                log.info("%s: not prepared ahead of its first fire: %s: %s", job.name,
+                         type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+
+    thread = threading.Thread(target=work, name="cronsvc-prepare", daemon=True)
+    thread.start()
+    return thread

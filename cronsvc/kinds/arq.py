@@ -140,6 +140,9 @@ class ArqKind(Dispatching):
 
         return dispatch(ctx, stop, send, target.wait)
 
+    def prepare(self, job: Any) -> None:
+        SENDER.ready().connect(expand(job.arq.redis, "arq.redis"))
+
 
 def job_id(delivery: Delivery) -> str:
     """The arq job id of ``delivery``: the fire id; a retry's, ``<fire id>~<attempt>``
@@ -175,6 +178,10 @@ class Sender:
         """Enqueue ``delivery`` as arq job ``name``: True, or False if arq already held
         that id. Raises when arq's Redis refused or did not answer in time."""
         return self._run(self._enqueue(target, url, name, delivery))
+
+    def connect(self, url: str) -> None:
+        """The pool on ``url``, made now if it is not yet."""
+        self._run(self._pool(url))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         assert self._loop is not None, "ready() starts the loop"

@@ -91,6 +91,14 @@ class CeleryKind(Dispatching):
 
         return dispatch(ctx, stop, send, target.wait)
 
+    def prepare(self, job: Any) -> None:
+        # The app, its result backend's module (send_task loads it) and one connection
+        # in its pool, which the first send takes.
+        app = _app(job.celery)
+        app.backend  # noqa: B018 - a property that loads the backend
+        with app.producer_or_acquire() as producer:
+            producer.connection.ensure_connection(max_retries=1)
+
     def imports(self, job: Any) -> Mapping[str, Target]:
         return {"celery.app": Target(job.celery.app, "send_task")} if job.celery.app else {}
 

@@ -97,6 +97,14 @@ class DramatiqKind(Dispatching):
 
         return dispatch(ctx, stop, send, target.wait)
 
+    def prepare(self, job: Any) -> None:
+        broker = broker_for(job.dramatiq.broker)
+        # RedisBroker: one connection in its client's pool, which the first send takes.
+        # (RabbitmqBroker keeps a connection per thread: the sending thread makes its own.)
+        client = getattr(broker, "client", None)
+        if client is not None:
+            client.ping()
+
 
 _BROKERS: dict[str, Any] = {}
 _LOCK = threading.Lock()

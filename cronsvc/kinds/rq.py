@@ -108,6 +108,10 @@ class RqKind(Dispatching):
 
         return dispatch(ctx, stop, send, target.wait)
 
+    def prepare(self, job: Any) -> None:
+        # The queue, and one connection in its client's pool: the first send takes it.
+        _queue(job.rq.redis, job.rq.queue).connection.ping()
+
 
 def enqueue(queue: Any, target: RqTarget, delivery: Delivery) -> str:
     """Enqueue ``delivery`` on ``queue`` (an ``rq.Queue``), once: a line saying what RQ

@@ -38,7 +38,7 @@ from cronsvc.config.models import Config
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
-from cronsvc.kinds import execute, launch, runs_async
+from cronsvc.kinds import execute, launch, prepare, runs_async
 from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.notify.pings import Pinger
@@ -176,6 +176,7 @@ class Worker:
         self._queues = self._queues_of(config)
         self._any_async = any_async(config)
         self._held_at = -HELD_RENEW_EVERY  # write the new definitions at once
+        prepare(list(config.jobs.values()))
         log.info("reloaded %s: %d jobs", self.job_file, len(config.jobs))
         return True
 
@@ -188,6 +189,7 @@ class Worker:
         for t in threads:
             t.start()
         self.results.start()
+        prepare(list(self.config.jobs.values()))
         if any(job.command for job in self.config.jobs.values()):
             self._watchdog.start()
         self.job_file.watch(self.request_reload)

@@ -146,7 +146,9 @@ def test_a_dispatcher_killed_after_its_send_sends_again_and_rq_refuses_the_copy(
         fleet.wait("w1")
         before = {c["id"] for c in watch.client_list()}
         fleet.worker("w2", "--lease", "1")
-        wait_for(lambda: {c["id"] for c in watch.client_list()} - before,
+        # w2 connects as it starts (a ping, to have a connection ready): its send is the
+        # first other command of a new client.
+        wait_for(lambda: {c["id"] for c in watch.client_list() if c["cmd"] != "ping"} - before,
                  message="w2 sending the fire again")
         with rq_worker(tmp_path, rq_redis.url, redis_url, ledger):
             record = wait_for(lambda: ok_records(r, "digest").get(fid), timeout=60,
