@@ -38,8 +38,12 @@ install-arq: $(ARQ_VENV)/.installed
 run: install
 	$(BIN)/cronsvc up --config $(CONFIG)
 
+# Two processes (pytest-xdist), each with its own redis-server and brokers: most tests
+# wait on real processes and clocks, not the CPU. A file's tests stay in one process.
+PYTEST_JOBS ?= -n 2 --dist loadfile
+
 test: install install-arq
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_JOBS)
 
 # The suite on the newest versions pyproject.toml's ranges allow, in a venv of its own:
 # drift shows here first, as a known failure, not on a fresh machine one morning.
@@ -49,7 +53,7 @@ test-latest:
 	$(LATEST)/bin/python -m pip install -q --upgrade pip
 	$(LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[test]'
 	$(LATEST)/bin/python -m pip list --format=freeze > $(LATEST)/versions.txt
-	$(LATEST)/bin/python -m pytest -q -p no:cacheprovider
+	$(LATEST)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_JOBS)
 
 # Resolve pyproject.toml's ranges again into the lock files (the newest that fit).
 lock: install
