@@ -166,4 +166,4 @@ def test_the_job_pages_show_where_each_job_is_declared(tmp_path: Path, redis_url
         one = http.get("/jobs/weekly-report").text
     assert f'<div class="sub at">{declared}</div>' in jobs
     assert f'<div class="sub at">{path}:3</div>' in jobs
-    assert "<th>declared_at</th>" in one and f"<code>{declared}</code>" in one
+    assert "<th>declared at</th>" in one and f"<code>{declared}</code>" in one
