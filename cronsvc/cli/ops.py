@@ -366,7 +366,7 @@ def cancel(config: str | None, redis_url: str | None, fire: str) -> None:
 @operator()
 @click.argument("job", type=JOB)
 @click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many runs to show, newest first.")
+              help="How many fires to show (each with all its attempts), newest first.")
 @json_option
 def history(config: str | None, redis_url: str | None, job: str, count: int,
             as_json: bool) -> None:

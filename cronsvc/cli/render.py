@@ -27,6 +27,7 @@ from cronsvc.client.views import (
     QueueView,
     Status,
 )
+from cronsvc.history import in_order
 from cronsvc.keys import DEFAULT_POOL
 from cronsvc.malformed import shown
 from cronsvc.policy import chain_targets
@@ -248,7 +249,7 @@ def history(records: Sequence[Mapping[str, Any]], now_ms: int, tz: str = "UTC") 
                   "NOTE"), rows)
 
 
-def by_fire(records: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+def by_fire(records: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
     """History records grouped by fire: newest scheduled time first, each fire's attempts
     in the order they were made."""
     groups: dict[Any, list[Mapping[str, Any]]] = {}
@@ -257,8 +258,7 @@ def by_fire(records: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]
     ordered = sorted(groups.values(),
                      key=lambda g: max(r.get("scheduled") or r.get("at") or 0 for r in g),
                      reverse=True)
-    return [sorted(g, key=lambda r: (r.get("attempt") or 0, r.get("started") or 0))
-            for g in ordered]
+    return [in_order(g) for g in ordered]
 
 
 def fire(view: FireView, now_ms: int, tz: str = "UTC") -> str:

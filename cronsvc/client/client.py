@@ -207,7 +207,8 @@ class Client:
         return self._fleet.upcoming(job, count)
 
     def history(self, job: str, count: int = 20) -> Listing[dict[str, Any]]:
-        """The newest ``count`` history records of ``job``, newest first.
+        """The records of the newest ``count`` fires of ``job``, newest first (all of each
+        fire's: its list is read whole, as long as the job's history cap).
 
         A job removed from the file keeps its history until it expires by cap;
         UnknownJob only when there is neither a published job nor a history.

@@ -42,6 +42,7 @@ from cronsvc.client.views import (
 from cronsvc.clock import iso_utc, ms_to_dt
 from cronsvc.errors import ScheduleError, UnknownJob
 from cronsvc.fires import is_fire_id, job_of, kind_of, parse_fire
+from cronsvc.history import HISTORY_MAX, in_order, newest_fires
 from cronsvc.keys import DEFAULT_POOL, Keys
 from cronsvc.malformed import named, parse
 from cronsvc.notify.notifier import pending
@@ -208,16 +209,17 @@ class FleetReader:
         return upcoming(spec, ms_to_dt(self.core.server_ms()), count)
 
     def history(self, job: str, count: int = 20) -> Listing[dict[str, Any]]:
-        """The newest ``count`` history records of ``job``, newest first.
+        """The records of the newest ``count`` fires of ``job``, newest first (all of each
+        fire's: its list is read whole, as long as the job's history cap).
 
         A job removed from the file keeps its history until it expires by cap;
         UnknownJob only when there is neither a published job nor a history.
         """
-        raw = self.histories([job], count)[0]
+        raw = self.histories([job], HISTORY_MAX)[0]
         if not raw and not self.redis.hexists(self.core.keys(job).jobs, job):
             raise self.core.unknown_job(job)
         unreadable: list[str] = []
-        found = records(self.core.keys(job).history(job), raw, unreadable)
+        found = newest_fires(records(self.core.keys(job).history(job), raw, unreadable), count)
         return Listing(found, unreadable)
 
     def zones(self) -> dict[str, str]:
@@ -251,13 +253,14 @@ class FleetReader:
         for key in (keys.queue, keys.working, keys.dead):
             pipe.zscore(key, fid)
         pipe.hget(keys.claims, fid)
+        pipe.hgetall(keys.output(fid))
         for key in self._history_keys(job):
             pipe.lrange(key, 0, -1)
-        queued, lease, dead, claim, *histories = pipe.execute()
+        queued, lease, dead, claim, outputs, *histories = pipe.execute()
         lines = [text(raw) for one in histories for raw in one]
-        attempts = sorted(
-            (r for r in records(keys.history(job), lines, []) if r.get("fire") == fid),
-            key=lambda r: (integer(r.get("attempt")) or 0, integer(r.get("started")) or 0))
+        attempts = in_order(with_output(r, outputs)
+                            for r in records(keys.history(job), lines, [])
+                            if r.get("fire") == fid)
         held = {"queued": queued, "running": lease, "dead": dead}
         state = next((name for name, score in held.items() if score is not None),
                      "done" if attempts else "unknown")
@@ -566,3 +569,11 @@ def _serving(workers: list[Member], *, live_only: bool = True) -> collections.Co
     """How many (live) workers serve each pool, as they said."""
     return collections.Counter(pool for w in workers if w.alive or not live_only
                                for pool in w.info.get("pools") or [DEFAULT_POOL])
+
+
+def with_output(record: dict[str, Any], outputs: dict[Any, Any]) -> dict[str, Any]:
+    """``record`` with the whole output its run kept (stored by the attempt's start, while
+    the output retention lasts), in place of the excerpt the record holds."""
+    by_start = {text(k): text(v) for k, v in outputs.items()}
+    kept = by_start.get(str(record.get("started")))
+    return record if kept is None else {**record, "output": kept}

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronsvc.run.awaits import Awaited
-from cronsvc.run.capture import Output, capturing, kept
+from cronsvc.run.capture import capturing, kept
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
 from cronsvc.run.outcome import OUTPUT_CAP, SLICE, How
+from cronsvc.run.output import Kept, kept_of
 
 # Resolving is cheap once the module is imported, but inspect.signature is not:
 # cache the callable together with whether it takes `ctx`.
@@ -151,7 +152,7 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
 
 
 def _invoke(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
-    out = Output()
+    out = kept_of(job)
     try:
         fn, takes_ctx = resolve(job.call)
     except ImportProblem as exc:
@@ -169,7 +170,7 @@ def _invoke(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
     return returned(result, out)
 
 
-def _await_here(coro: Any, ctx: FireContext, stop: threading.Event, out: Output) -> CallResult:
+def _await_here(coro: Any, ctx: FireContext, stop: threading.Event, out: Kept) -> CallResult:
     """Await a coroutine a sync target returned on the worker's loop, this thread waiting
     for it; ``stop`` cancels it."""
     done = threading.Event()
@@ -191,7 +192,7 @@ def start_awaited(job: Any, ctx: FireContext, deadline: float | None,
                   ended: Callable[[How, CallResult], None]) -> Callable[[], None]:
     """Start an ``async def`` target as a task on the worker's loop; ``ended`` is told how
     it ended, on the loop's thread. Returns what cancels it (from any thread)."""
-    out = Output()
+    out = kept_of(job)
     try:
         fn, takes_ctx = resolve(job.call)
         kwargs = dict(job.kwargs)
@@ -209,23 +210,23 @@ def start_awaited(job: Any, ctx: FireContext, deadline: float | None,
     return task.cancel
 
 
-def settled(how: How, value: Any, exc: BaseException | None, out: Output) -> CallResult:
+def settled(how: How, value: Any, exc: BaseException | None, out: Kept) -> CallResult:
     """What an awaited call reports: as a sync call for "done"; what it printed otherwise."""
     if how != "done":
-        return CallResult(ok=False, output=kept(out.text(), ""), error=how)
+        return CallResult(ok=False, output=kept(out, ""), error=how)
     return returned(value, out) if exc is None else raised(exc, out)
 
 
-def raised(exc: BaseException, out: Output) -> CallResult:
+def raised(exc: BaseException, out: Kept) -> CallResult:
     """A call that raised: what it printed, then the traceback."""
     tb = "".join(traceback.format_exception(exc))
-    return CallResult(ok=False, output=kept(out.text(), tb),
+    return CallResult(ok=False, output=kept(out, tb),
                       error=f"{type(exc).__name__}: {exc}")
 
 
-def returned(value: Any, out: Output) -> CallResult:
+def returned(value: Any, out: Kept) -> CallResult:
     """A call that returned: what it printed, then the repr of what it returned."""
     text = "" if value is None else repr(value)
     if len(text) > OUTPUT_CAP:
         text = text[: OUTPUT_CAP - 3] + "..."
-    return CallResult(ok=True, output=kept(out.text(), text))
+    return CallResult(ok=True, output=kept(out, text))

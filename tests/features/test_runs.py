@@ -1,0 +1,113 @@
+"""What an operator reads of a fire's runs, from a real worker process on a real Redis:
+the head and tail of its output stored per fire, its attempts in the order they were
+made, history kept per job and listed by whole fires."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from cronsvc.cli.render import fire as shown_fire
+from cronsvc.keys import Keys
+from cronsvc.testing import Fleet
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.slow
+
+K = Keys()
+NEVER = "0 0 1 1 *"
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., Fleet]]:
+    made: list[Fleet] = []
+
+    def make(jobs: dict[str, Any], **top: Any) -> Fleet:
+        f = Fleet(tmp_path, redis_url, jobs, **top)
+        made.append(f)
+        return f
+
+    yield make
+    for f in made:
+        f.stop_all()
+
+
+def done(f: Fleet, fid: str, state: str = "done") -> Any:
+    client = f.client()
+    return wait_for(lambda: (v := client.fire(fid)).state == state and v,
+                    timeout=40, message=f"{fid} {state}")
+
+
+def test_output_keeps_its_head_and_tail_per_fire_for_the_retention(
+    fleet: Callable[..., Fleet], r: redis.Redis
+) -> None:
+    f = fleet({"flood": {"cron": NEVER, "shell": True, "output": "4KiB",
+                         "command": "echo 'ERROR: disk full' >&2; seq 1 20000"}},
+              worker={"output_retention": "1h"})
+    f.worker("w1")
+    fid = f.trigger("flood")
+    view = done(f, fid)
+    [attempt] = view.attempts
+    out = attempt["output"]
+    assert out.startswith("ERROR: disk full\n1\n2\n"), out[:100]
+    assert out.endswith("\n19999\n20000\n")
+    printed = len("ERROR: disk full\n") + sum(len(f"{i}\n") for i in range(1, 20001))
+    assert f"\n... {printed - 4096} bytes left out ...\n" in out
+    # The history record holds an excerpt; the whole is the fire's own key, expiring.
+    [line] = r.lrange(K.history("flood"), 0, -1)
+    record = json.loads(line)
+    assert record["output"].endswith("20000\n") and len(record["output"]) < 500
+    assert r.hgetall(K.output(fid)) == {str(record["started"]): out}
+    assert 0 < r.pttl(K.output(fid)) <= 3_600_000
+
+
+def test_attempts_read_in_order_and_a_retry_by_hand_numbers_on(
+    fleet: Callable[..., Fleet], r: redis.Redis
+) -> None:
+    f = fleet({"flaky": {"cron": NEVER, "shell": True, "retries": 1, "backoff": "1s",
+                         "command": "echo try $CRONSVC_ATTEMPT; exit 3"}})
+    f.worker("w1")
+    fid = f.trigger("flaky")
+    done(f, fid, "dead")
+    f.client().dead_retry(fid)
+    wait_for(lambda: len(f.client().fire(fid).attempts) == 6, timeout=40,
+             message="two rounds of attempts")
+    view = done(f, fid, "dead")
+    seen = [(a["attempt"], a["status"]) for a in view.attempts]
+    assert seen == [(1, "failed"), (2, "failed"), (2, "dead"),
+                    (3, "failed"), (4, "failed"), (4, "dead")]
+    # The dead line names its cause, which comes before it.
+    assert view.attempts[2]["reason"] == "no attempts left: exit code 3"
+    text = shown_fire(view, f.client().server_ms())
+    lines = [ln.strip() for ln in text.splitlines() if ln.startswith("  attempt ")]
+    assert [ln.split(" (")[0].split(" on ")[0] for ln in lines] == [
+        "attempt 1: failed", "attempt 2: failed", "attempt 2: dead",
+        "attempt 3: failed", "attempt 4: failed", "attempt 4: dead"], text
+
+
+def test_history_is_kept_per_job_and_listed_by_whole_fires(
+    fleet: Callable[..., Fleet], r: redis.Redis
+) -> None:
+    f = fleet({"short": {"cron": NEVER, "command": ["true"], "history": 3},
+               "twice": {"cron": NEVER, "command": ["false"], "retries": 1,
+                         "backoff": "1s"}})
+    f.worker("w1")
+    client = f.client()
+    client.publish_config()
+    shorts = [client.trigger("short") for _ in range(5)]
+    wait_for(lambda: all(client.fire(fid).state in ("done", "unknown") for fid in shorts),
+             timeout=40, message="five fires run")
+    assert r.llen(K.history("short")) == 3
+    kept = [x["fire"] for x in client.history("short", 10)]
+    assert len(set(kept)) == 3 and set(kept) <= set(shorts)
+    twice = [client.trigger("twice") for _ in range(3)]
+    for fid in twice:
+        done(f, fid, "dead")
+    listed = client.history("twice", 2)
+    # Two fires, each whole: two failed attempts and the dead line.
+    assert len({x["fire"] for x in listed}) == 2 and len(listed) == 6
