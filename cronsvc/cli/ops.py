@@ -396,11 +396,19 @@ def queue(config: str | None, redis_url: str | None, limit: int, by_job: bool,
 
 @operator()
 @click.argument("fire", type=FIRE, metavar="FIRE_ID")
+@click.option("--follow", "-f", is_flag=True,
+              help="Print its output as it runs (retries too), then its attempts; exit 0 "
+                   "if it succeeded, 1 if not.")
 @json_option
-def show(config: str | None, redis_url: str | None, fire: str, as_json: bool) -> None:
+def show(config: str | None, redis_url: str | None, fire: str, follow: bool,
+         as_json: bool) -> None:
     """One fire: where it is now, and every attempt with its worker, exit code, duration,
     reason and output."""
     client = connect_client(config, redis_url)
+    if follow:
+        from cronsvc.cli.follow import follow as follow_fire
+
+        raise SystemExit(follow_fire(client, fire))
     view = client.fire(fire)
     emit(view, as_json,
          lambda r: r.fire(view, client.server_ms(), client.zones().get(view.job, "UTC")))

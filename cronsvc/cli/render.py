@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -261,8 +261,9 @@ def by_fire(records: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
     return [in_order(g) for g in ordered]
 
 
-def fire(view: FireView, now_ms: int, tz: str = "UTC") -> str:
-    """``cronsvc show``: the fire, where it is, then each attempt with its output."""
+def fire(view: FireView, now_ms: int, tz: str = "UTC", quiet: Collection[int] = ()) -> str:
+    """``cronsvc show``: the fire, where it is, then each attempt with its output (but
+    that of the attempts in ``quiet``, shown already)."""
     head = [f"{view.fire}: {view.kind} fire of {view.job}, due {when(view.due_ms, now_ms, tz)}",
             f"now: {view.state}" + (f" on {view.worker}, lease until "
                                     f"{when(view.lease_until_ms, now_ms, tz)}"
@@ -279,7 +280,7 @@ def fire(view: FireView, now_ms: int, tz: str = "UTC") -> str:
                  f"exit {r['exit_code']}" if r.get("exit_code") is not None else "",
                  f"({r['reason']})" if r.get("reason") else ""]
         out.append("  " + " ".join(p for p in parts if p))
-        if r.get("output"):
+        if r.get("output") and r.get("attempt") not in quiet:
             out += ["    " + line for line in str(r["output"]).splitlines()]
     return "\n".join(out)
 

@@ -33,6 +33,7 @@ from cronsvc.client.views import (
     JobInfo,
     JobQueue,
     Listing,
+    LiveChunk,
     Member,
     Pause,
     PoolView,
@@ -228,6 +229,12 @@ class Client:
         """Where a fire is, and each attempt of it the job's history holds (BadArgument if
         ``fid`` is not a fire id)."""
         return self._fleet.fire(fid)
+
+    def live_output(self, fid: str, after: str = "0-0", count: int = 1000) -> list[LiveChunk]:
+        """What the runs of fire ``fid`` printed while they went, after the chunk ``after``
+        (``0-0``: from the first kept), ``count`` chunks at most: empty once nothing more
+        came, and for a run that ended before it streamed (its stored output holds it)."""
+        return self._fleet.live_output(fid, after, count)
 
     def queue_by_job(self, scan: int = QUEUE_SCAN) -> tuple[list[JobQueue], bool]:
         """The queue summed up per job: due now, planned ahead, in flight, dead, and the

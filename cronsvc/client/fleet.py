@@ -24,6 +24,7 @@ from cronsvc.client.views import (
     JobInfo,
     JobQueue,
     Listing,
+    LiveChunk,
     Member,
     PoolView,
     QueuedFire,
@@ -32,6 +33,7 @@ from cronsvc.client.views import (
     definition_gaps,
     in_flight,
     job_info,
+    live_chunks,
     member,
     newest_first,
     queued,
@@ -267,6 +269,14 @@ class FleetReader:
         holder = (json_object(claim) or {}).get("worker") if lease is not None else None
         return FireView(fid, job, kind_of(fid), due, state, attempts, holder,
                         score_ms(lease) if lease is not None else None)
+
+    def live_output(self, fid: str, after: str = "0-0", count: int = 1000) -> list[LiveChunk]:
+        """What the runs of fire ``fid`` printed while they went, after the chunk ``after``
+        (``0-0``: from the first kept), ``count`` chunks at most: empty once nothing more
+        came, and for a run that ended before it streamed (its stored output holds it)."""
+        keys = self.core.keys_of_fire(fid)
+        start = after if after == "0-0" else f"({after}"
+        return live_chunks(self.redis.xrange(keys.live(fid), start, "+", count=count) or [])
 
     def queue_by_job(self, scan: int = QUEUE_SCAN) -> tuple[list[JobQueue], bool]:
         """The queue summed up per job: due now, planned ahead, in flight, dead, and the

@@ -20,7 +20,7 @@ from cronsvc.policy import Policy
 from cronsvc.presence import alive
 from cronsvc.schedule.expand import Spec, next_fires
 from cronsvc.schedule.words import describe_schedule, schedule_text
-from cronsvc.store.replies import integer
+from cronsvc.store.replies import integer, text, texts
 
 # A schedule with no fire in this many years shows no next fire (Feb 29 comes every 4).
 # History records read per job to find its last run among skips.
@@ -183,6 +183,31 @@ class FireView:
     attempts: list[dict[str, Any]]  # history records of the fire, first attempt first
     worker: str | None = None  # while running: who holds it
     lease_until_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class LiveChunk:
+    """A piece of a fire's output written while its run went (``cronsvc show --follow``):
+    ``id`` to read on after, the ``attempt`` it is of, its ``text``, or ``end`` once that
+    run is over."""
+
+    id: str
+    attempt: int
+    text: str = ""
+    end: bool = False
+
+
+def live_chunks(entries: Iterable[Any]) -> list[LiveChunk]:
+    """The chunks of a fire's live stream (XRANGE entries); an entry that is not one is
+    left out (the stream is a view: its stored output is what the fire kept)."""
+    found = []
+    for entry_id, fields in entries:
+        values = texts(fields)
+        attempt = integer(values.get("attempt"))
+        if attempt is not None:
+            found.append(LiveChunk(text(entry_id), attempt, values.get("text", ""),
+                                   "end" in values))
+    return found
 
 
 @dataclass(frozen=True)

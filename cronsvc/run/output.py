@@ -93,14 +93,19 @@ def _cut_start(data: bytes) -> bytes:
 
 def _cut_end(data: bytes) -> bytes:
     """``data`` without a UTF-8 sequence a cut after it left unfinished at its end."""
+    return data[:len(data) - unfinished(data)]
+
+
+def unfinished(data: bytes) -> int:
+    """How many bytes at the end of ``data`` begin a UTF-8 character not yet whole."""
     for back in range(1, min(4, len(data)) + 1):
         byte = data[-back]
         if byte & 0xC0 == 0xC0:  # a lead byte: is its sequence whole?
             need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return data if back >= need else data[:-back]
+            return 0 if back >= need else back
         if byte & 0x80 == 0:
-            return data
-    return data
+            return 0
+    return 0
 
 
 def kept_of(job: Any, feed: Feed | None = None) -> Kept:

@@ -212,6 +212,17 @@ def queue(limit: int = Query(50, ge=1, le=MAX_LIMIT),
     return {**plain(view), "lateness_ms": view.lateness_ms}
 
 
+@router.get("/fires/{fire_id:path}/output",
+            summary="What a fire's runs printed while they went, after a chunk")
+def fire_output(fire_id: str, after: str = Query("0-0", pattern=r"^\d+-\d+$"),
+                client: Client = Depends(reader)) -> dict[str, Any]:
+    """Chunks ``{id, attempt, text, end}`` in order, and where the fire is: read again with
+    ``after`` the last id until it is ``done`` or ``dead``."""
+    chunks = client.live_output(fire_id, after)
+    return {"fire": fire_id, "state": client.fire_state(fire_id),
+            "chunks": [plain(c) for c in chunks], "after": chunks[-1].id if chunks else after}
+
+
 @router.get("/fires/{fire_id:path}", summary="One fire: where it is, and its attempts")
 def get_fire(fire_id: str, client: Client = Depends(reader)) -> dict[str, Any]:
     view = client.fire(fire_id)

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from cronsvc.client.client import Client
-from cronsvc.client.views import JobInfo, records
+from cronsvc.client.views import JobInfo, LiveChunk, records
 from cronsvc.clock import iso_utc
 from cronsvc.config.models import Config, Job
 from cronsvc.kinds import KINDS
@@ -297,5 +297,22 @@ def audit(request: Request, cursor: int | None = None,
 @router.get("/fires/{fire_id:path}")
 def fire_page(request: Request, fire_id: str, client: Client = Depends(reader)) -> Response:
     view = client.fire(fire_id)
+    going = view.state in GOING
     return render(request, "fire.html", fire=view.fire, job=view.job, due=_time(view.due_ms),
-                  state=view.state, attempts=view.attempts)
+                  state=view.state, attempts=view.attempts,
+                  live=live_text(client.live_output(fire_id)) if going else None)
+
+
+#: A fire in these states may print more: its page shows its live output and looks again
+#: every second.
+GOING = ("queued", "running")
+LIVE_SHOWN = 64 * 1024  # characters of a run's live output a page shows, the last
+
+
+def live_text(chunks: list[LiveChunk]) -> tuple[int, str] | None:
+    """The attempt and the output so far of the newest run that streamed, its end."""
+    if not chunks:
+        return None
+    attempt = chunks[-1].attempt
+    text = "".join(c.text for c in chunks if c.attempt == attempt)
+    return attempt, text[-LIVE_SHOWN:]

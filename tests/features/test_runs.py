@@ -5,16 +5,20 @@ made, history kept per job and listed by whole fires."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import redis
 
 from cronsvc.cli.render import fire as shown_fire
 from cronsvc.keys import Keys
-from cronsvc.testing import Fleet
+from cronsvc.testing import Fleet, WebServer
+from tests.support.browser import shoot
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
@@ -111,3 +115,68 @@ def test_history_is_kept_per_job_and_listed_by_whole_fires(
     listed = client.history("twice", 2)
     # Two fires, each whole: two failed attempts and the dead line.
     assert len({x["fire"] for x in listed}) == 2 and len(listed) == 6
+
+
+def gated(gate: Path, then: str = "exit 0") -> dict[str, Any]:
+    """A command job that prints a line, waits for ``gate`` to exist, prints another."""
+    return {"cron": NEVER, "shell": True, "timeout": "2m",
+            "command": f"echo 'line 1'; while [ ! -e {gate} ]; do sleep 0.05; done; "
+                       f"echo 'line 2'; {then}"}
+
+
+def test_show_follow_prints_output_while_the_run_goes_then_its_outcome(
+    fleet: Callable[..., Fleet], tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    f = fleet({"slow": gated(gate), "broken": gated(gate, "exit 3")})
+    f.worker("w1")
+    fid = f.trigger("slow")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "cronsvc", "show", fid, "--follow", "--config", str(f.config),
+         "--redis-url", f.redis_url], stdout=subprocess.PIPE, env=f.env, text=True)
+    assert follower.stdout is not None
+    seen = []
+    for line in follower.stdout:
+        seen.append(line)
+        if line == "line 1\n":
+            break
+    # The run is still going: what the follower printed came live.
+    assert f.client().fire(fid).state == "running", seen
+    gate.touch()
+    rest, _ = follower.communicate(timeout=60)
+    assert follower.returncode == 0, rest
+    assert rest.startswith("line 2\n"), rest
+    assert "attempt 1: ok on w1" in rest and "now: done" in rest
+    # A run that fails: the follower exits 1 with its attempt and reason.
+    broken = f.trigger("broken")
+    failed = subprocess.run(
+        [sys.executable, "-m", "cronsvc", "show", broken, "--follow", "--config",
+         str(f.config), "--redis-url", f.redis_url],
+        capture_output=True, env=f.env, text=True, timeout=60)
+    assert failed.returncode == 1, failed
+    assert "attempt 1: failed on w1" in failed.stdout and "(exit code 3)" in failed.stdout
+
+
+def test_the_fire_page_shows_a_runs_output_live_then_its_attempt(
+    fleet: Callable[..., Fleet], tmp_path: Path, redis_url: str, browser: Any
+) -> None:
+    gate = tmp_path / "gate"
+    f = fleet({"slow": gated(gate)})
+    f.worker("w1")
+    with WebServer(tmp_path, redis_url, f.config) as web:
+        fid = f.trigger("slow")
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{web.url}/fires/{quote(fid)}")
+        live = page.locator("pre.live-output")
+        wait_for(lambda: "line 1" in (live.inner_text() if live.count() else ""),
+                 timeout=40, message="the live output on the page")
+        assert f.client().fire(fid).state == "running"
+        shoot(page.locator("main"), tmp_path, "fire-live")
+        gate.touch()
+        first = page.locator("table.history tbody tr").first
+        wait_for(lambda: "line 2" in first.inner_text(), timeout=40,
+                 message="the page to show the attempt with its output")
+        row = first.inner_text()
+        lead = page.inner_text(".lead")
+    assert "ok" in row and "line 1" in row and "done" in lead
+    assert page.locator("pre.live-output").count() == 0
