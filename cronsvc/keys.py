@@ -212,8 +212,8 @@ class Keys:
 
     def live(self, fire_id: str) -> str:
         """stream: the output of one fire's runs while they go (chunks, each with its
-        attempt; an ``end`` entry once a run is over), capped, expiring after the output
-        retention (cronsvc/worker/live.py)."""
+        attempt; an ``end`` entry once a run is over), capped, expiring a minute after a
+        run's end (cronsvc/worker/live.py)."""
         return self._k("cron:live") + ":" + fire_id
 
     # -- fleet wide (shard 0 in cluster mode, so they live somewhere fixed) --

@@ -1,36 +1,33 @@
-"""Sizes as people write them: ``512``, ``4KiB``, ``64KiB``, ``1MiB``, ``10kB``, ``2MB``."""
+"""Sizes as people write them: ``65536``, ``512KiB``, ``64k``, ``1MiB``, ``2M``; and as
+they read them: ``12.5 MiB``. ``k``, ``kb`` and ``kib`` all mean 1024 bytes."""
 
 from __future__ import annotations
 
 import re
 
-_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "k": 1024, "mb": 1000**2,
-          "mib": 1024**2, "m": 1024**2, "gb": 1000**3, "gib": 1024**3, "g": 1024**3}
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
+_SIZE = re.compile(r"(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 2**20, "mb": 2**20,
+          "mib": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30}
 
-HINT = "use e.g. 4096, 4KiB, 64KiB or 1MiB"
+HINT = "bytes, or a size such as 64KiB or 1MiB"
 
 
 def parse_size(value: object) -> int:
-    """Bytes in ``value``; raise ValueError with a plain message if it is not a size."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"not a size ({HINT})")
-    if isinstance(value, str):
-        found = _SIZE.fullmatch(value.strip().lower())
-        if found is None or found.group(2) not in _UNITS:
-            raise ValueError(f"not a size ({HINT})")
-        size = float(found.group(1)) * _UNITS[found.group(2)]
-    else:
-        size = float(value)
-    if size != size or size in (float("inf"), float("-inf")) or size < 0:
-        raise ValueError(f"not a size ({HINT})")
-    return int(size)
+    """Bytes in ``value`` (a whole number, or text with a unit); ValueError with a plain
+    message if it is not a size."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(f"not a size: expected {HINT}")
+    return int(match[1]) * _UNITS[(match[2] or "").lower()]
 
 
-def format_size(size: int) -> str:
-    """``size`` bytes in the largest binary unit that holds it with one decimal at most:
-    ``512B``, ``4KiB``, ``1.5MiB``."""
-    for unit, step in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= step:
-            return f"{size / step:.1f}".removesuffix(".0") + unit
-    return f"{size}B"
+def format_size(n: int) -> str:
+    """``512 B``, ``4.0 KiB``, ``12.5 MiB``, ``1.2 GiB``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

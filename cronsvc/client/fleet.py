@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import redis
 
+from cronsvc.client.costs import runs_memory
 from cronsvc.client.views import (
     LAST_RUN_SCAN,
     Aside,
@@ -458,7 +459,8 @@ class FleetReader:
                             "see notifications below")
         return Status(now, server.version, server.aof, server.policy, planners, workers,
                       warnings, server.used_memory, server.maxmemory, newest, gaps, unrunnable,
-                      schedules, notifications, pools, aside.total)
+                      schedules, notifications, pools, aside.total,
+                      runs_memory(self.redis, self.core.all_shards(), self.core.published_jobs()))
 
     def malformed(self, limit: int = 100) -> Aside:
         """The entries set aside (cronsvc/malformed.py), newest first, of every shard: the

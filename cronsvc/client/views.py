@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from cronsvc.client.costs import KeysCost
 from cronsvc.fires import kind_of, parse_fire
 from cronsvc.keys import DEFAULT_POOL
 from cronsvc.malformed import SetAside, named
@@ -268,6 +269,8 @@ class Status:
     notifications: dict[str, Any] = field(default_factory=dict)
     pools: list[PoolView] = field(default_factory=list)
     malformed: int = 0  # entries set aside (cronsvc/malformed.py), on every shard
+    # what history, outputs and live output take (cronsvc/client/costs.py; None: not allowed)
+    runs: dict[str, KeysCost] | None = None
 
 
 def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str, str]]

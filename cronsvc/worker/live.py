@@ -4,7 +4,8 @@ Each run of a command gets a :class:`LiveFeed`, told every chunk its process wri
 thread per worker writes what the feeds gathered, every :data:`FLUSH_EVERY` seconds, in
 one pipeline for all its runs, to a stream per fire (``Keys.live``): entries
 ``{attempt, text}``, then ``{attempt, end}`` once the run is over, the stream capped at
-:data:`LIVE_ENTRIES` and expiring with the fire's stored outputs. A run streams only once
+:data:`LIVE_ENTRIES`, expiring after the output retention while a run goes and
+:data:`KEPT_AFTER_END_MS` after its end. A run streams only once
 it has lasted :data:`LIVE_AFTER` seconds and printed something: a run that ends sooner or
 prints nothing costs Redis nothing more (its output is stored with its result anyway).
 
@@ -30,6 +31,9 @@ FLUSH_EVERY = 0.2  # seconds between two writes of the output runs gathered mean
 LIVE_AFTER = 0.25  # a run streams once it has lasted this long
 LIVE_ENTRIES = 2000  # a fire's stream keeps about this many entries, the newest
 ENTRY_MAX = 64 * 1024  # bytes of output in one entry at most
+# A run's stream outlives its end this long, for a follower a moment late; its stored
+# output (Keys.output) is what stays.
+KEPT_AFTER_END_MS = 60_000
 
 
 class LiveFeed:
@@ -113,7 +117,7 @@ class LiveOutput:
             if end:
                 pipe.xadd(feed.key, {"attempt": feed.attempt, "end": 1},
                           maxlen=LIVE_ENTRIES, approximate=True)
-            pipe.pexpire(feed.key, ttl)
+            pipe.pexpire(feed.key, KEPT_AFTER_END_MS if end else ttl)
             feed.streamed = True
         try:
             pipe.execute()

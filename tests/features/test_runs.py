@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 import redis
 
+from cronsvc.cli import render
 from cronsvc.cli.render import fire as shown_fire
 from cronsvc.keys import Keys
 from cronsvc.testing import Fleet, WebServer
@@ -68,6 +69,13 @@ def test_output_keeps_its_head_and_tail_per_fire_for_the_retention(
     assert record["output"].endswith("20000\n") and len(record["output"]) < 500
     assert r.hgetall(K.output(fid)) == {str(record["started"]): out}
     assert 0 < r.pttl(K.output(fid)) <= 3_600_000
+    # What it costs is in `cronsvc status`.
+    status = f.client().status()
+    assert status.runs is not None
+    outputs, history = status.runs["outputs"], status.runs["history"]
+    assert outputs.keys == 1 and outputs.bytes > 4096
+    assert history.keys == 1 and history.bytes > 0
+    assert "record of runs: " in render.status(status)
 
 
 def test_attempts_read_in_order_and_a_retry_by_hand_numbers_on(
@@ -107,6 +115,8 @@ def test_history_is_kept_per_job_and_listed_by_whole_fires(
     wait_for(lambda: all(client.fire(fid).state in ("done", "unknown") for fid in shorts),
              timeout=40, message="five fires run")
     assert r.llen(K.history("short")) == 3
+    # A run that prints nothing writes no live output, nor a stored one.
+    assert not any(r.exists(K.live(fid), K.output(fid)) for fid in shorts)
     kept = [x["fire"] for x in client.history("short", 10)]
     assert len(set(kept)) == 3 and set(kept) <= set(shorts)
     twice = [client.trigger("twice") for _ in range(3)]
@@ -147,6 +157,8 @@ def test_show_follow_prints_output_while_the_run_goes_then_its_outcome(
     assert follower.returncode == 0, rest
     assert rest.startswith("line 2\n"), rest
     assert "attempt 1: ok on w1" in rest and "now: done" in rest
+    # The live stream outlives the run a minute; the stored output stays.
+    assert 0 < f.client().redis.pttl(K.live(fid)) <= 60_000
     # A run that fails: the follower exits 1 with its attempt and reason.
     broken = f.trigger("broken")
     failed = subprocess.run(
