@@ -114,8 +114,9 @@ def _takes_ctx(fn: Callable[..., Any]) -> bool:
     )
 
 
-def start_call(job: Any, ctx: FireContext, stop: threading.Event) -> tuple[threading.Event, list]:
-    """Start the job's callable in a daemon thread.
+def start_call(job: Any, ctx: FireContext, stop: threading.Event, out: Kept | None = None
+               ) -> tuple[threading.Event, list]:
+    """Start the job's callable in a daemon thread; what it prints goes to ``out``.
 
     Returns an event set when the call has finished and a one-slot list that
     then holds its :class:`CallResult`.
@@ -128,7 +129,7 @@ def start_call(job: Any, ctx: FireContext, stop: threading.Event) -> tuple[threa
         CURRENT_FIRE.set(ctx)
         STOP_EVENT.set(stop)
         try:
-            box.append(_invoke(job, ctx, stop))
+            box.append(_invoke(job, ctx, stop, out))
         finally:
             done.set()
 
@@ -137,22 +138,25 @@ def start_call(job: Any, ctx: FireContext, stop: threading.Event) -> tuple[threa
     return done, box
 
 
-def call_here(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
-    """Run the job's callable in this thread and return its result.
+def call_here(job: Any, ctx: FireContext, stop: threading.Event, out: Kept | None = None
+              ) -> CallResult:
+    """Run the job's callable in this thread and return its result; what it prints goes
+    to ``out``.
 
     For jobs without a timeout: nothing would stop them early, and a thread of
     their own costs more than a no-op call. ``stop`` still reaches stopping().
     """
     current_token, stop_token = CURRENT_FIRE.set(ctx), STOP_EVENT.set(stop)
     try:
-        return _invoke(job, ctx, stop)
+        return _invoke(job, ctx, stop, out)
     finally:
         CURRENT_FIRE.reset(current_token)
         STOP_EVENT.reset(stop_token)
 
 
-def _invoke(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
-    out = kept_of(job)
+def _invoke(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | None
+            ) -> CallResult:
+    out = given or kept_of(job)
     try:
         fn, takes_ctx = resolve(job.call)
     except ImportProblem as exc:

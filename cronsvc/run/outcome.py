@@ -63,8 +63,9 @@ class Stop:
     """What ends a run before it returns on its own: ``cancel`` (set on a cancel, a lease
     lost or a shutdown), the job's ``timeout`` (from ``deadline``, on the monotonic clock),
     and, for the processes a run starts, the worker's watchdog through ``guard``. A fire
-    handed to another system learns its outcome through ``outcomes``. A command's output
-    goes to ``output`` (its head and tail kept, each chunk fed to whoever follows it)."""
+    handed to another system learns its outcome through ``outcomes``. The output of a
+    command or a call goes to ``output`` (its head and tail kept, each chunk fed to
+    whoever follows it)."""
 
     cancel: threading.Event
     timeout: float | None = None

@@ -322,3 +322,23 @@ def test_call_cancel() -> None:
 def test_call_bad_import_path(path: str, error: str) -> None:
     out = run(make_job(call=path))
     assert (out.status, out.error, out.exit_code) == ("failed", error, None)
+
+
+class Chunks:
+    """A feed that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def add(self, chunk: bytes) -> None:
+        self.parts.append(chunk)
+
+
+@pytest.mark.parametrize("job", [
+    py("import sys; print('one'); sys.stdout.flush(); print('two')"),
+    make_job(call="builtins:print", args=["one\ntwo"]),
+], ids=["command", "call"])
+def test_a_runs_output_is_fed_as_it_comes_all_of_it(job: Job) -> None:
+    feed = Chunks()
+    out = run(job, feed=feed)
+    assert out.output == "one\ntwo\n" == b"".join(feed.parts).decode()
