@@ -77,6 +77,13 @@ class Kept:
             gap = self._total - len(head) - len(tail)
         if not gap:
             return (head + tail).decode("utf-8", errors="replace")
+        # Whole lines on both sides of the gap, unless a line takes half of a side.
+        end = head.rfind(b"\n") + 1
+        if end > len(head) // 2:
+            gap, head = gap + len(head) - end, head[:end]
+        start = tail.find(b"\n") + 1
+        if 0 < start <= len(tail) // 2:
+            gap, tail = gap + start, tail[start:]
         first = _cut_end(head).decode("utf-8", errors="replace")
         return (first + ("" if first.endswith("\n") else "\n")
                 + f"... {gap} bytes left out ...\n"
