@@ -370,16 +370,16 @@ def malformed(aside: Aside, now_ms: int) -> str:
 
 
 def runs_memory(m: Mapping[str, KeysCost]) -> str:
-    """``record of runs: 1.2 MiB of history in 40 lists, 3.4 MiB of outputs of 812
-    fires, 0 B of live output of 0 fires``."""
-    def cost(c: KeysCost, what: str) -> str:
+    """``record of runs: history 4.5 KiB (4 jobs), outputs 3.3 KiB (7 fires), live
+    output 0 B (0 fires)``."""
+    def cost(what: str, c: KeysCost, unit: str) -> str:
         floor = "" if c.counted_all else "at least "
-        return f"{floor}{format_size(c.bytes)} {what} {c.keys:,}"
+        return (f"{what} {floor}{format_size(c.bytes)} ({c.keys:,} {unit}"
+                f"{'' if c.keys == 1 else 's'})")
 
-    return ("record of runs: " + ", ".join((
-        cost(m["history"], "of history in") + " lists",
-        cost(m["outputs"], "of outputs of") + " fires",
-        cost(m["live"], "of live output of") + " fires")))
+    return "record of runs: " + ", ".join((
+        cost("history", m["history"], "job"), cost("outputs", m["outputs"], "fire"),
+        cost("live output", m["live"], "fire")))
 
 
 def status(s: Status) -> str:
