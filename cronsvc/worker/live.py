@@ -74,6 +74,9 @@ class LiveOutput:
         self.retention_ms = retention_ms
         self._feeds: set[LiveFeed] = set()
         self._lock = threading.Lock()
+        # Held while output is taken from feeds and written: a run's end is written after
+        # the last of its output, never beside it.
+        self._writing = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cronsvc-live", daemon=True)
 
@@ -95,8 +98,9 @@ class LiveOutput:
         before its result (a follower sees the end, then the outcome)."""
         with self._lock:
             self._feeds.discard(feed)
-        if feed.streamed:
-            self._write([(feed, feed.take(whole=True))], end=True)
+        with self._writing:
+            if feed.streamed:
+                self._write([(feed, feed.take(whole=True))], end=True)
 
     def _loop(self) -> None:
         while not self._stop.wait(FLUSH_EVERY):
@@ -104,7 +108,8 @@ class LiveOutput:
             with self._lock:
                 due = [feed for feed in self._feeds if feed.due(now)]
             if due:
-                self._write([(feed, feed.take()) for feed in due])
+                with self._writing:
+                    self._write([(feed, feed.take()) for feed in due])
 
     def _write(self, items: list[tuple[LiveFeed, str]], end: bool = False) -> None:
         ttl = self.retention_ms()

@@ -187,6 +187,16 @@ def test_the_fire_page_shows_a_runs_output_live_then_its_attempt(
                  timeout=40, message="the live output on the page")
         assert f.client().fire(fid).state == "running"
         shoot(page.locator("main"), tmp_path, "fire-live")
+        # The API serves the same pieces, to read on from the last one.
+        with web.client() as api:
+            got = api.get(f"/api/v1/fires/{quote(fid)}/output").json()
+            assert got["state"] == "running" and got["chunks"][0]["attempt"] == 1
+            assert "".join(c["text"] for c in got["chunks"]).startswith("line 1\n")
+            after = api.get(f"/api/v1/fires/{quote(fid)}/output",
+                            params={"after": got["after"]}).json()
+            assert after["chunks"] == [] and after["after"] == got["after"]
+            assert api.get(f"/api/v1/fires/{quote(fid)}/output",
+                           params={"after": "x"}).status_code == 422
         gate.touch()
         first = page.locator("table.history tbody tr").first
         wait_for(lambda: "line 2" in first.inner_text(), timeout=40,
