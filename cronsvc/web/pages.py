@@ -23,6 +23,7 @@ from cronsvc.client.client import Client
 from cronsvc.client.views import JobInfo, records
 from cronsvc.clock import iso_utc
 from cronsvc.config.models import Config, Job
+from cronsvc.durations import spoken
 from cronsvc.kinds import KINDS
 from cronsvc.web.api import STATUSES, definition, file_job, job_page, job_status, offset
 from cronsvc.web.deps import file_warnings, job_file, operator, reader
@@ -39,18 +40,17 @@ STRIP = 20  # outcomes in a job's strip
 
 
 def _time(ms: int | None) -> dict[str, Any] | None:
-    """A time for templates: ms, and ISO UTC text (the page shows it in the viewer's zone)."""
-    return None if ms is None else {"ms": int(ms), "utc": iso_utc(int(ms))}
-
-
-def _duration(ms: int | None) -> str:
+    """A time for templates: ms, ISO UTC text, and the whole second it is shown to (the
+    page shows that in the viewer's zone, and the UTC time to the ms on hover)."""
     if ms is None:
-        return ""
-    if ms < 1000:
-        return f"{ms} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    return f"{ms // 60_000} min {ms % 60_000 // 1000} s"
+        return None
+    ms = int(ms)
+    second = ms - ms % 1000
+    return {"ms": ms, "utc": iso_utc(ms), "second": second, "second_utc": iso_utc(second)}
+
+
+def _duration(ms: int | float | None) -> str:
+    return "" if ms is None else spoken(ms)
 
 
 templates.env.globals.update(t=_time, duration=_duration, quote=quote)
@@ -202,6 +202,8 @@ def one_job(request: Request, name: str, cursor: str | None = None,
 
 #: Shown from the published policy above the definition's rows, not again in them.
 _POLICY_SHOWN = {"kind", "overlap", "catch_up", "starting_deadline"}
+#: Fields of a definition that are seconds: written as durations (``1 h``).
+_SECONDS = {"timeout", "jitter", "request_timeout"}
 
 
 def _definition(job: Job | None) -> list[tuple[str, str]]:
@@ -214,7 +216,12 @@ def _definition(job: Job | None) -> list[tuple[str, str]]:
     for field, value in (definition(job) or {}).items():
         if field in _POLICY_SHOWN or value in (None, "", 0, False, [], {}, ()):
             continue
-        text = ", ".join(value) if field in ("env", "tags") else kind.text(field, value)
+        if field in ("env", "tags"):
+            text = ", ".join(value)
+        elif field in _SECONDS and isinstance(value, int | float):
+            text = spoken(value * 1000)
+        else:
+            text = kind.text(field, value)
         rows.append((field, text))
     return rows
 
