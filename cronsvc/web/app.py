@@ -64,7 +64,7 @@ def create_app(client: Client, tokens: list[Token], job_file: JobFile | None,
     """The web app on ``client``, answering to ``hosts``; ``job_file`` is the job file whose
     definitions it shows (the last good one). ConfigError if the session key cannot be
     kept."""
-    from cronsvc.web import api, pages, signin
+    from cronsvc.web import api, pages, schedule_pages, signin
 
     # The docs page's script and style ship in the wheel (static/vendor): no CDN.
     app = FastAPI(title="cronsvc", version="1", docs_url=None,
@@ -116,5 +116,6 @@ def create_app(client: Client, tokens: list[Token], job_file: JobFile | None,
     app.include_router(api.router)
     app.include_router(signin.router)
     app.include_router(pages.router)
+    app.include_router(schedule_pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return SecureHeaders(app)
