@@ -126,19 +126,6 @@ def test_every_page_loads_and_the_buttons_change_the_fleet(
     page.close()
 
 
-def test_pages_fit_a_phone(browser: Any, web: WebServer, fleet: Fleet,
-                           tmp_path: Path) -> None:
-    c = Client(fleet.redis_url, config=str(fleet.config))
-    wait_for(lambda: len(c.published_jobs()) == 3, message="the planner to publish")
-    page = browser.new_page(viewport={"width": 390, "height": 844})
-    for path in ("/", "/jobs", "/jobs/heartbeat", "/dead", "/fleet", "/audit"):
-        page.goto(f"{web.url}{path}")
-        wide = page.evaluate("document.documentElement.scrollWidth")
-        assert wide <= 390, f"{path} is {wide}px wide on a 390px phone"
-    shoot(page, tmp_path, "jobs-phone")
-    page.close()
-
-
 def test_a_token_server_asks_to_sign_in_and_a_read_token_cannot_act(
         browser: Any, tmp_path: Path, redis_url: str, fleet: Fleet) -> None:
     c = Client(fleet.redis_url, config=str(fleet.config))
