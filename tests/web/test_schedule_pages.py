@@ -76,6 +76,7 @@ def test_an_operator_creates_changes_pauses_and_deletes_a_schedule(
     page.click("button[data-action=schedule-create]")
     refused(page, "payload", "not JSON")
     assert "line 1 column" in page.locator("#error-payload").inner_text()
+    shoot(page, tmp_path, "schedule-refused")
     with pytest.raises(UnknownSchedule):
         c.get_schedule(SID)
 
