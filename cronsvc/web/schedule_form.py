@@ -1,6 +1,6 @@
-"""The dashboard's form of a runtime schedule: what it posts, the fields of
-:meth:`cronsvc.Client.upsert_schedule` made of it, the form filled in from a schedule, and
-which field an error names (the page marks it and says why beside it).
+"""The dashboard's form of a runtime schedule: the fields of
+:meth:`cronsvc.Client.upsert_schedule` made of what it posts, the form filled in from a
+schedule, and which field an error names (the page marks it and says why beside it).
 
 The form sets the whole definition but the calendar, which the page cannot write: a change
 keeps the one the schedule has (:func:`cronsvc.schedule.calendars.rule_fields`).
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
-
-from pydantic import BaseModel
 
 from cronsvc.clock import iso_utc
 from cronsvc.durations import format_duration
@@ -27,41 +26,25 @@ FIELDS = ("cron", "every", "timezone", "payload", "anchor", "start", "end", "max
 _TEXT = ("cron", "every", "anchor", "start", "end", "starting_deadline", "jitter")
 
 
-class ScheduleForm(BaseModel):
-    """What the form posts: text as typed (empty: not set), and ``paused`` when ticked."""
+def values(form: Mapping[str, str]) -> dict[str, str]:
+    """The form as typed, to show it again beside an error."""
+    return {f: form.get(f, "") for f in ("id", "paused", *FIELDS)}
 
-    id: str = ""
-    cron: str = ""
-    every: str = ""
-    timezone: str = ""
-    payload: str = ""
-    anchor: str = ""
-    start: str = ""
-    end: str = ""
-    max_runs: str = ""
-    catch_up: str = ""
-    starting_deadline: str = ""
-    jitter: str = ""
-    overlap: str = ""
-    paused: bool = False
 
-    def values(self) -> dict[str, str]:
-        """The form as typed, to show it again beside an error."""
-        return {f: str(getattr(self, f)) for f in ("id", *FIELDS)}
-
-    def fields(self, sid: str) -> dict[str, Any]:
-        """The upsert's fields; BadArgument naming ``payload`` if it is not JSON."""
-        out: dict[str, Any] = {f: getattr(self, f).strip() for f in _TEXT
-                               if getattr(self, f).strip()}
-        out["timezone"] = self.timezone.strip() or "UTC"
-        runs = self.max_runs.strip()
-        if runs:  # a number, or the text the schedule says is none
-            out["max_runs"] = int(runs) if runs.isdigit() else runs
-        for choice in ("catch_up", "overlap"):
-            out[choice] = getattr(self, choice) or None  # empty: the job's
-        out["payload"] = payload_of(self.payload, f"schedule {sid!r}: payload")
-        out["paused"] = self.paused
-        return out
+def fields(form: Mapping[str, str], sid: str) -> dict[str, Any]:
+    """The upsert's fields of a posted form (empty text: not set); BadArgument naming
+    ``payload`` if it is not JSON."""
+    text = {f: form.get(f, "").strip() for f in FIELDS}
+    out: dict[str, Any] = {f: text[f] for f in _TEXT if text[f]}
+    out["timezone"] = text["timezone"] or "UTC"
+    if text["max_runs"]:  # a number, or the text the schedule says is none
+        out["max_runs"] = int(text["max_runs"]) if text["max_runs"].isdigit() \
+            else text["max_runs"]
+    for choice in ("catch_up", "overlap"):
+        out[choice] = text[choice] or None  # empty: the job's
+    out["payload"] = payload_of(form.get("payload", ""), f"schedule {sid!r}: payload")
+    out["paused"] = form.get("paused") == "true"
+    return out
 
 
 def payload_of(text: str, where: str) -> Any:

@@ -24,7 +24,7 @@ from cronsvc.schedule.runtime import RuntimeSchedule
 from cronsvc.schedule.words import describe_schedule
 from cronsvc.web.deps import operator, reader
 from cronsvc.web.pages import back, next_fires, render, safe_next
-from cronsvc.web.schedule_form import ScheduleForm, field_of, filled, kept, payload_of
+from cronsvc.web.schedule_form import field_of, fields, filled, kept, payload_of, values
 
 router = APIRouter(include_in_schema=False)
 
@@ -58,11 +58,16 @@ def _page(request: Request, client: Client, s: RuntimeSchedule, values: dict[str
     return response
 
 
+async def posted(request: Request) -> dict[str, str]:
+    """The text fields of a form post (the gate has read it for its CSRF token already)."""
+    return {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+
+
 @router.post("/schedules/{sid:path}")
-def change_schedule(request: Request, sid: str, form: Annotated[ScheduleForm, Form()],
-                    do: Annotated[str, Form()] = "save",
+def change_schedule(request: Request, sid: str, form: dict[str, str] = Depends(posted),
                     client: Client = Depends(operator)) -> Response:
-    """``do``: ``save`` the form, ``pause``, ``resume`` or ``delete``."""
+    """The form's ``do``: ``save`` it (the default), ``pause``, ``resume`` or ``delete``."""
+    do = form.get("do", "save")
     if do == "pause":
         client.pause_schedule(sid)
         return back(_url(sid), f"{sid} paused")
@@ -75,10 +80,10 @@ def change_schedule(request: Request, sid: str, form: Annotated[ScheduleForm, Fo
         return back(f"/jobs/{quote(s.job)}", f"{sid} deleted")
     s = client.get_schedule(sid)
     try:
-        fields = {**kept(s), **form.fields(sid), "paused": s.paused}
-        outcome = client.upsert_schedule(sid, job=s.job, **fields)
+        change = {**kept(s), **fields(form, sid), "paused": s.paused}
+        outcome = client.upsert_schedule(sid, job=s.job, **change)
     except REFUSED as exc:
-        return _page(request, client, s, form.values(), field_of(str(exc)), str(exc), 400)
+        return _page(request, client, s, values(form), field_of(str(exc)), str(exc), 400)
     return back(_url(sid), f"{sid} {outcome}")
 
 
@@ -98,21 +103,21 @@ def _new(request: Request, job: str, values: dict[str, str], field: str | None,
 
 
 @router.post("/jobs/{name}/schedules")
-def create_schedule(request: Request, name: str, form: Annotated[ScheduleForm, Form()],
+def create_schedule(request: Request, name: str, form: dict[str, str] = Depends(posted),
                     client: Client = Depends(operator)) -> Response:
-    sid = form.id.strip()
+    sid = form.get("id", "").strip()
     try:
         client.get_schedule(sid)
     except UnknownSchedule:
         pass
     else:
-        return _new(request, name, form.values(), "id",
+        return _new(request, name, values(form), "id",
                     f"schedule {sid!r}: id: one with this id exists already: change it "
                     "on its own page", 400)
     try:
-        client.upsert_schedule(sid, job=name, **form.fields(sid))
+        client.upsert_schedule(sid, job=name, **fields(form, sid))
     except REFUSED as exc:
-        return _new(request, name, form.values(), field_of(str(exc)), str(exc), 400)
+        return _new(request, name, values(form), field_of(str(exc)), str(exc), 400)
     return back(_url(sid), f"{sid} created")
 
 
