@@ -134,15 +134,15 @@ def test_an_operator_creates_changes_pauses_and_deletes_a_schedule(
 def test_a_change_from_the_page_keeps_the_calendar_it_cannot_show(
         browser: Any, web: WebServer, fleet: Fleet) -> None:
     c = Client(fleet.redis_url, config=str(fleet.config))
-    c.upsert_schedule("digest:team", job="digest", cron="0 8 * * *", business_days=True,
+    c.upsert_schedule("team/berlin:digest", job="digest", cron="0 8 * * *", business_days=True,
                       skip={"holidays": "DE-BY"}, max_runs=30)
-    before = c.get_schedule("digest:team")
+    before = c.get_schedule("team/berlin:digest")
     page = browser.new_page()
-    page.goto(f"{web.url}/schedules/digest:team")
+    page.goto(f"{web.url}/schedules/team/berlin:digest")
     page.fill(".schedule-form input[name=cron]", "30 8 * * *")
     page.click("button[data-action=schedule-save]")
     page.wait_for_url("**/schedules/**?msg=*")
-    after = c.get_schedule("digest:team")
+    after = c.get_schedule("team/berlin:digest")
     assert after.cron == "30 8 * * *"
     assert (after.calendar, after.max_runs, after.start_ms) == (
         before.calendar, before.max_runs, before.start_ms)
