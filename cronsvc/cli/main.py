@@ -334,6 +334,10 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
         raise click.BadParameter("not with --reload (a worker and its successor share a "
                                  "moment during a swap, and one port)",
                                  param_hint="--metrics-port")
+    if not no_web:  # taken: one line and exit 1 before anything starts, nothing claimed up
+        from cronsvc.web.server import listen
+
+        listen("127.0.0.1", web_port, "--web-port PORT (make run PORT=...), or --no-web").close()
     sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format,
                      metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30,
                      web_port=None if no_web else web_port,

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -97,6 +98,29 @@ def test_up_hands_its_web_options_to_the_dashboard(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, (tmp_path / "up.log").read_text()
+
+
+def test_up_on_a_taken_port_says_so_and_how_to_choose_another(tmp_path: Path,
+                                                               redis_url: str) -> None:
+    taken = socket.create_server(("127.0.0.1", 0))  # another program's server
+    with taken:
+        port = str(taken.getsockname()[1])
+        proc = start_up(tmp_path, {"tick": {"cron": "* * * * *", "command": ["true"]}},
+                        "--web-port", port)
+        with killed_if_left(proc):
+            assert proc.wait(60) == 1
+        said = (tmp_path / "up.log").read_text()
+        assert said == (f"cannot serve the web on 127.0.0.1:{port}: port {port} is taken "
+                        "(another program listens on it); choose another with --web-port PORT "
+                        "(make run PORT=...), or --no-web\n"), said
+        assert not (tmp_path / ".cronsvc").exists()  # nothing started: no embedded Redis
+        # `cronsvc web` names its own option.
+        web = subprocess.run([sys.executable, "-m", "cronsvc", "web", "--config",
+                              str(tmp_path / "schedules.yaml"), "--redis-url",
+                              redis_url, "--port", port],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert web.returncode != 0 and "choose another with --port PORT" in web.stderr, web
 
 
 def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:
