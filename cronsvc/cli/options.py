@@ -77,18 +77,11 @@ name_option = click.option("--name", default=None, hidden=True,
                            help="Id of the process (the part before @ starts its log lines).")
 
 
-def resolve_redis_url(option: str | None, config: Any) -> str | None:
-    """--redis-url, then CRONSVC_REDIS_URL, then redis.url of the job file, then the
-    embedded server of a `cronsvc up` running in this directory, else None."""
-    from cronsvc.process.up import read_embedded_url
-
-    return (option or os.environ.get("CRONSVC_REDIS_URL") or config.redis.url
-            or read_embedded_url())
-
-
 def require_redis_url(option: str | None, config: Any) -> str:
     """The Redis URL to use; RedisUnavailable (exit 2) saying how to set one if none is."""
-    url = resolve_redis_url(option, config)
+    from cronsvc.process.redis_url import find_redis_url
+
+    url = find_redis_url(option, config.redis.url)
     if not url:
         raise RedisUnavailable(
             "no Redis URL: pass --redis-url, set CRONSVC_REDIS_URL or redis.url in "

@@ -19,6 +19,7 @@ import yaml
 
 from cronsvc.process.redis_server import free_port
 from cronsvc.testing import RECORD, history, read_ledger
+from cronsvc.testing.children import child_env
 from tests.support.paths import ROOT
 from tests.support.wait import wait_for
 
@@ -74,6 +75,14 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
                                 message="the dashboard's address in the log")
         jobs = wait_for(lambda: _get_json(f"{dashboard}api/v1/jobs"), message="the dashboard")
         assert "tick" in json.dumps(jobs)
+        # Client() with no URL finds the embedded server, as the CLI does.
+        found = subprocess.run([sys.executable, "-c", "from cronsvc import Client\n"
+                                "c = Client()\nprint(c.redis.connection_pool.connection_kwargs"
+                                "['port'], c.published_jobs())"], cwd=tmp_path, text=True,
+                               env={k: v for k, v in child_env().items()
+                                    if k != "CRONSVC_REDIS_URL"}, capture_output=True,
+                               timeout=60)
+        assert found.stdout.split() == [url.rsplit(":", 1)[1].split("/")[0], "['tick']"], found
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, log.read_text()
     assert not (tmp_path / ".cronsvc" / "redis.url").exists()
