@@ -74,24 +74,23 @@ def validate(file: str | None, config: str | None, imports: bool,
 
     path = file or config_path(config)
     try:
-        loaded, warnings, async_jobs = check(path, SYSTEM.now_ms(), imports=imports,
-                                             timeout=import_timeout)
-    except ConfigError as exc:
-        if not as_json:
-            raise
-        echo_json(json.dumps({"file": path, "jobs": None, "errors": exc.problems,
-                              "warnings": []}, indent=2))
-        raise SystemExit(1) from None
+        loaded, warnings, async_jobs, errors = check(path, SYSTEM.now_ms(), imports=imports,
+                                                     timeout=import_timeout)
+    except ConfigError as exc:  # nothing of the file reads
+        loaded, warnings, async_jobs, errors = None, [], None, tuple(exc.problems)
+    if strict:
+        errors, warnings = (*errors, *(w.replace(": warning: ", ": ", 1) for w in warnings)), []
     if as_json:
-        echo_json(json.dumps({"file": path, "jobs": len(loaded.jobs),
+        echo_json(json.dumps({"file": path, "jobs": None if errors or loaded is None
+                              else len(loaded.jobs),
                               **({} if async_jobs is None else {"async": async_jobs}),
-                              "errors": warnings if strict else [],
-                              "warnings": [] if strict else warnings}, indent=2))
-        if strict and warnings:
+                              "errors": list(errors), "warnings": warnings}, indent=2))
+        if errors:
             raise SystemExit(1)
         return
-    if strict and warnings:
-        raise ConfigError([w.replace(": warning: ", ": ", 1) for w in warnings])
+    if errors:  # with the warnings of the rest: every problem in one run
+        raise ConfigError([*errors, *warnings])
+    assert loaded is not None
     for line in warnings:
         echo(line, err=True)
     count = len(loaded.jobs)
