@@ -59,3 +59,21 @@ def test_json_and_strict_say_the_same_at_once(tmp_path: Path) -> None:
     assert strict.returncode == 1
     assert [line.split(":")[1] for line in strict.stderr.splitlines()] == ["3", "6", "10"]
     assert "warning" not in strict.stderr
+
+
+def test_an_unquoted_cron_is_told_to_be_quoted_at_its_line(tmp_path: Path) -> None:
+    said = []
+    for name, text in {"block": "jobs:\n  tick:\n    command: [\"true\"]\n"
+                                "    cron: */5 * * * *   # every 5 minutes\n",
+                       "flow": "jobs:\n  tick: {cron: @daily, command: [\"true\"]}\n"}.items():
+        (tmp_path / f"{name}.yaml").write_text(text)
+        done = subprocess.run([sys.executable, "-m", "cronsvc", "validate", f"{name}.yaml"],
+                              cwd=tmp_path, env=child_env(), capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 1
+        said.append(done.stderr)
+    assert said == [
+        "block.yaml:4: YAML syntax error: expected alphabetic or numeric character, but found "
+        "'/' (quote a value starting with *, or YAML reads an alias: cron: \"*/5 * * * *\")\n",
+        "flow.yaml:2: YAML syntax error: found character '@' that cannot start any token "
+        "(quote a value starting with @, YAML reserves @: cron: \"@daily\")\n"]
