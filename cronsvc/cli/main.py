@@ -21,6 +21,7 @@ from cronsvc.cli.options import (
     config_path,
     friendly,
     log_format_option,
+    metrics_host,
     metrics_port_option,
     name_option,
     redis_url_option,
@@ -123,7 +124,7 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
 
     job_file, client = _role(config, redis_url, log_format, name or "planner")
     Planner(job_file, client, horizon=horizon, tick=tick, planner_id=name,
-            metrics=start_metrics(metrics_port)).run_forever()
+            metrics=start_metrics(metrics_port, metrics_host())).run_forever()
 
 
 @main.command()
@@ -238,7 +239,7 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     reporter = loaded_code(job_file.config, worker_id)  # under --reload: the code it runs
     w = Worker(job_file, client, concurrency=concurrency,
                async_concurrency=async_concurrency, lease=lease, grace=grace,
-               worker_id=worker_id, metrics=start_metrics(metrics_port),
+               worker_id=worker_id, metrics=start_metrics(metrics_port, metrics_host()),
                pools=served, host=host)
     on_stop_signals(w.stop, reload=w.request_reload)
     if reporter is not None:
@@ -333,6 +334,7 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
         raise click.BadParameter("not with --reload (a worker and its successor share a "
                                  "moment during a swap, and one port)",
                                  param_hint="--metrics-port")
+    os.environ["CRONSVC_METRICS_HOST"] = metrics_host()  # its planner and workers inherit it
     if not no_web:  # taken: one line and exit 1 before anything starts, nothing claimed up
         from cronsvc.web.server import listen
 

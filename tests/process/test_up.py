@@ -132,6 +132,20 @@ def test_up_on_a_taken_port_says_so_and_how_to_choose_another(tmp_path: Path,
         assert web.returncode != 0 and "choose another with --port PORT" in web.stderr, web
 
 
+def test_up_hands_the_metrics_host_to_its_planner_and_workers(tmp_path: Path) -> None:
+    proc = start_up(tmp_path, {"tick": {"cron": "0 3 * * *", "command": ["true"]}},
+                    "--no-web", "--workers", "1", "--metrics-port", "0",
+                    "--metrics-host", "0.0.0.0")
+    log = tmp_path / "up.log"
+    with killed_if_left(proc):
+        said = wait_for(lambda: len(found := re.findall(r"metrics on http://(\S+):\d+/",
+                                                        log.read_text())) == 2 and found,
+                        timeout=40, message="the planner's and the worker's metrics")
+        assert said == ["0.0.0.0", "0.0.0.0"], said
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, log.read_text()
+
+
 def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:
     from cronsvc.client.client import Client
 
