@@ -271,7 +271,12 @@ class Client:
         return self._jobs.enqueue(job, when, payload, kind=kind, note=note)
 
     def trigger(self, job: str, payload: Any = None, *, note: str | None = None) -> str:
-        """Run ``job`` once now, beside its schedule (paused or not); the new fire's id."""
+        """Run ``job`` once now, beside its schedule (paused or not); the new fire's id.
+
+        Skipped, and nothing queued, if the job's overlap, max_concurrent or a named limit
+        would skip it now (a run in flight under ``overlap: forbid``, every slot taken); a
+        run that starts meanwhile may still make the worker skip it, as its history says.
+        """
         return self._jobs.trigger(job, payload, note=note)
 
     def cancel(self, fid: str, *, note: str | None = None) -> bool:
