@@ -359,12 +359,14 @@ def publish(file: str | None, config: str | None, redis_url: str | None) -> None
     comes back (a rollback while newer planners still run) waits for them to stop.
     This publishes it at once; the planners holding another file then yield to it.
     """
+    from cronsvc.client.audit import default_actor
     from cronsvc.client.client import Client
     from cronsvc.config.models import load_config
 
     path = file or config_path(config)
     loaded = load_config(path)
-    client = Client(require_redis_url(redis_url, loaded), config=loaded)
+    client = Client(require_redis_url(redis_url, loaded), config=loaded,
+                    actor=default_actor("cli"))
     generation = client.publish_config()
     echo(f"published {path} as generation {generation} ({len(loaded.jobs)} jobs)")
 

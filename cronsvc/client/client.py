@@ -165,10 +165,11 @@ class Client:
         naming close matches if there is none."""
         return self._core.require_job(job)
 
-    def audited(self, action: str, target: str, note: str | None = None,
-                **detail: Any) -> None:
-        """Write one entry for an action that just took effect."""
-        self._core.audited(action, target, note, **detail)
+    def audited(self, action: str, target: str, note: str | None = None, *,
+                by: str | None = None, **detail: Any) -> None:
+        """Write one entry for an action that just took effect, done by this core's actor
+        or ``by`` (the actor a call named)."""
+        self._core.audited(action, target, note, by=by, **detail)
 
     # -- reading the fleet ------------------------------------------------------------
     def pools(self) -> list[str]:
