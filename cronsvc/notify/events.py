@@ -74,6 +74,9 @@ class Event:
             what = "the fleet recovered"
         if self.event == "recovered" and self.count > 1:
             return f"{who}: recovered after {self.count} failures"
+        if self.event == "paused":  # count: the fires that failed in a row, not the pauses
+            fires = "fire" if self.count == 1 else "fires"
+            return f"{who}: paused after {self.count} {fires} failed in a row"
         if self.period_s is not None:
             again = {"failed": "failing", "dead": "failing", "missed": "missing its start",
                      "skipped": "skipped", "lease_lost": "losing its worker"}.get(

@@ -32,7 +32,7 @@ from cronsvc.errors import (
 )
 from cronsvc.web.hosts import AllowedHosts
 from cronsvc.web.middleware import Gate, SecureHeaders
-from cronsvc.web.replies import error_reply
+from cronsvc.web.replies import error_reply, json_problem
 from cronsvc.web.security import Guard
 from cronsvc.web.sessions import Sessions
 from cronsvc.web.settings import WebSettings
@@ -85,6 +85,9 @@ def create_app(client: Client, tokens: list[Token], job_file: JobFile | None,
     async def bad_request(request: Request, exc: RequestValidationError) -> Response:
         problems = []
         for e in exc.errors():
+            if e.get("type") == "json_invalid":  # loc: ("body", the offset where it broke)
+                problems.append(json_problem(await request.body(), e))
+                continue
             where = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
             problems.append(f"{where}: {e.get('msg', 'invalid')}")
         return error_reply(request, 422, "; ".join(problems) or "invalid request")
