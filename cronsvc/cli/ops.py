@@ -158,6 +158,7 @@ def connect_client(config: str | None, redis_url: str | None) -> Client:
     """The client for --config/--redis-url (a subcommand falls back to its group's);
     no job file means one shard, no prefix. A broken job file is one warning: these
     commands need only its redis: section (or the defaults, if that is broken too)."""
+    from cronsvc.client.audit import default_actor
     from cronsvc.client.client import Client
     from cronsvc.config.models import Config, load_config
 
@@ -170,7 +171,7 @@ def connect_client(config: str | None, redis_url: str | None) -> Client:
         loaded = _despite(path, exc)
     url = require_redis_url(redis_url or outer.get("redis_url"), loaded)
     ctx.meta["cronsvc.url"] = url
-    return Client(url, config=loaded)
+    return Client(url, config=loaded, actor=default_actor("cli"))
 
 
 def _despite(path: str, exc: ConfigError) -> Config:

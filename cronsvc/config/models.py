@@ -618,6 +618,18 @@ def parse_config(text: str, source: str, collect: Collector = collect_declared) 
 def parse_located(text: str, source: str, collect: Collector = collect_declared
                   ) -> tuple[Config, Located]:
     """:func:`parse_config`, with the place of every key of the file (for warnings)."""
+    config, located, problems = parse_partly(text, source, collect)
+    if problems:
+        raise ConfigError(problems)
+    return config, located
+
+
+def parse_partly(text: str, source: str, collect: Collector = collect_declared
+                 ) -> tuple[Config, Located, list[str]]:
+    """:func:`parse_located` going on past problems, for ``cronsvc validate`` to show all
+    it can at once: the config of what checks (the jobs, channels and sections without a
+    problem), where each key is, and every problem. ConfigError only when nothing reads
+    (YAML syntax, not a mapping)."""
     try:
         located = load(text)
     except YamlSyntaxError as exc:
@@ -658,10 +670,10 @@ def parse_located(text: str, source: str, collect: Collector = collect_declared
         "slot_limits": tuple((tag, limits[tag]) for tag in job.tags if tag in limits),
         "calendar": _job_calendar(report, job, calendars),
         "declared_at": located.place(source, ("jobs", name))[0]}) for name, job in jobs.items()}
-    report.raise_if_any()
     return Config(source=source, jobs=jobs, notify=notify, limits=limits,
                   calendars={n: r for n, r in calendars.items()}, discover=tuple(discover),
-                  watched=tuple(collected.files), **sections), located
+                  watched=tuple(collected.files),
+                  **{n: v for n, v in sections.items() if v is not None}), located, report.problems
 
 
 def _discover(report: Report, value: object) -> list[str]:

@@ -425,12 +425,16 @@ class Scripts:
 
     # -- client ----------------------------------------------------------------
     def enqueue(
-        self, keys: Keys, fire_id: str, due_ms: int, payload: Any = None,
+        self, keys: Keys, fire_id: str, due_ms: int, payload: Any = None, *,
+        bounded: bool = False, now_ms: int | None = None,
     ) -> bool:
-        """Queue a one-off fire; False if it is queued already. UnknownJob if not published."""
+        """Queue a one-off fire; False if it is queued already. UnknownJob if not published;
+        ``bounded`` (a trigger): Skipped, not queued, if the job's bounds would drop it now
+        (``keys`` with its pool's working set)."""
         body = "" if payload is None else compact(payload)
-        return self.run("enqueue", [keys.queue, keys.payloads, keys.jobs],
-                        [fire_id, int(due_ms), body]) == 1
+        return self.run("enqueue", [keys.queue, keys.payloads, keys.jobs, keys.running,
+                                    keys.working, keys.slots],
+                        [_now(now_ms), fire_id, int(due_ms), body, "1" if bounded else ""]) == 1
 
     def cancel(self, keys: Keys, fire_id: str, *, now_ms: int | None = None) -> bool:
         """Unqueue a fire that has not started; False if it is not queued."""

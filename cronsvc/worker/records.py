@@ -44,7 +44,10 @@ def log_outcome(
 
 
 def log_dropped(log: logging.Logger, worker: str, fid: str, status: str, reason: str) -> None:
-    log.warning("%s %s (%s)", status, fid, reason, extra={"fire": fid, "worker": worker})
+    """A fire the claim did not run: a warning when it missed its time or died, which
+    needs a look; skipped or queued by the job's own policy or a pause is the normal way."""
+    level = logging.WARNING if status in ("missed", "dead") else logging.INFO
+    log.log(level, "%s %s (%s)", status, fid, reason, extra={"fire": fid, "worker": worker})
 
 
 def lost_record(claim: Claim, before: dict[str, Any]) -> HistoryRecord:

@@ -492,9 +492,11 @@ class Worker:
             pipe.hset(keys.worker_info, self.worker_id, compact(info))
             pipe.execute()
             # Redis lost what this worker holds (a restart without persistence, a flush):
-            # until it is written again, the claim script gives this worker nothing.
-            if self.config.jobs and not all(self.client.exists(k.held(self.held))
-                                            for k in self.shards):
+            # until it is written again, the claim script gives this worker nothing. Only
+            # once written and not yet due again: new definitions (a start, an edit) are not
+            # lost, just about to be written.
+            if self.config.jobs and monotonic() - self._held_at < HELD_RENEW_EVERY \
+                    and not all(self.client.exists(k.held(self.held)) for k in self.shards):
                 log.warning("the definitions this worker holds are gone from Redis; "
                             "writing them again")
                 self._held_at = -HELD_RENEW_EVERY
