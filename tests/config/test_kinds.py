@@ -77,7 +77,7 @@ def test_the_api_shows_the_definition_of_each_kind(job: Job, own: dict[str, Any]
 @pytest.mark.parametrize(("job", "rows"), [
     (BACKUP, [("command", "tar -czf /tmp/my backup.tgz /etc")]),
     (SHELL, [("command", "ls | wc -l"), ("shell", "true"), ("env", "A"), ("cwd", "/tmp"),
-             ("timeout", "30.0")]),
+             ("timeout", "30 s")]),
     (REPORT, [("call", "reports.weekly:run"), ("args", '[1, "x"]'),
               ("kwargs", '{"k": [1, 2]}'), ("retries", "3")]),
     (PING, [("call", "cronsvc.examples:ping")]),
