@@ -1,0 +1,110 @@
+"""Traces of a real worker's fires, exported over OTLP/HTTP to a real receiver started
+here (tests/support/otlp.py): one ``cronsvc.fire <job>`` span per fire with its run and
+its ack as children, and the run's trace context passed on, as the current context of
+a call (sync and async), as ``TRACEPARENT`` to a command, as the ``traceparent`` header
+of an http job's request, so that one trace links the fire and what it ran."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from cronsvc.testing import Fleet, history
+from tests.support.otlp import Receiver, Span, otlp_receiver
+from tests.support.receivers import http_receiver
+from tests.support.wait import wait_for
+
+pytest.importorskip("opentelemetry.sdk", reason="OpenTelemetry is the test extra's")
+pytestmark = pytest.mark.slow
+
+
+def traced_env(receiver: Receiver) -> dict[str, str]:
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_SERVICE_NAME": "cronsvc-test",
+            "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=test",
+            "OTEL_BSP_SCHEDULE_DELAY": "50"}  # ms: export soon, not after 5 s
+
+
+def fire_of(receiver: Receiver, fire_id: str) -> Span:
+    return wait_for(lambda: next((s for s in receiver.named("cronsvc.fire ")
+                                  if s.attributes["cronsvc.fire.id"] == fire_id), None),
+                    timeout=30, message=f"the span of {fire_id}")
+
+
+def children(receiver: Receiver, parent: Span) -> dict[str, Span]:
+    return {s.name: s for s in receiver.spans if s.parent_id == parent.span_id}
+
+
+def test_each_fire_is_a_trace_that_reaches_what_it_runs(tmp_path: Path, redis_url: str,
+                                                         r: redis.Redis) -> None:
+    with otlp_receiver() as receiver, http_receiver() as hook:
+        out = {name: str(tmp_path / f"{name}.traceparent")
+               for name in ("call", "async", "command")}
+        jobs = {
+            "report": {"call": "tests.support.traced:work", "kwargs": {"path": out["call"]},
+                       "timeout": "30s"},
+            "digest": {"call": "tests.support.traced:awaited_work",
+                       "kwargs": {"path": out["async"]}},
+            "backup": {"command": ["sh", "-c", f'printf %s "$TRACEPARENT" > {out["command"]}']},
+            "ping": {"http": {"url": f"{hook.url}/ping"}},
+            "broken": {"call": "tests.support.jobs:fail", "kwargs": {"message": "disk full"}},
+        }
+        fleet = Fleet(tmp_path, redis_url, jobs)
+        fleet.env.update(traced_env(receiver))
+        with fleet.running("w1", planner=False):
+            fires = {job: fleet.trigger(job) for job in jobs}
+            spans = {job: fire_of(receiver, fire) for job, fire in fires.items()}
+            wait_for(lambda: all(len(children(receiver, s)) == 2 for s in spans.values()),
+                     timeout=30, message="the run and ack spans of every fire")
+        logs = fleet.logs()
+
+        for job, span in spans.items():
+            assert span.name == f"cronsvc.fire {job}", logs
+            assert span.parent_id == ""  # a trace of its own
+            assert span.kind == "SPAN_KIND_CONSUMER"
+            assert span.resource["service.name"] == "cronsvc-test"
+            assert span.resource["deployment.environment.name"] == "test"
+            attrs = span.attributes
+            assert attrs["cronsvc.job"] == job
+            assert attrs["cronsvc.fire.id"] == fires[job]
+            assert attrs["cronsvc.fire.attempt"] == 1
+            assert attrs["cronsvc.worker"] == "w1"
+            assert attrs["faas.trigger"] == "timer"
+            assert attrs["cronsvc.fire.lag_ms"] >= 0
+            run, ack = children(receiver, span)["cronsvc.run"], children(receiver, span)[
+                "cronsvc.ack"]
+            assert span.start_ns <= run.start_ns <= run.end_ns <= ack.start_ns
+            assert ack.end_ns <= span.end_ns
+            assert run.trace_id == ack.trace_id == span.trace_id
+        assert spans["ping"].attributes["cronsvc.job.kind"] == "http"
+
+        for job in ("report", "digest", "backup", "ping"):
+            span = spans[job]
+            assert span.attributes["cronsvc.outcome"] == "ok", logs
+            assert span.status == "STATUS_CODE_UNSET"
+        broken = spans["broken"]
+        assert broken.attributes["cronsvc.outcome"] == "failed"
+        assert broken.attributes["error.type"] == "failed"
+        assert broken.status == "STATUS_CODE_ERROR"
+        assert "disk full" in broken.message
+        assert children(receiver, broken)["cronsvc.run"].status == "STATUS_CODE_ERROR"
+        assert history(r, "broken")[-1]["status"] == "dead"  # no retries: a dead letter
+
+        # What each fire ran is a child of its run span: the user's own spans (calls) and
+        # the traceparent handed on (a command's environment, a request's header).
+        for job, name in (("report", "user work"), ("digest", "user awaited work")):
+            run = children(receiver, spans[job])["cronsvc.run"]
+            user = children(receiver, run)[name]
+            assert user.trace_id == spans[job].trace_id
+            assert user.parent_of(Path(out["call" if job == "report" else "async"]).read_text())
+        backup_run = children(receiver, spans["backup"])["cronsvc.run"]
+        assert backup_run.parent_of(Path(out["command"]).read_text())
+        ping_run = children(receiver, spans["ping"])["cronsvc.run"]
+        assert ping_run.kind == "SPAN_KIND_CLIENT"
+        (request,) = hook.received
+        assert ping_run.parent_of(request.headers["traceparent"])
+        assert request.headers["Idempotency-Key"] == fires["ping"]
+        print(json.dumps({"spans": len(receiver.spans)}))
