@@ -2,22 +2,24 @@
 here (tests/support/otlp.py): one ``cronsvc.fire <job>`` span per fire with its run and
 its ack as children, and the run's trace context passed on, as the current context of
 a call (sync and async), as ``TRACEPARENT`` to a command, as the ``traceparent`` header
-of an http job's request, so that one trace links the fire and what it ran."""
+of an http job's request, in a Celery message's headers (which a real ``celery worker``
+runs the task with), so that one trace links the fire and what it ran."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import redis
 
+from cronsvc.process.redis_server import RedisServer
 from cronsvc.testing import Fleet, history
 from tests.support.otlp import Receiver, Span, otlp_receiver
+from tests.support.queues import celery_worker, read_runs
 from tests.support.receivers import http_receiver
+from tests.support.servers import server_binary
 from tests.support.wait import wait_for
 
-pytest.importorskip("opentelemetry.sdk", reason="OpenTelemetry is the test extra's")
 pytestmark = pytest.mark.slow
 
 
@@ -107,4 +109,30 @@ def test_each_fire_is_a_trace_that_reaches_what_it_runs(tmp_path: Path, redis_ur
         (request,) = hook.received
         assert ping_run.parent_of(request.headers["traceparent"])
         assert request.headers["Idempotency-Key"] == fires["ping"]
-        print(json.dumps({"spans": len(receiver.spans)}))
+
+
+def test_a_celery_task_runs_in_the_trace_of_the_fire_that_sent_it(
+        tmp_path: Path, redis_url: str, r: redis.Redis, redis_server: RedisServer) -> None:
+    ledger = tmp_path / "runs.jsonl"
+    with otlp_receiver() as receiver, \
+            RedisServer(tmp_path / "broker", binary=server_binary()) as broker, \
+            celery_worker(tmp_path, broker.url, redis_server.url, ledger):
+        fleet = Fleet(tmp_path, redis_url, {"traced": {
+            "timeout": "60s", "celery": {"task": "tests.traced", "broker": broker.url}}})
+        fleet.env.update(traced_env(receiver))
+        with fleet.running("w1", planner=False):
+            fire = fleet.trigger("traced")
+            span = fire_of(receiver, fire)
+            wait_for(lambda: len(children(receiver, span)) == 2, timeout=30,
+                     message="the run and ack spans of the fire")
+        logs = fleet.logs()
+    assert span.attributes["cronsvc.outcome"] == "ok", logs
+    assert span.attributes["cronsvc.job.kind"] == "celery"
+    run = children(receiver, span)["cronsvc.run"]
+    assert run.kind == "SPAN_KIND_PRODUCER"
+    assert run.attributes["messaging.system"] == "celery"
+    assert run.attributes["messaging.message.id"] == fire
+    (ran,) = [line for line in read_runs(ledger) if line["fire"] == fire]
+    assert run.parent_of(ran["header"])  # the message's own traceparent header
+    assert run.parent_of(ran["current"])  # the task ran in the fire's trace
+    assert history(r, "traced")[-1]["status"] == "ok"

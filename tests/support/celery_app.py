@@ -46,3 +46,16 @@ def hold(releases: str) -> str:
         time.sleep(0.02)  # a task waiting for the test's signal, not a test waiting
     _note(task="hold", ended=True)
     return "held"
+
+
+@app.task(base=Guarded, name="tests.traced")
+def traced() -> str:
+    """Note the traceparent the task's message carried and the one it runs under (the
+    current OpenTelemetry context, which the guard set from the message)."""
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    _note(task="traced", header=getattr(current_task.request, "traceparent", None),
+          current=carrier.get("traceparent"))
+    return "traced"
