@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cronsvc.clock import iso_utc
+from cronsvc.fires import kind_of
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import Outcome
 
@@ -39,6 +40,8 @@ EXTRA = "pip install 'cronsvc[otel]'"
 SERVICE = "cronsvc"
 #: How long a stopping worker waits for its last spans to be exported.
 FLUSH_MS = 5000
+#: The fires no timer made: run by hand (``cronsvc trigger``) or by a chain.
+BY_HAND = ("trigger", "chain")
 #: The kinds whose run hands the fire to another system, by that system.
 MESSAGING = ("celery", "rq", "dramatiq", "arq")
 
@@ -155,17 +158,19 @@ class Traces:
         trace = self._trace
         now = time.time_ns()
         scheduled = iso_utc(ctx.scheduled_ms)
+        placed = kind_of(ctx.fire_id)  # cron, schedule, trigger, at, chain, host
         attributes: dict[str, Any] = {
             "cronsvc.job": ctx.job, "cronsvc.job.kind": job.kind,
             "cronsvc.fire.id": ctx.fire_id, "cronsvc.fire.attempt": ctx.attempt,
             "cronsvc.fire.scheduled_at": scheduled,
             # Lag on the one clock, Redis's: when the run started, less when it was due.
             "cronsvc.fire.lag_ms": self._server_now() - ctx.scheduled_ms,
-            "cronsvc.worker": self._worker, "cronsvc.pool": job.pool,
-            # OpenTelemetry's conventions for a function run by a timer.
-            "faas.trigger": "timer", "faas.time": scheduled,
+            "cronsvc.fire.kind": placed, "cronsvc.worker": self._worker,
+            "cronsvc.pool": job.pool,
+            # OpenTelemetry's conventions for a function run by a timer (or by hand).
+            "faas.trigger": "other" if placed in BY_HAND else "timer", "faas.time": scheduled,
         }
-        if job.cron is not None:
+        if job.cron is not None and placed in ("cron", "host"):
             attributes["faas.cron"] = job.cron
         if ctx.schedule is not None:
             attributes["cronsvc.fire.schedule"] = ctx.schedule

@@ -74,7 +74,8 @@ def test_each_fire_is_a_trace_that_reaches_what_it_runs(tmp_path: Path, redis_ur
             assert attrs["cronsvc.fire.id"] == fires[job]
             assert attrs["cronsvc.fire.attempt"] == 1
             assert attrs["cronsvc.worker"] == "w1"
-            assert attrs["faas.trigger"] == "timer"
+            assert attrs["cronsvc.fire.kind"] == "trigger"  # run by hand, not on a timer
+            assert attrs["faas.trigger"] == "other"
             assert attrs["cronsvc.fire.lag_ms"] >= 0
             run, ack = children(receiver, span)["cronsvc.run"], children(receiver, span)[
                 "cronsvc.ack"]
