@@ -2,12 +2,15 @@
 here (tests/support/otlp.py): one ``cronsvc.fire <job>`` span per fire with its run and
 its ack as children, and the run's trace context passed on, as the current context of
 a call (sync and async), as ``TRACEPARENT`` to a command, as the ``traceparent`` header
-of an http job's request, in a Celery message's headers (which a real ``celery worker``
-runs the task with), so that one trace links the fire and what it ran."""
+of an http job's request, and in the message a Celery, RQ or dramatiq job sends, whose
+task a real queue worker runs in the fire's trace: one trace links the fire and what it
+ran."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -15,7 +18,7 @@ import redis
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.testing import Fleet, history
 from tests.support.otlp import Receiver, Span, otlp_receiver
-from tests.support.queues import celery_worker, read_runs
+from tests.support.queues import celery_worker, dramatiq_worker, read_runs, rq_worker
 from tests.support.receivers import http_receiver
 from tests.support.servers import server_binary
 from tests.support.wait import wait_for
@@ -112,14 +115,14 @@ def test_each_fire_is_a_trace_that_reaches_what_it_runs(tmp_path: Path, redis_ur
         assert request.headers["Idempotency-Key"] == fires["ping"]
 
 
-def test_a_celery_task_runs_in_the_trace_of_the_fire_that_sent_it(
-        tmp_path: Path, redis_url: str, r: redis.Redis, redis_server: RedisServer) -> None:
-    ledger = tmp_path / "runs.jsonl"
-    with otlp_receiver() as receiver, \
-            RedisServer(tmp_path / "broker", binary=server_binary()) as broker, \
-            celery_worker(tmp_path, broker.url, redis_server.url, ledger):
-        fleet = Fleet(tmp_path, redis_url, {"traced": {
-            "timeout": "60s", "celery": {"task": "tests.traced", "broker": broker.url}}})
+def dispatched(tmp_path: Path, redis_url: str, r: redis.Redis, kind: str,
+               target: dict[str, Any], consumer: AbstractContextManager[Any],
+               ledger: Path) -> tuple[Span, dict[str, Any]]:
+    """Run one fire of a ``kind`` job sending to ``target`` while ``consumer`` (a real
+    queue worker noting its runs in ``ledger``) runs: the fire's run span, and the run
+    the task noted."""
+    with otlp_receiver() as receiver, consumer:
+        fleet = Fleet(tmp_path, redis_url, {"traced": {"timeout": "60s", kind: target}})
         fleet.env.update(traced_env(receiver))
         with fleet.running("w1", planner=False):
             fire = fleet.trigger("traced")
@@ -128,12 +131,40 @@ def test_a_celery_task_runs_in_the_trace_of_the_fire_that_sent_it(
                      message="the run and ack spans of the fire")
         logs = fleet.logs()
     assert span.attributes["cronsvc.outcome"] == "ok", logs
-    assert span.attributes["cronsvc.job.kind"] == "celery"
+    assert span.attributes["cronsvc.job.kind"] == kind
+    assert history(r, "traced")[-1]["status"] == "ok"
     run = children(receiver, span)["cronsvc.run"]
     assert run.kind == "SPAN_KIND_PRODUCER"
-    assert run.attributes["messaging.system"] == "celery"
+    assert run.attributes["messaging.system"] == kind
     assert run.attributes["messaging.message.id"] == fire
-    (ran,) = [line for line in read_runs(ledger) if line["fire"] == fire]
-    assert run.parent_of(ran["header"])  # the message's own traceparent header
+    (ran,) = [line for line in read_runs(ledger) if line.get("fire") == fire and "current" in line]
     assert run.parent_of(ran["current"])  # the task ran in the fire's trace
-    assert history(r, "traced")[-1]["status"] == "ok"
+    return run, ran
+
+
+def test_a_celery_task_runs_in_the_trace_of_the_fire_that_sent_it(
+        tmp_path: Path, redis_url: str, r: redis.Redis, redis_server: RedisServer) -> None:
+    ledger = tmp_path / "runs.jsonl"
+    with RedisServer(tmp_path / "broker", binary=server_binary()) as broker:
+        run, ran = dispatched(tmp_path, redis_url, r, "celery",
+                              {"task": "tests.traced", "broker": broker.url},
+                              celery_worker(tmp_path, broker.url, redis_server.url, ledger),
+                              ledger)
+    assert run.parent_of(ran["header"])  # the message's own traceparent header
+
+
+def test_an_rq_job_runs_in_the_trace_of_the_fire_that_enqueued_it(
+        tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
+    ledger, url = tmp_path / "runs.jsonl", redis_url.rsplit("/", 1)[0] + "/1"
+    dispatched(tmp_path, redis_url, r, "rq",
+               {"func": "tests.support.rq_jobs.traced", "redis": url},
+               rq_worker(tmp_path, url, redis_url, ledger), ledger)
+
+
+def test_a_dramatiq_actor_runs_in_the_trace_of_the_fire_that_sent_it(
+        tmp_path: Path, redis_url: str, r: redis.Redis) -> None:
+    ledger = tmp_path / "runs.jsonl"
+    with RedisServer(tmp_path / "broker", binary=server_binary()) as broker:
+        dispatched(tmp_path, redis_url, r, "dramatiq",
+                   {"actor": "traced", "broker": broker.url},
+                   dramatiq_worker(tmp_path, broker.url, redis_url, ledger), ledger)
