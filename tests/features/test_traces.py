@@ -17,30 +17,13 @@ import redis
 
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.testing import Fleet, history
-from tests.support.otlp import Receiver, Span, otlp_receiver
+from tests.support.otlp import Span, otlp_receiver
 from tests.support.queues import celery_worker, dramatiq_worker, read_runs, rq_worker
 from tests.support.receivers import http_receiver
 from tests.support.servers import server_binary
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def traced_env(receiver: Receiver) -> dict[str, str]:
-    return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-            "OTEL_SERVICE_NAME": "cronsvc-test",
-            "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=test",
-            "OTEL_BSP_SCHEDULE_DELAY": "50"}  # ms: export soon, not after 5 s
-
-
-def fire_of(receiver: Receiver, fire_id: str) -> Span:
-    return wait_for(lambda: next((s for s in receiver.named("cronsvc.fire ")
-                                  if s.attributes["cronsvc.fire.id"] == fire_id), None),
-                    timeout=30, message=f"the span of {fire_id}")
-
-
-def children(receiver: Receiver, parent: Span) -> dict[str, Span]:
-    return {s.name: s for s in receiver.spans if s.parent_id == parent.span_id}
 
 
 def test_each_fire_is_a_trace_that_reaches_what_it_runs(tmp_path: Path, redis_url: str,
@@ -58,11 +41,11 @@ def test_each_fire_is_a_trace_that_reaches_what_it_runs(tmp_path: Path, redis_ur
             "broken": {"call": "tests.support.jobs:fail", "kwargs": {"message": "disk full"}},
         }
         fleet = Fleet(tmp_path, redis_url, jobs)
-        fleet.env.update(traced_env(receiver))
+        fleet.env.update(receiver.env())
         with fleet.running("w1", planner=False):
             fires = {job: fleet.trigger(job) for job in jobs}
-            spans = {job: fire_of(receiver, fire) for job, fire in fires.items()}
-            wait_for(lambda: all(len(children(receiver, s)) == 2 for s in spans.values()),
+            spans = {job: receiver.fire(fire) for job, fire in fires.items()}
+            wait_for(lambda: all(len(receiver.children(s)) == 2 for s in spans.values()),
                      timeout=30, message="the run and ack spans of every fire")
         logs = fleet.logs()
 
@@ -80,7 +63,7 @@ def test_each_fire_is_a_trace_that_reaches_what_it_runs(tmp_path: Path, redis_ur
             assert attrs["cronsvc.fire.kind"] == "trigger"  # run by hand, not on a timer
             assert attrs["faas.trigger"] == "other"
             assert attrs["cronsvc.fire.lag_ms"] >= 0
-            run, ack = children(receiver, span)["cronsvc.run"], children(receiver, span)[
+            run, ack = receiver.children(span)["cronsvc.run"], receiver.children(span)[
                 "cronsvc.ack"]
             assert span.start_ns <= run.start_ns <= run.end_ns <= ack.start_ns
             assert ack.end_ns <= span.end_ns
@@ -96,19 +79,19 @@ def test_each_fire_is_a_trace_that_reaches_what_it_runs(tmp_path: Path, redis_ur
         assert broken.attributes["error.type"] == "failed"
         assert broken.status == "STATUS_CODE_ERROR"
         assert "disk full" in broken.message
-        assert children(receiver, broken)["cronsvc.run"].status == "STATUS_CODE_ERROR"
+        assert receiver.children(broken)["cronsvc.run"].status == "STATUS_CODE_ERROR"
         assert history(r, "broken")[-1]["status"] == "dead"  # no retries: a dead letter
 
         # What each fire ran is a child of its run span: the user's own spans (calls) and
         # the traceparent handed on (a command's environment, a request's header).
         for job, name in (("report", "user work"), ("digest", "user awaited work")):
-            run = children(receiver, spans[job])["cronsvc.run"]
-            user = children(receiver, run)[name]
+            run = receiver.children(spans[job])["cronsvc.run"]
+            user = receiver.children(run)[name]
             assert user.trace_id == spans[job].trace_id
             assert user.parent_of(Path(out["call" if job == "report" else "async"]).read_text())
-        backup_run = children(receiver, spans["backup"])["cronsvc.run"]
+        backup_run = receiver.children(spans["backup"])["cronsvc.run"]
         assert backup_run.parent_of(Path(out["command"]).read_text())
-        ping_run = children(receiver, spans["ping"])["cronsvc.run"]
+        ping_run = receiver.children(spans["ping"])["cronsvc.run"]
         assert ping_run.kind == "SPAN_KIND_CLIENT"
         (request,) = hook.received
         assert ping_run.parent_of(request.headers["traceparent"])
@@ -123,17 +106,17 @@ def dispatched(tmp_path: Path, redis_url: str, r: redis.Redis, kind: str,
     the task noted."""
     with otlp_receiver() as receiver, consumer:
         fleet = Fleet(tmp_path, redis_url, {"traced": {"timeout": "60s", kind: target}})
-        fleet.env.update(traced_env(receiver))
+        fleet.env.update(receiver.env())
         with fleet.running("w1", planner=False):
             fire = fleet.trigger("traced")
-            span = fire_of(receiver, fire)
-            wait_for(lambda: len(children(receiver, span)) == 2, timeout=30,
+            span = receiver.fire(fire)
+            wait_for(lambda: len(receiver.children(span)) == 2, timeout=30,
                      message="the run and ack spans of the fire")
         logs = fleet.logs()
     assert span.attributes["cronsvc.outcome"] == "ok", logs
     assert span.attributes["cronsvc.job.kind"] == kind
     assert history(r, "traced")[-1]["status"] == "ok"
-    run = children(receiver, span)["cronsvc.run"]
+    run = receiver.children(span)["cronsvc.run"]
     assert run.kind == "SPAN_KIND_PRODUCER"
     assert run.attributes["messaging.system"] == kind
     assert run.attributes["messaging.message.id"] == fire

@@ -14,6 +14,7 @@ from typing import Any
 
 from cronsvc.process.redis_server import free_port
 from tests.support.receivers import serving
+from tests.support.wait import wait_for
 
 
 @dataclass
@@ -47,6 +48,23 @@ class Receiver:
 
     def named(self, prefix: str) -> list[Span]:
         return [span for span in list(self.spans) if span.name.startswith(prefix)]
+
+    def env(self) -> dict[str, str]:
+        """The OTEL_* variables of a worker that exports here."""
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint,
+                "OTEL_SERVICE_NAME": "cronsvc-test",
+                "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=test",
+                "OTEL_BSP_SCHEDULE_DELAY": "50"}  # ms: export soon, not after 5 s
+
+    def fire(self, fire_id: str) -> Span:
+        """The span of fire ``fire_id``, once it is received."""
+        return wait_for(lambda: next((s for s in self.named("cronsvc.fire ")
+                                      if s.attributes["cronsvc.fire.id"] == fire_id), None),
+                        timeout=30, message=f"the span of {fire_id}")
+
+    def children(self, parent: Span) -> dict[str, Span]:
+        """The spans received whose parent is ``parent``, by name."""
+        return {s.name: s for s in list(self.spans) if s.parent_id == parent.span_id}
 
 
 def _value(value: Any) -> Any:
