@@ -83,7 +83,7 @@ def _tracer() -> Any:
             log.warning("OTEL_* variables ask for traces, but %s is not installed: %s; "
                         "tracing is off", exc.name, EXTRA)
             return None
-        except ValueError as exc:
+        except Exception as exc:  # a variable naming what cannot be had: the worker runs
             log.warning("traces: %s; tracing is off", exc)
             return None
     return trace.get_tracer("cronsvc")

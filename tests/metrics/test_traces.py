@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from cronsvc.metrics import traces as tracing
 from cronsvc.metrics.traces import traces, wanted
 from cronsvc.testing import Fleet, history
 from tests.support.wait import wait_for
@@ -37,6 +38,18 @@ def test_a_worker_whose_variables_ask_nothing_has_no_tracing_hook(
                  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
     assert traces("w1", lambda: 0) == []
+
+
+def test_an_exporter_that_is_not_installed_is_said_and_tracing_is_off(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "nonesuch")
+    tracing._tracer.cache_clear()
+    try:
+        assert traces("w1", lambda: 0) == []
+    finally:
+        tracing._tracer.cache_clear()
+    assert "OTEL_TRACES_EXPORTER: no exporter named 'nonesuch' is installed; tracing is off" \
+        in caplog.text
 
 
 def test_without_opentelemetry_a_traced_worker_warns_once_and_runs(
