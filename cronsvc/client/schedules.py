@@ -67,8 +67,8 @@ class ScheduleContext(Protocol):
     def published_jobs(self) -> list[str]: ...
     def all_shards(self) -> list[Keys]: ...
     def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]: ...
-    def audited(self, action: str, target: str, note: str | None = None,
-                **detail: Any) -> None: ...
+    def audited(self, action: str, target: str, note: str | None = None, *,
+                by: str | None = None, **detail: Any) -> None: ...
 
 
 class ScheduleOps:
@@ -111,8 +111,10 @@ class ScheduleOps:
         changed = {o: sum(1 for v in outcomes.values() if v == o) for o in ("created", "changed")}
         if any(changed.values()):
             target = built[0].id if len(built) == 1 else f"{len(built)} schedules"
+            by = {s.actor for s in built}  # the actor the call named, as the records say
             self.core.audited("schedule-set", target, None, job=built[0].job if len(built) == 1
-                         else None, **{k: v for k, v in changed.items() if v})
+                         else None, by=by.pop() if len(by) == 1 else None,
+                         **{k: v for k, v in changed.items() if v})
         return [outcomes[s.id] for s in built]
 
     def delete_schedule(self, id: str) -> bool:
@@ -197,7 +199,7 @@ class ScheduleOps:
             hint = did_you_mean(job, jobs) if isinstance(job, str) else ""
             raise BadSchedule(f"schedule {sid!r}: job: unknown job {job!r}{hint} (a runtime "
                               "schedule runs a job the planners published from the job file)")
-        item.setdefault("actor", self.core.actor)
+        item["actor"] = item.get("actor") or self.core.actor  # None too: nobody named
         try:
             return build(sid, job=job, now_ms=now, **item)  # type: ignore[arg-type]
         except TypeError as exc:
@@ -214,7 +216,8 @@ class ScheduleOps:
             done = self._set_all(keys, [change], now, expect_rev=old.rev)
             if done is not None:
                 if done[id] != "unchanged":
-                    self.core.audited("schedule-pause" if paused else "schedule-resume", id)
+                    self.core.audited("schedule-pause" if paused else "schedule-resume", id,
+                                      by=change.actor)
                 return done[id]
         raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
 

@@ -55,7 +55,8 @@ def test_a_job_keeps_the_order_of_its_keys() -> None:
         "cwd", "timeout", "retries", "backoff", "backoff_max", "overlap", "max_concurrent",
         "pool", "catch_up", "starting_deadline", "jitter", "paused", "description", "tags",
         "ping", "notify", "notify_on", "pause_after_failures", "slot_limits", "skip",
-        "business_days", "only", "on_success", "on_failure", "calendar", "declared_at"]
+        "business_days", "only", "on_success", "on_failure", "calendar", "output", "history",
+        "declared_at"]
 
 
 @pytest.mark.parametrize(("job", "own", "set_"), [
