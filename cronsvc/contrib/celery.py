@@ -24,14 +24,14 @@ from typing import Any
 from celery import Task
 
 from cronsvc.contrib.guard import process_guard
-from cronsvc.run.dispatch import HEADERS, Delivery
+from cronsvc.run.dispatch import HEADERS, TRACE_HEADERS, Delivery
 
 
 def delivery_of(request: Any) -> Delivery | None:
     """The delivery a task's request carries, or None. Celery keeps a message's custom
     headers as attributes of the request (and, by version, in ``request.headers``)."""
     headers = dict(getattr(request, "headers", None) or {})
-    for name in HEADERS.values():
+    for name in (*HEADERS.values(), *TRACE_HEADERS):
         value = getattr(request, name, None)
         if value is not None:
             headers.setdefault(name, value)

@@ -9,7 +9,9 @@ worker waiting on the fire records it as it records a ``call`` job's run: histor
 ``cronsvc show``, notifications, auto-pause and chains follow.
 
 While the task runs, ``cronsvc.current()`` is its fire's context (job, fire id,
-scheduled time, attempt, payload).
+scheduled time, attempt, payload) and, where the cronsvc worker traces and OpenTelemetry
+is installed, the current OpenTelemetry context is the span that sent it
+(:func:`cronsvc.run.tracecontext.adopt`): the task's spans join the fire's trace.
 
 cronsvc's Redis may be away for a moment (a restart, a failover): the guard tries its
 calls again for :data:`PATIENCE_S`. A start that Redis wrote but whose reply was lost
@@ -36,6 +38,7 @@ import redis
 
 from cronsvc.clock import monotonic
 from cronsvc.errors import CronsvcError, RedisUnavailable
+from cronsvc.run import tracecontext
 from cronsvc.run.context import CURRENT_FIRE, FireContext
 from cronsvc.run.dispatch import KEEP_MS, Delivery, as_text
 from cronsvc.run.outcome import OUTPUT_CAP
@@ -71,6 +74,7 @@ class Running:
     delivery: Delivery
     token: Token[FireContext | None]
     t0: float
+    traced: Any = None  # the OpenTelemetry context to restore, if the delivery's was set
 
 
 class Guard:
@@ -153,11 +157,13 @@ class Guard:
         its task (dramatiq's middleware), where :meth:`run` cannot wrap the task."""
         if not self.start(delivery):
             return None
-        return Running(delivery, CURRENT_FIRE.set(delivery.context(self.name)), monotonic())
+        return Running(delivery, CURRENT_FIRE.set(delivery.context(self.name)), monotonic(),
+                       tracecontext.adopt(delivery.trace))
 
     def finish(self, running: Running, exc: BaseException | None = None,
                value: Any = None) -> None:
         """Report how the task :meth:`begin` let run ended, and end its ``current()``."""
+        tracecontext.detach(running.traced)
         CURRENT_FIRE.reset(running.token)
         self.end(running.delivery, int((monotonic() - running.t0) * 1000), exc, value)
 

@@ -25,6 +25,7 @@ from typing import Any
 from cronsvc.clock import SYSTEM, Clock, monotonic
 from cronsvc.kinds import arq, call, celery, command, dramatiq, http, rq
 from cronsvc.kinds.kind import Kind
+from cronsvc.run import tracecontext
 from cronsvc.run.context import FireContext
 from cronsvc.run.dispatch import Outcomes
 from cronsvc.run.outcome import Guard, Outcome, Result, Stop
@@ -75,6 +76,9 @@ def execute(
     t0 = monotonic()
     cancel = cancel if cancel is not None else threading.Event()
     deadline = None if job.timeout is None else t0 + job.timeout
+    # A traced fire runs in its span's context: what it calls in this thread (a call, an
+    # instrumented client sending its message or request) is a child of it.
+    token = tracecontext.attach(ctx.trace) if ctx.trace else None
     try:
         if cancel.is_set():
             result = Result("cancelled", error="cancelled before start")
@@ -83,6 +87,8 @@ def execute(
                                                         outcomes, kept_of(job, feed)))
     except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
         result = Result("failed", error=f"{type(exc).__name__}: {exc}")
+    finally:
+        tracecontext.detach(token)
     duration_ms = int((monotonic() - t0) * 1000)
     return Outcome(result.status, started_ms, duration_ms, *result[1:])
 

@@ -247,8 +247,9 @@ def _content(spec: Request, ctx: FireContext) -> tuple[bytes | None, str | None]
 
 
 def _fire_headers(ctx: FireContext) -> dict[str, str]:
+    """The fire's identity, and its trace context (``traceparent``) when it is traced."""
     values = (ctx.fire_id, ctx.job, ctx.fire_id, iso_utc(ctx.scheduled_ms), str(ctx.attempt))
-    return dict(zip(FIRE_HEADERS, values, strict=True))
+    return {**dict(zip(FIRE_HEADERS, values, strict=True)), **(ctx.trace or {})}
 
 
 def _judged(spec: Request, answer: Answer) -> Result:

@@ -4,8 +4,8 @@
 Unlike a thread, a task can be stopped: a timeout, a cancel, a lost lease or a shutdown
 cancels it, the awaitable sees :class:`asyncio.CancelledError` where it waits, and its
 ``finally`` blocks run. The task sets the fire's context variables itself
-(``cronsvc.current()``, ``cronsvc.stopping()``, the run's output), so concurrent tasks
-each see their own.
+(``cronsvc.current()``, ``cronsvc.stopping()``, the run's output, the fire's trace
+context), so concurrent tasks each see their own.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cronsvc.clock import monotonic
+from cronsvc.run import tracecontext
 from cronsvc.run.capture import capturing
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
 from cronsvc.run.loop import SHARED, Loop
@@ -75,6 +76,7 @@ class Awaited:
     async def _guarded(self) -> tuple[How, Any, BaseException | None]:
         CURRENT_FIRE.set(self._ctx)
         STOP_EVENT.set(self.stopping)
+        tracecontext.attach(self._ctx.trace)  # the task's own context, gone with it
         with capturing(self._out):
             try:
                 return "done", await self._awaitable, None

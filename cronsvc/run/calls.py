@@ -9,7 +9,9 @@ returns; its result is then discarded.
 
 The callable is invoked as ``fn(*job.args, **job.kwargs)``. It receives its
 :class:`~cronsvc.run.context.FireContext` through :func:`~cronsvc.run.context.current` and, when its
-signature has a parameter named ``ctx``, also as the keyword ``ctx``.
+signature has a parameter named ``ctx``, also as the keyword ``ctx``. A traced fire's call
+runs in the context of its span (:mod:`cronsvc.run.tracecontext`): the spans it makes are
+children of the fire's.
 
 An ``async def`` target (:func:`is_async`) is awaited on the worker's event loop
 (:func:`start_awaited`, :mod:`cronsvc.run.awaits`) and can be stopped; a sync target that
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cronsvc.run import tracecontext
 from cronsvc.run.awaits import Awaited
 from cronsvc.run.capture import capturing, kept
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
@@ -128,6 +131,7 @@ def start_call(job: Any, ctx: FireContext, stop: threading.Event, out: Kept | No
         # A new thread starts with an empty context, so these are private to it.
         CURRENT_FIRE.set(ctx)
         STOP_EVENT.set(stop)
+        tracecontext.attach(ctx.trace)  # the thread's own context, gone with it
         try:
             box.append(_invoke(job, ctx, stop, out))
         finally:

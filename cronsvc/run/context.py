@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cronsvc.clock import iso_utc
+from cronsvc.run import tracecontext
 from cronsvc.run.capture import log_line
 
 
@@ -28,6 +30,9 @@ class FireContext:
     worker: str = ""
     payload: Any = None
     schedule: str | None = None  # the runtime schedule the fire belongs to
+    #: The fire's trace context (``traceparent``...) when the worker traces, else None
+    #: (:mod:`cronsvc.run.tracecontext`).
+    trace: Mapping[str, str] | None = None
 
     def log(self, message: str, **fields: Any) -> None:
         """One line, ``message key=value ...``, in the output of the run this is called
@@ -36,7 +41,8 @@ class FireContext:
         log_line(message, fields)
 
     def env(self) -> dict[str, str]:
-        """The CRONSVC_* environment variables a command job receives."""
+        """The environment variables a command job receives: CRONSVC_*, and TRACEPARENT
+        and TRACESTATE when the fire is traced."""
         env = {
             "CRONSVC_JOB": self.job,
             "CRONSVC_FIRE_ID": self.fire_id,
@@ -48,6 +54,8 @@ class FireContext:
             env["CRONSVC_PAYLOAD"] = json.dumps(self.payload)
         if self.schedule is not None:
             env["CRONSVC_SCHEDULE"] = self.schedule
+        if self.trace:
+            env.update(tracecontext.env(self.trace))
         return env
 
 

@@ -5,7 +5,8 @@ The message's id is the fire id (:func:`message_id`), so a fire sent twice is th
 message twice. What a fire's run knows travels as :class:`Delivery`, in the message's
 headers (:meth:`Delivery.headers`) or, where a library has none, in one keyword argument
 or field (:meth:`Delivery.as_dict`); the consumer-side guard (:mod:`cronsvc.contrib`)
-reads it back with :meth:`Delivery.read`.
+reads it back with :meth:`Delivery.read`. A traced fire's delivery carries its trace
+context too: as ``traceparent`` and ``tracestate`` headers, or a ``trace`` field.
 
 A delivery is numbered: ``attempt`` is the attempt of the fire that first sent it. A
 dispatcher that dies between the send and the ack leaves its delivery "sending"; the
@@ -35,6 +36,8 @@ HEADERS = {
     "attempt": "cronsvc-attempt", "schedule": "cronsvc-schedule",
     "payload": "cronsvc-payload", "key": "cronsvc-outcome-key",
 }
+#: The W3C trace context headers a traced fire's message carries beside them.
+TRACE_HEADERS = ("traceparent", "tracestate", "baggage")
 #: The keyword argument (arq) or option (dramatiq) that carries a delivery where the
 #: library's message has no headers.
 FIELD = "cronsvc"
@@ -75,6 +78,8 @@ class Delivery:
     key: str
     schedule: str | None = None
     payload: Any = None
+    #: The sending run's trace context (``traceparent``...), when the worker traces.
+    trace: Mapping[str, str] | None = None
 
     @property
     def message_id(self) -> str:
@@ -89,6 +94,8 @@ class Delivery:
             out[HEADERS["schedule"]] = self.schedule
         if self.payload is not None:
             out[HEADERS["payload"]] = json.dumps(self.payload, separators=(",", ":"))
+        if self.trace:  # under their own names, which a queue's instrumentation reads
+            out.update(self.trace)
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -104,21 +111,22 @@ class Delivery:
         if HEADERS["fire_id"] in found:
             text = {field: found.get(name) for field, name in HEADERS.items()}
             payload = text["payload"]
+            trace = {name: str(found[name]) for name in TRACE_HEADERS if found.get(name)}
             return cls(str(text["fire_id"]), str(text["job"]),
                        parse_iso_ms(str(text["scheduled_ms"])), int(str(text["attempt"])),
                        str(text["key"]), text["schedule"] and str(text["schedule"]),
-                       None if payload is None else json.loads(str(payload)))
+                       None if payload is None else json.loads(str(payload)), trace or None)
         if "fire_id" in found and "key" in found:
             return cls(str(found["fire_id"]), str(found["job"]), int(found["scheduled_ms"]),
                        int(found["attempt"]), str(found["key"]), found.get("schedule"),
-                       found.get("payload"))
+                       found.get("payload"), found.get("trace"))
         return None
 
     def context(self, worker: str = "") -> FireContext:
         """What ``cronsvc.current()`` gives the task that runs this delivery."""
         return FireContext(job=self.job, fire_id=self.fire_id, scheduled_ms=self.scheduled_ms,
                            attempt=self.attempt, worker=worker, payload=self.payload,
-                           schedule=self.schedule)
+                           schedule=self.schedule, trace=self.trace)
 
 
 @dataclass(frozen=True)
@@ -252,7 +260,7 @@ def begun(reply: list[Any], ctx: FireContext, key: str) -> Begun:
     """The :class:`Begun` of the script's reply to ``begin`` for ``ctx``'s fire."""
     what, d = as_text(reply[0]), int(reply[1])
     delivery = Delivery(ctx.fire_id, ctx.job, ctx.scheduled_ms, d, key, ctx.schedule,
-                        ctx.payload)
+                        ctx.payload, ctx.trace)
     if what == "done":
         fields = {"d": str(d), "state": as_text(reply[2]), "ms": as_text(reply[3]),
                   "error": as_text(reply[4]), "output": as_text(reply[5])}

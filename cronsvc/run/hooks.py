@@ -1,7 +1,8 @@
-"""What a worker does around every run, whatever its kind: dead-man pings today
-(:class:`cronsvc.notify.pings.Pinger`), traces next. Each is one :class:`RunHook`; the
-worker calls them through :class:`Hooks`, in order, before and after each run, the way
-dramatiq's middleware wraps each message.
+"""What a worker does around every run, whatever its kind: dead-man pings
+(:class:`cronsvc.notify.pings.Pinger`) and traces (:class:`cronsvc.metrics.traces.Traces`).
+Each is one :class:`RunHook`; the worker calls them through :class:`Hooks`, in order,
+before and after each run and once its result is recorded, the way dramatiq's middleware
+wraps each message.
 
 Chains and auto-pause are not hooks: they are written by the scripts that record a run's
 end (``lua/ack-8+.lua``, ``lua/fail-14.lua``), in the same step as its history, so a
@@ -25,9 +26,13 @@ class RunHook(Protocol):
     """Told of each run of a worker: when it starts and how it ended. A hook must not
     hold up the run: one that talks to the network queues its work for a thread."""
 
-    def started(self, job: Any, ctx: FireContext) -> None: ...
+    def started(self, job: Any, ctx: FireContext) -> FireContext | None:
+        """A run begins; the context it runs with, if the hook adds to it (its trace)."""
 
     def ended(self, job: Any, ctx: FireContext, outcome: Outcome) -> None: ...
+
+    def recorded(self, fire_id: str, attempt: int) -> None:
+        """The run's result is recorded in Redis (or could not be, or it had none)."""
 
     def close(self) -> None:
         """The worker stops: finish what is queued, briefly."""
@@ -40,13 +45,15 @@ class Hooks:
     def __init__(self, hooks: Sequence[RunHook]) -> None:
         self.hooks = tuple(hooks)
 
-    def started(self, job: Any, ctx: FireContext) -> None:
+    def started(self, job: Any, ctx: FireContext) -> FireContext:
+        """Tell each hook; the context the run goes on with."""
         for hook in self.hooks:
             try:
-                hook.started(job, ctx)
+                ctx = hook.started(job, ctx) or ctx
             except Exception:
                 log.exception("%s: hook %s failed at the start", ctx.fire_id,
                               type(hook).__name__)
+        return ctx
 
     def ended(self, job: Any, ctx: FireContext, outcome: Outcome) -> None:
         for hook in self.hooks:
@@ -54,6 +61,14 @@ class Hooks:
                 hook.ended(job, ctx, outcome)
             except Exception:
                 log.exception("%s: hook %s failed at the end", ctx.fire_id,
+                              type(hook).__name__)
+
+    def recorded(self, fire_id: str, attempt: int) -> None:
+        for hook in self.hooks:
+            try:
+                hook.recorded(fire_id, attempt)
+            except Exception:
+                log.exception("%s: hook %s failed once its result was recorded", fire_id,
                               type(hook).__name__)
 
     def close(self) -> None:

@@ -41,6 +41,7 @@ from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
 from cronsvc.kinds import execute, launch, prepare, runs_async
 from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
+from cronsvc.metrics.traces import traces
 from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.context import FireContext
@@ -133,8 +134,9 @@ class Worker:
         self.hard_stopped = threading.Event()  # stop runs now, stop waiting on Redis
         self._pool = Slots(self.concurrency, "cronsvc-run")
         self.results = Results(self)
-        # Around every run: the dead-man pings of the jobs that ask for them.
-        self.hooks = Hooks([Pinger()])
+        # Around every run: the dead-man pings of the jobs that ask for them, and traces
+        # when the OTEL_* variables ask for them.
+        self.hooks = Hooks([Pinger(), *traces(self.worker_id, self.server_now)])
         self.offset_ms = 0  # server clock minus local clock, from the last claim
         self._held_at = -HELD_RENEW_EVERY  # monotonic time the held definitions were written
         self._reload_asked = threading.Event()
@@ -363,8 +365,7 @@ class Worker:
         if not self.leases.still_held(run):
             self._ended(run, None)
             return
-        ctx = self._context(run)
-        self.hooks.started(run.job, ctx)
+        ctx = self.hooks.started(run.job, self._context(run))
 
         def done(outcome: Outcome) -> None:
             self.hooks.ended(run.job, ctx, outcome)
@@ -399,7 +400,7 @@ class Worker:
     def _execute(self, run: Running, ctx: FireContext) -> Outcome:
         if run.claim.unreadable is not None:
             return Outcome("failed", self.clock.now_ms(), 0, error=run.claim.unreadable)
-        self.hooks.started(run.job, ctx)
+        ctx = self.hooks.started(run.job, ctx)
         feed = self.live.open(run.keys.live(run.claim.fire_id), run.claim.token)
         try:
             outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock,
@@ -444,6 +445,7 @@ class Worker:
         with self._lock:
             self._running.pop(run.key, None)
         self.runs_finished += 1
+        self.hooks.recorded(run.claim.fire_id, run.claim.token)
 
     def wake(self) -> None:
         """Make the claim loop look at Redis now."""

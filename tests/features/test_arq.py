@@ -22,6 +22,7 @@ import yaml
 
 from cronsvc.clock import SYSTEM
 from cronsvc.keys import Keys
+from tests.support.otlp import otlp_receiver
 from tests.support.parts import missing
 from tests.support.paths import ROOT
 from tests.support.queues import QueueWorker, arq_worker, read_runs
@@ -227,3 +228,24 @@ def sending(r: redis.Redis, job: str) -> list[str]:
         if last and last[0][1].get("state") == "sending":
             fires.append(key[len(prefix):])
     return fires
+
+
+def test_an_arq_function_runs_in_the_trace_of_the_fire_that_enqueued_it(
+        tmp_path: Path, venv: Path, redis_url: str, r: redis.Redis,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    broker, ledger = broker_of(redis_url), tmp_path / "runs.jsonl"
+    fleet = ArqFleet(tmp_path, venv, redis_url, {"traced": {
+        "cron": "0 0 1 1 *", "timeout": "30s", "arq": target(broker, "traced")}})
+    with otlp_receiver() as receiver, arq_worker(tmp_path, venv, broker, redis_url, ledger):
+        for name, value in receiver.env().items():  # the cronsvc worker's environment
+            monkeypatch.setenv(name, value)
+        with fleet.running("w1", planner=False):
+            fire = fleet.trigger("traced")
+            span = receiver.fire(fire)
+            wait_for(lambda: len(receiver.children(span)) == 2, timeout=30,
+                     message="the run and ack spans of the fire")
+    assert span.attributes["cronsvc.outcome"] == "ok"
+    run = receiver.children(span)["cronsvc.run"]
+    assert run.attributes["messaging.system"] == "arq"
+    (ran,) = [line for line in read_runs(ledger) if line["fire"] == fire]
+    assert run.parent_of(ran["current"])  # the function ran in the fire's trace

@@ -9,7 +9,7 @@ from typing import Any
 from arq.connections import RedisSettings
 
 from cronsvc.contrib.arq import guarded, job_deserializer, job_serializer
-from tests.support.queues import note_run
+from tests.support.queues import note_run, traceparent_now
 
 
 @guarded
@@ -24,8 +24,15 @@ async def broken(ctx: dict[str, Any], team: str) -> None:
     raise RuntimeError(f"no digest for {team}")
 
 
+@guarded
+async def traced(ctx: dict[str, Any]) -> str:
+    """Note the traceparent it runs under (the guard's, from the fire's delivery)."""
+    note_run(task="traced", job_id=ctx["job_id"], current=traceparent_now())
+    return "traced"
+
+
 class WorkerSettings:
-    functions = [digest, broken]
+    functions = [digest, broken, traced]
     redis_settings = RedisSettings.from_dsn(os.environ.get("ARQ_REDIS_URL", "redis://"))
     job_serializer = job_serializer
     job_deserializer = job_deserializer

@@ -11,7 +11,7 @@ from celery import Celery, current_task
 
 import cronsvc
 from cronsvc.contrib.celery import Guarded
-from tests.support.queues import note_run
+from tests.support.queues import note_run, traceparent_now
 
 app = Celery("cronsvc_tests", broker=os.environ.get("CELERY_BROKER_URL", "memory://"))
 app.conf.update(worker_hijack_root_logger=False, broker_connection_retry_on_startup=True,
@@ -46,3 +46,11 @@ def hold(releases: str) -> str:
         time.sleep(0.02)  # a task waiting for the test's signal, not a test waiting
     _note(task="hold", ended=True)
     return "held"
+
+
+@app.task(base=Guarded, name="tests.traced")
+def traced() -> str:
+    """Note the traceparent the task's message carried and the one it runs under."""
+    _note(task="traced", header=getattr(current_task.request, "traceparent", None),
+          current=traceparent_now())
+    return "traced"

@@ -15,6 +15,7 @@ from dramatiq.middleware import Middleware
 
 import cronsvc
 from cronsvc.contrib.dramatiq import GuardMiddleware
+from tests.support.queues import traceparent_now
 
 
 def _write(line: dict[str, Any]) -> None:
@@ -59,3 +60,10 @@ def digest(team: str, size: int = 0) -> str:
 def broken(team: str) -> None:
     _note(task="broken", team=team)
     raise RuntimeError(f"no digest for {team}")
+
+
+@dramatiq.actor(actor_name="traced")
+def traced() -> str:
+    """Note the traceparent it runs under (the guard's, from the message's options)."""
+    _note(task="traced", current=traceparent_now())
+    return "traced"

@@ -64,6 +64,16 @@ def arq_worker(tmp: Path, venv: Path, broker: str, redis_url: str, ledger: Path,
     return QueueWorker(tmp, name, argv, queue_env(redis_url, ledger, ARQ_REDIS_URL=broker))
 
 
+def traceparent_now() -> str | None:
+    """The traceparent of the current OpenTelemetry context (a task's, as its guard set
+    it from the fire's delivery), or None outside of a trace."""
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier.get("traceparent")
+
+
 def note_run(**what: object) -> None:
     """A line in the ledger (``CRONSVC_TEST_LEDGER``) for one run of a test task: its
     fire as ``cronsvc.current()`` gives it, and ``what`` the task says."""

@@ -72,7 +72,15 @@ def http_receiver(tls: ssl.SSLContext | None = None) -> Iterator[HttpReceiver]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    with serving(port, Handler, tls):
+        yield box
+
+
+@contextmanager
+def serving(port: int, handler: type[BaseHTTPRequestHandler],
+            tls: ssl.SSLContext | None = None) -> Iterator[ThreadingHTTPServer]:
+    """A threading HTTP server of ``handler`` on a loopback ``port``, in a thread."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
@@ -81,7 +89,7 @@ def http_receiver(tls: ssl.SSLContext | None = None) -> Iterator[HttpReceiver]:
                               daemon=True)
     thread.start()
     try:
-        yield box
+        yield server
     finally:
         server.shutdown()
         server.server_close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rq import get_current_job
 
-from tests.support.queues import note_run
+from tests.support.queues import note_run, traceparent_now
 
 
 def _note(**what: object) -> None:
@@ -22,3 +22,9 @@ def digest(team: str, size: int = 0) -> str:
 def broken(team: str) -> None:
     _note(func="broken", team=team)
     raise RuntimeError(f"no digest for {team}")
+
+
+def traced() -> str:
+    """Note the traceparent it runs under (the guard's, from the job's meta)."""
+    _note(func="traced", current=traceparent_now())
+    return "traced"
