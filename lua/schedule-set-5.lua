@@ -19,6 +19,8 @@
 -- Like a published job's new digest, a new definition queues fires after now only: a new
 -- fire due by now is left out, since the clock the caller planned from was read before this
 -- call, and a fire of that id may have started (or ended) under the old definition already.
+-- Events: one per changed schedule; the created ones of a call in one event (a bulk load
+-- would push every other decision out of the capped list otherwise).
 -- Returns per schedule {'created' | 'changed' | 'unchanged', rev}, or {'retry', rev} when
 -- the rev or the mark moved since they were read; flat.
 -- @include now.lua
@@ -43,7 +45,7 @@ end
 local lines = #sids > 0 and read_all('HMGET', KEYS[1], sids) or {}
 local marks_read = #sids > 0 and read_all('ZMSCORE', KEYS[2], sids) or {}
 local out, sets, unqueue, queue, marks, counts, events = {}, {}, {}, {}, {}, {}, {}
-local by_json, now_s = {}, string.format('%d', now)
+local created = {}  -- ids
 for k, sid in ipairs(sids) do
   local at = starts[k]
   local read_rev, read_mark, content, actor = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3],
@@ -78,10 +80,13 @@ for k, sid in ipairs(sids) do
     end
     marks[#marks + 1] = ARGV[at + 5]
     marks[#marks + 1] = sid
-    by_json[actor] = by_json[actor] or cjson.encode(actor)
-    events[#events + 1] = '{"event":"schedule ' .. (line and 'changed' or 'created') ..
-      '","schedule":' .. cjson.encode(sid) .. ',"rev":' .. new_rev .. ',"by":' ..
-      by_json[actor] .. ',"unqueued":' .. u .. ',"at":' .. now_s .. '}'
+    if line then
+      events[#events + 1] = cjson.encode({event = 'schedule changed', schedule = sid,
+        rev = new_rev, by = actor, unqueued = u, at = now})
+    else
+      created[#created + 1] = sid
+      created.by = created.by or actor
+    end
     out[#out + 1] = line and 'changed' or 'created'
     out[#out + 1] = new_rev
   end
@@ -95,6 +100,13 @@ end
 bulk('ZREM', KEYS[4], unqueue, 1)
 bulk('ZADD', KEYS[4], queue, 2, 'NX')
 bulk('ZADD', KEYS[2], marks, 2)
+if #created == 1 then
+  events[#events + 1] = cjson.encode({event = 'schedule created', schedule = created[1],
+    rev = 1, by = created.by, unqueued = 0, at = now})
+elseif #created > 1 then
+  events[#events + 1] = cjson.encode({event = 'schedules created', count = #created,
+    first = created[1], last = created[#created], by = created.by, at = now})
+end
 if #events > 0 then
   bulk('LPUSH', KEYS[5], events, 1)
   trim_events(KEYS[5])

@@ -248,7 +248,8 @@ class ScheduleOps:
             for row, raw, mark in zip(pending, lines, marks, strict=True):
                 if raw is not None and expect_rev is None:
                     head = raw.split("|", 3)  # rev, times, actor, definition
-                    if len(head) == 4 and "." in head[1] and head[3] == row.content:
+                    short = len(head) == 4 and "." in head[1]
+                    if (head[3] if short else _stored(keys, row.id, raw).content) == row.content:
                         outcomes[row.id] = "unchanged"  # as it was read: nothing to send
                         continue
                 elif expect_rev is not None and (raw is None or raw.split("|", 1)[0]

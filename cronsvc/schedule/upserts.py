@@ -69,7 +69,8 @@ class Rows:
 
     def __init__(self, jobs: set[str], actor: str,
                  slow: Callable[[dict[str, Any]], RuntimeSchedule], whens: Whens) -> None:
-        self.jobs, self.actor, self.slow, self.specs = jobs, actor, slow, whens
+        self.jobs, self.slow, self.specs = jobs, slow, whens
+        self.default_actor = actor_of(actor)
 
     def row(self, item: Mapping[str, Any]) -> Row:
         row = self._plain(item) if item.keys() <= _PLAIN else None
@@ -77,41 +78,39 @@ class Rows:
 
     def _plain(self, item: Mapping[str, Any]) -> Row | None:
         """The row of a plain item; None where build() has to look (or to say what is wrong)."""
-        sid, job = item.get("id"), item.get("job")
+        get = item.get
+        sid, job, every = get("id"), get("job"), get("every")
         if (type(sid) is not str or type(job) is not str or job not in self.jobs
-                or not SCHEDULE_ID.fullmatch(sid)):
+                or not SCHEDULE_ID.fullmatch(sid) or type(every) is bool):  # True == 1
             return None
-        known = self._when(item.get("cron"), item.get("every"), item.get("timezone", "UTC"))
+        key = (get("cron"), every, get("timezone", "UTC"))
+        try:
+            known = self.specs.get(key) or self._when(*key)
+        except TypeError:  # not hashable: build() says what it is
+            return None
         if known is None:
             return None
         when, spec = known
-        catch_up, overlap = item.get("catch_up"), item.get("overlap")
+        catch_up, overlap, paused = get("catch_up"), get("overlap"), bool(get("paused"))
         if (catch_up is not None and catch_up not in CATCH_UP) or (
                 overlap is not None and overlap not in OVERLAP):
             return None
-        payload = item.get("payload")
+        payload = get("payload")
         try:
             text = "" if payload is None else stored_json(payload)
         except (TypeError, ValueError):
             return None
         if len(text) > MAX_PAYLOAD_BYTES // 4 and len(text.encode()) > MAX_PAYLOAD_BYTES:
             return None
-        paused = bool(item.get("paused", False))
-        return Row(sid, job, content_of(job, policy_of(paused, catch_up, None, overlap), when,
-                                        text),
-                   actor_of(item.get("actor", self.actor)), paused, when, spec, None)
+        policy = policy_of(paused, catch_up, None, overlap) if (
+            paused or catch_up or overlap) else ""
+        actor = get("actor")
+        return Row(sid, job, content_of(job, policy, when, text),
+                   self.default_actor if actor is None else actor_of(actor), paused, when,
+                   spec, None)
 
     def _when(self, cron: Any, every: Any, timezone: Any) -> tuple[str, Spec] | None:
-        """The stored when and the spec of a plain schedule, checked once per distinct one."""
-        if type(every) is bool:  # True == 1: not the cached every of 1 s
-            return None
-        key = (cron, every, timezone)
-        try:
-            return self.specs[key]
-        except KeyError:
-            pass
-        except TypeError:  # not hashable: build() says what it is
-            return None
+        """The stored when and the spec of a plain schedule not met before, checked."""
         if type(timezone) is not str or (cron is None) == (every is None):
             return None
         try:
@@ -125,7 +124,7 @@ class Rows:
             return None
         if len(self.specs) >= _KEPT:
             self.specs.clear()
-        known = self.specs[key] = (compact_when(cron, every_ms, timezone),
+        known = self.specs[cron, every, timezone] = (compact_when(cron, every_ms, timezone),
                                    Spec(cron=cron, timezone=timezone, every_ms=every_ms))
         return known
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import hiredis
 import redis
 from redis.commands.core import Script
 
@@ -235,7 +236,10 @@ class Scripts:
         try:
             for keys, args in calls:
                 src.check_keys(len(keys))
-                conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                # hiredis packs every argument itself (the connection's packer looks at
+                # each first): a batch has thousands
+                conn.send_packed_command([hiredis.pack_command(
+                    ("EVALSHA", script.sha, len(keys), *keys, *args))])
                 sent.append((keys, args))
             for _ in sent:
                 try:
