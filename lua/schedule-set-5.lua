@@ -45,50 +45,51 @@ end
 local lines = #sids > 0 and read_all('HMGET', KEYS[1], sids) or {}
 local marks_read = #sids > 0 and read_all('ZMSCORE', KEYS[2], sids) or {}
 local out, sets, unqueue, queue, marks, counts, events = {}, {}, {}, {}, {}, {}, {}
-local created = {}  -- ids
+local first_created, last_created, created_by  -- the created of this call: their ids
+local n_sets, n_unqueue, n_queue, n_created = 0, 0, 0, 0  -- # is a search in Lua 5.1
 for k, sid in ipairs(sids) do
   local at = starts[k]
   local read_rev, read_mark, content, actor = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3],
     ARGV[at + 4]
-  local u, d = tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7])
   local line, mark = lines[k], marks_read[k] or ''
   local rev = line and schedule_rev(line) or '0'
   if rev ~= read_rev or (mark ~= read_mark and tonumber(mark) ~= tonumber(read_mark)) then
-    out[#out + 1] = 'retry'
-    out[#out + 1] = tonumber(rev)
+    out[2 * k - 1], out[2 * k] = 'retry', tonumber(rev)
   elseif line and schedule_content(line) == content then
-    out[#out + 1] = 'unchanged'
-    out[#out + 1] = tonumber(rev)
+    out[2 * k - 1], out[2 * k] = 'unchanged', tonumber(rev)
   else
     local new_rev = tonumber(rev) + 1
     local job = string.match(content, '^([^|]*)|')
     local old_job = line and schedule_policy(line) or nil
-    sets[#sets + 1] = sid
-    sets[#sets + 1] = schedule_line(new_rev, now, line and schedule_created(line) or now, actor,
+    n_sets = n_sets + 2
+    sets[n_sets - 1] = sid
+    sets[n_sets] = schedule_line(new_rev, now, line and schedule_created(line) or now, actor,
       content)
+    marks[n_sets - 1], marks[n_sets] = ARGV[at + 5], sid
     if old_job ~= job then
       counts[job] = (counts[job] or 0) + 1
       if old_job then counts[old_job] = (counts[old_job] or 0) - 1 end
     end
-    local first = at + 8
-    for f = first, first + u - 1 do unqueue[#unqueue + 1] = ARGV[f] end
-    for f = first + u, first + u + d - 1 do
+    local first, u = at + 8, tonumber(ARGV[at + 6])
+    for f = first, first + u - 1 do
+      n_unqueue = n_unqueue + 1
+      unqueue[n_unqueue] = ARGV[f]
+    end
+    for f = first + u, first + u + tonumber(ARGV[at + 7]) - 1 do
       if tonumber(ARGV[f]) > now then
-        queue[#queue + 1] = ARGV[f]
-        queue[#queue + 1] = fire_id(job, ARGV[f], sid)
+        n_queue = n_queue + 2
+        queue[n_queue - 1], queue[n_queue] = ARGV[f], fire_id(job, ARGV[f], sid)
       end
     end
-    marks[#marks + 1] = ARGV[at + 5]
-    marks[#marks + 1] = sid
     if line then
       events[#events + 1] = cjson.encode({event = 'schedule changed', schedule = sid,
         rev = new_rev, by = actor, unqueued = u, at = now})
     else
-      created[#created + 1] = sid
-      created.by = created.by or actor
+      n_created = n_created + 1
+      first_created, last_created = first_created or sid, sid
+      created_by = created_by or actor
     end
-    out[#out + 1] = line and 'changed' or 'created'
-    out[#out + 1] = new_rev
+    out[2 * k - 1], out[2 * k] = line and 'changed' or 'created', new_rev
   end
 end
 bulk('HSET', KEYS[1], sets, 2)
@@ -100,12 +101,12 @@ end
 bulk('ZREM', KEYS[4], unqueue, 1)
 bulk('ZADD', KEYS[4], queue, 2, 'NX')
 bulk('ZADD', KEYS[2], marks, 2)
-if #created == 1 then
-  events[#events + 1] = cjson.encode({event = 'schedule created', schedule = created[1],
-    rev = 1, by = created.by, unqueued = 0, at = now})
-elseif #created > 1 then
-  events[#events + 1] = cjson.encode({event = 'schedules created', count = #created,
-    first = created[1], last = created[#created], by = created.by, at = now})
+if n_created == 1 then
+  events[#events + 1] = cjson.encode({event = 'schedule created', schedule = first_created,
+    rev = 1, by = created_by, unqueued = 0, at = now})
+elseif n_created > 1 then
+  events[#events + 1] = cjson.encode({event = 'schedules created', count = n_created,
+    first = first_created, last = last_created, by = created_by, at = now})
 end
 if #events > 0 then
   bulk('LPUSH', KEYS[5], events, 1)

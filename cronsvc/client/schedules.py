@@ -244,21 +244,30 @@ class ScheduleOps:
                 break
             lines, marks, lowest = self._read(keys, [row.id for row in pending],
                                               set(pools.values()))
-            todo: dict[str, list[tuple[Row, str | None, float | None]]] = {}
+            # What can fail (a stored line that does not read) fails here, before any call.
+            todo: dict[str, list[tuple[Row, int, float | None, list[str]]]] = {}
             for row, raw, mark in zip(pending, lines, marks, strict=True):
-                if raw is not None and expect_rev is None:
+                if expect_rev is not None and (raw is None or raw.split("|", 1)[0]
+                                               != str(expect_rev)):
+                    return None
+                rev, unqueue = 0, []
+                if raw is not None:
                     head = raw.split("|", 3)  # rev, times, actor, definition
-                    short = len(head) == 4 and "." in head[1]
-                    if (head[3] if short else _stored(keys, row.id, raw).content) == row.content:
+                    old = None if len(head) == 4 and "." in head[1] else _stored(
+                        keys, row.id, raw)  # the form before: its definition re-encoded
+                    if expect_rev is None and (head[3] if old is None else old.content
+                                               ) == row.content:
                         outcomes[row.id] = "unchanged"  # as it was read: nothing to send
                         continue
-                elif expect_rev is not None and (raw is None or raw.split("|", 1)[0]
-                                                 != str(expect_rev)):
-                    return None
-                todo.setdefault(pools[row.job], []).append((row, raw, mark))
+                    old = old or _stored(keys, row.id, raw)
+                    # A changed schedule's old fires wait in the queue of its job's pool:
+                    # the same unless it now runs a job of another pool (the claim drops
+                    # those).
+                    rev, unqueue = old.rev, _old_fires(old, mark, lowest.get(pools[row.job]))
+                todo.setdefault(pools[row.job], []).append((row, rev, mark, unqueue))
             sent: list[tuple[list[Row], bool]] = []
             replies = self.scripts.schedule_set_stream(
-                keys, self._set_calls(keys, todo, lowest, now, sent))
+                keys, self._set_calls(keys, todo, now, sent))
             retry = []
             wake = wake or any(soon for _, soon in sent)
             for (rows_sent, _), reply in zip(sent, replies, strict=True):
@@ -275,32 +284,24 @@ class ScheduleOps:
             self.redis.publish(keys.wakeup, "schedule")
         return outcomes
 
-    def _set_calls(self, keys: Keys, todo: Mapping[str, list[tuple[Row, str | None,
-                                                                    float | None]]],
-                   lowest: Mapping[str, float], now: int, sent: list[tuple[list[Row], bool]]
+    def _set_calls(self, keys: Keys,
+                   todo: Mapping[str, list[tuple[Row, int, float | None, list[str]]]],
+                   now: int, sent: list[tuple[list[Row], bool]]
                    ) -> Iterator[tuple[Keys, list[SetRow]]]:
-        """The script calls of schedule-set for ``todo`` (per pool: row, line and mark
-        read), each made while the one before runs; ``sent`` gets each call's rows, and
-        whether one of them fires soon."""
+        """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,
+        fires to unqueue), each made while the one before runs; ``sent`` gets each call's
+        rows, and whether one of them fires soon."""
         plan = self.first_fires.plan
         for pool, rows in todo.items():
             for i in range(0, len(rows), PER_CALL):
                 part: list[SetRow] = []
                 soon = False
-                for row, raw, mark in rows[i:i + PER_CALL]:
-                    rev, unqueue = 0, []
-                    if raw is not None:
-                        old = _stored(keys, row.id, raw)
-                        rev = old.rev
-                        # A changed schedule's old fires wait in the queue of its job's
-                        # pool: the same unless it now runs a job of another pool (the
-                        # claim drops those).
-                        unqueue = _old_fires(old, mark, lowest.get(pool))
+                for row, rev, mark, unqueue in rows[i:i + PER_CALL]:
                     dues, new_mark = plan(row, now)
                     soon = soon or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
                     part.append((row.id, rev, mark, row.content, row.actor, new_mark, unqueue,
                                  dues))
-                sent.append(([row for row, _, _ in rows[i:i + PER_CALL]], soon))
+                sent.append(([row for row, _, _, _ in rows[i:i + PER_CALL]], soon))
                 yield keys.with_pool(pool), part
 
     def _read(self, keys: Keys, ids: Sequence[str], pools: set[str]
