@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 CONFIG ?= schedules.yaml
+PORT   ?= 8080
 
 LOCK    = requirements.lock
 
@@ -35,8 +36,9 @@ $(ARQ_VENV)/.installed: $(ARQ_VENV)/bin/python pyproject.toml $(ARQ_LOCK)
 
 install-arq: $(ARQ_VENV)/.installed
 
+# The dashboard on 127.0.0.1:$(PORT): `make run PORT=8090` when 8080 is taken.
 run: install
-	$(BIN)/cronsvc up --config $(CONFIG)
+	$(BIN)/cronsvc up --config $(CONFIG) --web-port $(PORT)
 
 # Two processes (pytest-xdist), each with its own redis-server and brokers: most tests
 # wait on real processes and clocks, not the CPU. A file's tests stay in one process.

@@ -1,4 +1,5 @@
-"""Durations as people write them: ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m``, or seconds."""
+"""Durations as people write them: ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m``, or seconds;
+and as people read them (:func:`spoken`: ``1 h``, ``2 min 5 s``), for pages and messages."""
 
 from __future__ import annotations
 
@@ -46,3 +47,26 @@ def format_duration(ms: int) -> str:
         if seconds % size == 0:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+_SPOKEN = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000))
+
+
+def spoken(ms: int | float) -> str:
+    """``ms`` as a page or a message says it: in at most two units, the larger first,
+    ``850 ms``, ``3.2 s``, ``20 s``, ``2 min 5 s``, ``1 h``, ``1 h 30 min``, ``2 d 3 h``;
+    tenths of a second below ten seconds, whole seconds above."""
+    ms = abs(round(ms))
+    if ms < 1000:
+        return f"{ms} ms"
+    tenths = round(ms / 100)
+    if tenths < 100 and tenths % 10:
+        return f"{tenths / 10:.1f} s"
+    ms = round(ms / 1000) * 1000
+    i = next(i for i, (_, size) in enumerate(_SPOKEN) if ms >= size)
+    unit, size = _SPOKEN[i]
+    text = f"{ms // size} {unit}"
+    if i + 1 < len(_SPOKEN) and ms % size >= _SPOKEN[i + 1][1]:
+        small, small_size = _SPOKEN[i + 1]
+        text += f" {ms % size // small_size} {small}"
+    return text

@@ -74,6 +74,11 @@ class BadSchedule(CronsvcError, ValueError):
     message names which); a ValueError too."""
 
 
+class Skipped(CronsvcError):
+    """A trigger the job's bounds would skip now (overlap, max_concurrent, a named limit):
+    it is not queued; the message says why."""
+
+
 class UnknownSchedule(CronsvcError):
     """No runtime schedule has that id."""
 

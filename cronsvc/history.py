@@ -13,17 +13,22 @@ Fields, in this order (JSON null where there is no value)::
   (a fire queued by the end of another: the reason names that fire and how it ended).
 - ``scheduled`` and ``started``: ms since the epoch, UTC, on the Redis clock.
 
-:func:`record` is the only builder in Python; ``lua/fail-13.lua`` writes the same
+:func:`record` is the only builder in Python; ``lua/fail-14.lua`` writes the same
 fields for a dead fire. The reasons a fire is dropped or a run is stopped are
 :class:`Drop` and :class:`Cancel`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from cronsvc.fires import parse_fire
+
+#: The most records a job's history keeps (its cap, ``history:``), so the most a listing
+#: reads of it.
+HISTORY_MAX = 100_000
 
 
 class HistoryRecord(TypedDict):
@@ -118,3 +123,40 @@ class Cancel(StrEnum):
     LEASE_LOST = "lease lost"  # the lease lapsed or another worker holds the fire now
     SHUTDOWN = "shutdown"  # the worker is stopping and its grace period ran out
 
+
+
+def in_order(newest_first: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One fire's records (as its job's history list holds them: newest first) in the order
+    they happened, attempts numbered on across a retry by hand.
+
+    The list's order is the order things were written: a dead letter's cause, then its
+    ``dead`` line. A dead fire retried by hand starts again at token 1 (its fencing token
+    and its budget of attempts restart); its attempts are numbered after those before, so
+    a fire reads attempt 1, 2 dead, 3, not 1, 2, 1.
+    """
+    ordered: list[dict[str, Any]] = []
+    before = highest = 0  # attempts of the earlier rounds; the highest of this one
+    for r in reversed(list(newest_first)):
+        attempt = r.get("attempt")
+        if isinstance(attempt, int) and not isinstance(attempt, bool):
+            if ordered and ordered[-1].get("status") == "dead" and r.get("status") != "dead":
+                before, highest = before + highest, 0
+            highest = max(highest, attempt)
+            r = {**r, "attempt": before + attempt}
+        ordered.append(dict(r))
+    return ordered
+
+
+def newest_fires(newest_first: Iterable[Mapping[str, Any]], count: int) -> list[Any]:
+    """Every record of the newest ``count`` fires among ``newest_first`` (a job's history,
+    newest first), in that order: a listing of N fires never cuts one's attempts off."""
+    fires: set[Any] = set()
+    kept = []
+    for r in newest_first:
+        fire = r.get("fire")
+        if fire not in fires:
+            if len(fires) == count:
+                continue
+            fires.add(fire)
+        kept.append(r)
+    return kept

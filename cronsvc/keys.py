@@ -204,6 +204,18 @@ class Keys:
         """list: the job's last runs, newest first (JSON), capped."""
         return self._k("cron:history") + ":" + job
 
+    def output(self, fire_id: str) -> str:
+        """hash: attempt -> the output a run of one fire kept (its head and tail), written
+        with its history record by ``lua/ack-8+.lua`` and ``lua/fail-14.lua``, expiring
+        after the output retention."""
+        return self._k("cron:output") + ":" + fire_id
+
+    def live(self, fire_id: str) -> str:
+        """stream: the output of one fire's runs while they go (chunks, each with its
+        attempt; an ``end`` entry once a run is over), capped, expiring a minute after a
+        run's end (cronsvc/worker/live.py)."""
+        return self._k("cron:live") + ":" + fire_id
+
     # -- fleet wide (shard 0 in cluster mode, so they live somewhere fixed) --
     @property
     def workers(self) -> str:

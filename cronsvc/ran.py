@@ -2,7 +2,7 @@
 
 The history of a job is capped (100 records by default), so it cannot tell whether a
 fire of last month ran. The scripts that record the end of a run (``lua/ack-8+.lua``,
-``lua/fail-13.lua`` when the fire dies) also append the fire to a compact record:
+``lua/fail-14.lua`` when the fire dies) also append the fire to a compact record:
 
 - one Redis string per *owner* (the job, or ``!<schedule id>`` for a runtime schedule's
   fires) per period of ``PERIOD_MS`` (2**30 ms, 12.4 days), named by :meth:`Keys.ran`;

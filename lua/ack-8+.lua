@@ -1,5 +1,6 @@
 -- ack: finish fires held with these tokens and record each run in its job's history.
--- Any number of fires in one call: the cost per fire is one ZREM, one LPUSH and one APPEND.
+-- Any number of fires in one call: the cost per fire is one ZREM, one LPUSH and one APPEND
+-- (and an HSET and a PEXPIRE for a run that printed something).
 -- KEYS[1] working   zset fire -> lease deadline, ms
 -- KEYS[2] attempts  hash fire -> fencing token of the current claim
 -- KEYS[3] claims    hash fire -> claim
@@ -9,16 +10,19 @@
 -- KEYS[7] outbox    list of events to tell people about, newest first
 -- KEYS[8] failing   hash job -> fires failed in a row: a success closes the episode and
 --                   pushes the event recovered
--- KEYS[8 + i]       two keys per fire; of the f-th fire, KEYS[7 + 2f] is the list of its
---                   job's history, newest first, and KEYS[8 + 2f] the string of the record
+-- KEYS[8 + i]       three keys per fire; of the f-th fire, KEYS[6 + 3f] is the list of its
+--                   job's history, newest first, KEYS[7 + 3f] the string of the record
 --                   of runs it goes to (lua/includes/ran.lua), or any key of the shard for
---                   a fire that is not recorded (a one-off)
+--                   a fire that is not recorded (a one-off), and KEYS[8 + 3f] the hash of
+--                   its outputs (lua/includes/output.lua)
 -- ARGV[1]   history cap
 -- ARGV[2]   record period, ms
 -- ARGV[3]   how long a record outlives its period, ms
--- ARGV[4..] per fire (the f-th at ARGV[6f - 2 .. 6f + 3]): fire, token, job, record JSON,
+-- ARGV[4]   how long a fire's outputs are kept, ms
+-- ARGV[5..] per fire (the f-th at ARGV[8f - 3 .. 8f + 4]): fire, token, job, record JSON,
 --         the jobs its success triggers ('a,b', or '': none; event chain in KEYS[7]), its
---         entry in the record of runs ('': not recorded)
+--         entry in the record of runs ('': not recorded), the output it kept ('': none;
+--         the record holds an excerpt of it), the run's start (ms: the output's field)
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
 --   output (null where there is no value); written as the worker sends it.
@@ -28,25 +32,29 @@
 -- @include fires.lua
 -- @include outbox.lua
 -- @include ran.lua
+-- @include output.lua
 local cap, period, reach = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local n = (#ARGV - 3) / 6
+local retention = tonumber(ARGV[4])
+local n = (#ARGV - 4) / 8
 local fids = {}
-for i = 1, n do fids[i] = ARGV[6 * i - 2] end
+for i = 1, n do fids[i] = ARGV[8 * i - 3] end
 local current = redis.call('HMGET', KEYS[2], unpack(fids))
 local out, done, jobs, names, tokens = {}, {}, {}, {}, {}
 for i = 1, n do
-  local fid, token, job = ARGV[6 * i - 2], ARGV[6 * i - 1], ARGV[6 * i]
+  local a, k = 8 * i - 4, 3 * i + 5  -- the fire's ARGV and KEYS before its first
+  local fid, token, job, record = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   if tonumber(current[i]) == tonumber(token) and redis.call('ZREM', KEYS[1], fid) == 1 then
     done[#done + 1] = fid
     jobs[#jobs + 1] = owner_of(fid, job)
     names[#names + 1] = job
     tokens[#tokens + 1] = tonumber(token)
-    if redis.call('LPUSH', KEYS[7 + 2 * i], ARGV[6 * i + 1]) > cap then
-      redis.call('LTRIM', KEYS[7 + 2 * i], 0, cap - 1)
+    if redis.call('LPUSH', KEYS[k + 1], record) > cap then
+      redis.call('LTRIM', KEYS[k + 1], 0, cap - 1)
     end
-    record_ran(KEYS[8 + 2 * i], ARGV[6 * i + 3], fid, period, reach)
-    if ARGV[6 * i + 2] ~= '' then
-      chained(KEYS[7], job, fid, ARGV[6 * i + 1], ARGV[6 * i + 2])
+    record_ran(KEYS[k + 2], ARGV[a + 6], fid, period, reach)
+    keep_output(KEYS[k + 3], ARGV[a + 8], ARGV[a + 7], retention)
+    if ARGV[a + 5] ~= '' then
+      chained(KEYS[7], job, fid, record, ARGV[a + 5])
     end
     out[i] = 1
   else

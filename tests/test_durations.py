@@ -1,11 +1,12 @@
 """Durations as people write them (cronsvc.durations): what each form is worth, and the
-message a value that is not one gets."""
+message a value that is not one gets; and durations as pages say them
+(:func:`cronsvc.durations.spoken`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cronsvc.durations import HINT, parse_duration
+from cronsvc.durations import HINT, parse_duration, spoken
 
 NOT_A_DURATION = f"not a duration ({HINT})"
 
@@ -74,3 +75,13 @@ def test_zero_only_when_allowed(value: object) -> None:
     assert parse_duration(value, allow_zero=True) == 0.0
     with pytest.raises(ValueError, match="^must be positive$"):
         parse_duration(value)
+
+
+@pytest.mark.parametrize(("ms", "text"), [
+    (0, "0 ms"), (850, "850 ms"), (1000, "1 s"), (3200, "3.2 s"), (9999, "10 s"),
+    (20_000, "20 s"), (20_400, "20 s"), (125_000, "2 min 5 s"), (3_600_000, "1 h"),
+    (3_600_000.0, "1 h"), (7_200_000, "2 h"), (5_400_000, "1 h 30 min"),
+    (97_200_000, "1 d 3 h"), (90_061_000, "1 d 1 h"),
+])
+def test_spoken_durations(ms: float, text: str) -> None:
+    assert spoken(ms) == text

@@ -48,7 +48,8 @@ def test_installed_wheel_finds_its_scripts(tmp_path: Path) -> None:
                                            for s in load_sources().values())
     # The pages need nothing from the network: every template and asset is in the wheel.
     web = target / "cronsvc" / "web"
-    for part in ("templates/base.html", "templates/jobs.html", "static/app.js",
-                 "static/app.css", "static/vendor/swagger-ui/swagger-ui-bundle.js",
+    for part in ("templates/base.html", "templates/jobs.html", "templates/schedule.html",
+                 "static/app.js", "static/app.css", "static/layout.css", "static/labels.js",
+                 "static/vendor/swagger-ui/swagger-ui-bundle.js",
                  "static/vendor/swagger-ui/swagger-ui.css"):
         assert (web / part).is_file(), part

@@ -21,6 +21,7 @@ from cronsvc.cli.options import (
     config_path,
     friendly,
     log_format_option,
+    metrics_host,
     metrics_port_option,
     name_option,
     redis_url_option,
@@ -74,24 +75,23 @@ def validate(file: str | None, config: str | None, imports: bool,
 
     path = file or config_path(config)
     try:
-        loaded, warnings, async_jobs = check(path, SYSTEM.now_ms(), imports=imports,
-                                             timeout=import_timeout)
-    except ConfigError as exc:
-        if not as_json:
-            raise
-        echo_json(json.dumps({"file": path, "jobs": None, "errors": exc.problems,
-                              "warnings": []}, indent=2))
-        raise SystemExit(1) from None
+        loaded, warnings, async_jobs, errors = check(path, SYSTEM.now_ms(), imports=imports,
+                                                     timeout=import_timeout)
+    except ConfigError as exc:  # nothing of the file reads
+        loaded, warnings, async_jobs, errors = None, [], None, tuple(exc.problems)
+    if strict:
+        errors, warnings = (*errors, *(w.replace(": warning: ", ": ", 1) for w in warnings)), []
     if as_json:
-        echo_json(json.dumps({"file": path, "jobs": len(loaded.jobs),
+        echo_json(json.dumps({"file": path, "jobs": None if errors or loaded is None
+                              else len(loaded.jobs),
                               **({} if async_jobs is None else {"async": async_jobs}),
-                              "errors": warnings if strict else [],
-                              "warnings": [] if strict else warnings}, indent=2))
-        if strict and warnings:
+                              "errors": list(errors), "warnings": warnings}, indent=2))
+        if errors:
             raise SystemExit(1)
         return
-    if strict and warnings:
-        raise ConfigError([w.replace(": warning: ", ": ", 1) for w in warnings])
+    if errors:  # with the warnings of the rest: every problem in one run
+        raise ConfigError([*errors, *warnings])
+    assert loaded is not None
     for line in warnings:
         echo(line, err=True)
     count = len(loaded.jobs)
@@ -124,7 +124,7 @@ def planner(config: str | None, redis_url: str | None, horizon: float | None,
 
     job_file, client = _role(config, redis_url, log_format, name or "planner")
     Planner(job_file, client, horizon=horizon, tick=tick, planner_id=name,
-            metrics=start_metrics(metrics_port)).run_forever()
+            metrics=start_metrics(metrics_port, metrics_host())).run_forever()
 
 
 @main.command()
@@ -239,7 +239,7 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     reporter = loaded_code(job_file.config, worker_id)  # under --reload: the code it runs
     w = Worker(job_file, client, concurrency=concurrency,
                async_concurrency=async_concurrency, lease=lease, grace=grace,
-               worker_id=worker_id, metrics=start_metrics(metrics_port),
+               worker_id=worker_id, metrics=start_metrics(metrics_port, metrics_host()),
                pools=served, host=host)
     on_stop_signals(w.stop, reload=w.request_reload)
     if reporter is not None:
@@ -334,6 +334,11 @@ def up(config: str | None, redis_url: str | None, workers: int, concurrency: int
         raise click.BadParameter("not with --reload (a worker and its successor share a "
                                  "moment during a swap, and one port)",
                                  param_hint="--metrics-port")
+    os.environ["CRONSVC_METRICS_HOST"] = metrics_host()  # its planner and workers inherit it
+    if not no_web:  # taken: one line and exit 1 before anything starts, nothing claimed up
+        from cronsvc.web.server import listen
+
+        listen("127.0.0.1", web_port, "--web-port PORT (make run PORT=...), or --no-web").close()
     sup = Supervisor(path, url, workers, concurrency=concurrency, log_format=log_format,
                      metrics_port=metrics_port, stop_timeout=loaded.worker.grace + 30,
                      web_port=None if no_web else web_port,
@@ -354,12 +359,14 @@ def publish(file: str | None, config: str | None, redis_url: str | None) -> None
     comes back (a rollback while newer planners still run) waits for them to stop.
     This publishes it at once; the planners holding another file then yield to it.
     """
+    from cronsvc.client.audit import default_actor
     from cronsvc.client.client import Client
     from cronsvc.config.models import load_config
 
     path = file or config_path(config)
     loaded = load_config(path)
-    client = Client(require_redis_url(redis_url, loaded), config=loaded)
+    client = Client(require_redis_url(redis_url, loaded), config=loaded,
+                    actor=default_actor("cli"))
     generation = client.publish_config()
     echo(f"published {path} as generation {generation} ({len(loaded.jobs)} jobs)")
 

@@ -158,6 +158,7 @@ def connect_client(config: str | None, redis_url: str | None) -> Client:
     """The client for --config/--redis-url (a subcommand falls back to its group's);
     no job file means one shard, no prefix. A broken job file is one warning: these
     commands need only its redis: section (or the defaults, if that is broken too)."""
+    from cronsvc.client.audit import default_actor
     from cronsvc.client.client import Client
     from cronsvc.config.models import Config, load_config
 
@@ -170,7 +171,7 @@ def connect_client(config: str | None, redis_url: str | None) -> Client:
         loaded = _despite(path, exc)
     url = require_redis_url(redis_url or outer.get("redis_url"), loaded)
     ctx.meta["cronsvc.url"] = url
-    return Client(url, config=loaded)
+    return Client(url, config=loaded, actor=default_actor("cli"))
 
 
 def _despite(path: str, exc: ConfigError) -> Config:
@@ -366,7 +367,7 @@ def cancel(config: str | None, redis_url: str | None, fire: str) -> None:
 @operator()
 @click.argument("job", type=JOB)
 @click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many runs to show, newest first.")
+              help="How many fires to show (each with all its attempts), newest first.")
 @json_option
 def history(config: str | None, redis_url: str | None, job: str, count: int,
             as_json: bool) -> None:
@@ -396,11 +397,19 @@ def queue(config: str | None, redis_url: str | None, limit: int, by_job: bool,
 
 @operator()
 @click.argument("fire", type=FIRE, metavar="FIRE_ID")
+@click.option("--follow", "-f", is_flag=True,
+              help="Print its output as it runs (retries too), then its attempts; exit 0 "
+                   "if it succeeded, 1 if not.")
 @json_option
-def show(config: str | None, redis_url: str | None, fire: str, as_json: bool) -> None:
+def show(config: str | None, redis_url: str | None, fire: str, follow: bool,
+         as_json: bool) -> None:
     """One fire: where it is now, and every attempt with its worker, exit code, duration,
     reason and output."""
     client = connect_client(config, redis_url)
+    if follow:
+        from cronsvc.cli.follow import follow as follow_fire
+
+        raise SystemExit(follow_fire(client, fire))
     view = client.fire(fire)
     emit(view, as_json,
          lambda r: r.fire(view, client.server_ms(), client.zones().get(view.job, "UTC")))

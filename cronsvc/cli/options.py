@@ -77,25 +77,43 @@ name_option = click.option("--name", default=None, hidden=True,
                            help="Id of the process (the part before @ starts its log lines).")
 
 
-def resolve_redis_url(option: str | None, config: Any) -> str | None:
-    """--redis-url, then CRONSVC_REDIS_URL, then redis.url of the job file, then the
-    embedded server of a `cronsvc up` running in this directory, else None."""
-    from cronsvc.process.up import read_embedded_url
-
-    return (option or os.environ.get("CRONSVC_REDIS_URL") or config.redis.url
-            or read_embedded_url())
-
-
 def require_redis_url(option: str | None, config: Any) -> str:
     """The Redis URL to use; RedisUnavailable (exit 2) saying how to set one if none is."""
-    url = resolve_redis_url(option, config)
+    from cronsvc.process.redis_url import find_redis_url
+
+    url = find_redis_url(option, config.redis.url)
     if not url:
         raise RedisUnavailable(
             "no Redis URL: pass --redis-url, set CRONSVC_REDIS_URL or redis.url in "
             f"{config.source} (or run `cronsvc up` for an embedded server)"
         )
     return url
-metrics_port_option = click.option(
+METRICS_HOST = "127.0.0.1"  # loopback: metrics name jobs and hosts; open them on purpose
+
+
+def _keep_metrics_host(ctx: click.Context, _: click.Parameter, value: str) -> str:
+    ctx.meta["cronsvc.metrics_host"] = value
+    return value
+
+
+_metrics_port = click.option(
     "--metrics-port", "metrics_port", type=click.IntRange(0, 65535), default=None,
     metavar="PORT", help="Serve Prometheus metrics on this port (0: any free port, logged).",
 )
+# Read with metrics_host(), not passed: an environment variable, so that the children
+# of `cronsvc up` inherit it.
+_metrics_host = click.option(
+    "--metrics-host", envvar="CRONSVC_METRICS_HOST", default=METRICS_HOST, show_default=True,
+    metavar="ADDR", expose_value=False, callback=_keep_metrics_host,
+    help="Address the metrics listen on (0.0.0.0: every interface, for a scraper on "
+         "another host); also $CRONSVC_METRICS_HOST.")
+
+
+def metrics_port_option(fn: F) -> F:
+    """--metrics-port, and --metrics-host (see :func:`metrics_host`)."""
+    return _metrics_port(_metrics_host(fn))
+
+
+def metrics_host() -> str:
+    """--metrics-host of the command running."""
+    return str(click.get_current_context().meta.get("cronsvc.metrics_host", METRICS_HOST))

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from cronsvc.cli.term import printable
 from cronsvc.client.backfill import Backfill, BackfillFire
+from cronsvc.client.costs import KeysCost
 from cronsvc.client.views import (
     Aside,
     DeadFire,
@@ -27,12 +28,14 @@ from cronsvc.client.views import (
     QueueView,
     Status,
 )
+from cronsvc.history import in_order
 from cronsvc.keys import DEFAULT_POOL
 from cronsvc.malformed import shown
 from cronsvc.policy import chain_targets
 from cronsvc.schedule.expand import next_fires, zone
 from cronsvc.schedule.runtime import RuntimeSchedule
 from cronsvc.schedule.words import describe_schedule, schedule_text
+from cronsvc.sizes import format_size
 
 NONE = "-"
 Zones = Mapping[str, str]  # job -> time zone
@@ -248,7 +251,7 @@ def history(records: Sequence[Mapping[str, Any]], now_ms: int, tz: str = "UTC") 
                   "NOTE"), rows)
 
 
-def by_fire(records: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+def by_fire(records: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
     """History records grouped by fire: newest scheduled time first, each fire's attempts
     in the order they were made."""
     groups: dict[Any, list[Mapping[str, Any]]] = {}
@@ -257,12 +260,12 @@ def by_fire(records: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]
     ordered = sorted(groups.values(),
                      key=lambda g: max(r.get("scheduled") or r.get("at") or 0 for r in g),
                      reverse=True)
-    return [sorted(g, key=lambda r: (r.get("attempt") or 0, r.get("started") or 0))
-            for g in ordered]
+    return [in_order(g) for g in ordered]
 
 
-def fire(view: FireView, now_ms: int, tz: str = "UTC") -> str:
-    """``cronsvc show``: the fire, where it is, then each attempt with its output."""
+def fire(view: FireView, now_ms: int, tz: str = "UTC", quiet: Collection[int] = ()) -> str:
+    """``cronsvc show``: the fire, where it is, then each attempt with its output (but
+    that of the attempts in ``quiet``, shown already)."""
     head = [f"{view.fire}: {view.kind} fire of {view.job}, due {when(view.due_ms, now_ms, tz)}",
             f"now: {view.state}" + (f" on {view.worker}, lease until "
                                     f"{when(view.lease_until_ms, now_ms, tz)}"
@@ -279,7 +282,7 @@ def fire(view: FireView, now_ms: int, tz: str = "UTC") -> str:
                  f"exit {r['exit_code']}" if r.get("exit_code") is not None else "",
                  f"({r['reason']})" if r.get("reason") else ""]
         out.append("  " + " ".join(p for p in parts if p))
-        if r.get("output"):
+        if r.get("output") and r.get("attempt") not in quiet:
             out += ["    " + line for line in str(r["output"]).splitlines()]
     return "\n".join(out)
 
@@ -366,6 +369,19 @@ def malformed(aside: Aside, now_ms: int) -> str:
         f"\n... and {more} more (-n to list them)" if more > 0 else "")
 
 
+def runs_memory(m: Mapping[str, KeysCost]) -> str:
+    """``record of runs: history 4.5 KiB (4 jobs), outputs 3.3 KiB (7 fires), live
+    output 0 B (0 fires)``."""
+    def cost(what: str, c: KeysCost, unit: str) -> str:
+        floor = "" if c.counted_all else "at least "
+        return (f"{what} {floor}{format_size(c.bytes)} ({c.keys:,} {unit}"
+                f"{'' if c.keys == 1 else 's'})")
+
+    return "record of runs: " + ", ".join((
+        cost("history", m["history"], "job"), cost("outputs", m["outputs"], "fire"),
+        cost("live output", m["live"], "fire")))
+
+
 def status(s: Status) -> str:
     """``cronsvc status`` (warnings are printed apart, on stderr)."""
     aof = {True: "on", False: "off", None: "unknown"}[s.aof]
@@ -377,6 +393,8 @@ def status(s: Status) -> str:
                    f"{g.get('planner')} {relative(int(g.get('at') or 0), s.now_ms)}")
     if s.schedules:
         out.append(f"runtime schedules: {s.schedules:,}")
+    if s.runs:
+        out.append(runs_memory(s.runs))
     out.append(f"planners: {sum(p.alive for p in s.planners)} live")
     if s.planners:
         out.append(_indent(table(("PLANNER", "LAST HEARTBEAT", "STATE", "JOBS", "FILE",
@@ -425,18 +443,9 @@ def memory(s: Status) -> str:
     if s.used_memory is None:
         return "unknown"
     if not s.maxmemory:
-        return f"{_bytes(s.used_memory)} (no maxmemory)"
-    return (f"{_bytes(s.used_memory)} of {_bytes(s.maxmemory)} "
+        return f"{format_size(s.used_memory)} (no maxmemory)"
+    return (f"{format_size(s.used_memory)} of {format_size(s.maxmemory)} "
             f"({100 * s.used_memory // s.maxmemory}%)")
-
-
-def _bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def _planner_file(p: Member) -> str:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
@@ -56,7 +55,8 @@ def _fields(fn: Any) -> Any:
         click.option("--overlap", type=click.Choice(["allow", "forbid", "replace", "queue"]),
                      default=None, help="Instead of the job's (per schedule)."),
         click.option("--actor", default=None, metavar="NAME",
-                     help="Who changes it (default: $USER)."),
+                     help="Who changes it, in the schedule and the audit log (default: "
+                          "cli:<OS user>)."),
     ]):
         fn = option(fn)
     return fn
@@ -67,7 +67,9 @@ def _upsert(config: str | None, redis_url: str | None, sid: str, create: bool,
     from cronsvc.errors import UnknownSchedule
 
     client = connect_client(config, redis_url)
-    fields["actor"] = fields.get("actor") or os.environ.get("USER") or None
+    actor = fields.pop("actor", None)
+    if actor:  # the schedule and the audit log name the same actor
+        client = client.acting_as(actor)
     if create:
         try:
             client.get_schedule(sid)

@@ -34,9 +34,10 @@ def printable(text: str, *, cell: bool = False) -> str:
     return text.translate(_CELL if cell else _TEXT)
 
 
-def echo(text: str, *, err: bool = False) -> None:
-    """Print ``text`` for people (stdout, or stderr with ``err``), shown :func:`printable`."""
-    click.echo(printable(text), err=err)
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """Print ``text`` for people (stdout, or stderr with ``err``), shown :func:`printable`;
+    without its newline if not ``nl`` (output as it comes)."""
+    click.echo(printable(text), err=err, nl=nl)
 
 
 def echo_json(text: str) -> None:

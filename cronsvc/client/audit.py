@@ -21,13 +21,15 @@ from cronsvc.keys import Keys
 from cronsvc.store.replies import text
 
 
-def default_actor() -> str:
-    """Who acts when nobody says: the OS user of the process, as ``cli:<user>``."""
+def default_actor(origin: str = "client") -> str:
+    """Who acts when nobody says: the OS user of the process, as ``<origin>:<user>``;
+    ``client:<user>`` for the Python Client, ``cli:<user>`` for the commands (the web
+    acts as ``web:<token name>``). One name for the audit log and the schedule records."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # no name for this uid (a container)
         user = f"uid-{os.getuid()}"
-    return f"cli:{user}"
+    return f"{origin}:{user}"
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """The Python API of a running fleet: what the CLI wraps and applications call.
 
     from cronsvc import Client
-    c = Client("redis://localhost:6379/0")
+    c = Client()  # or Client("redis://host:6379/0")
     fid = c.trigger("nightly-report")
     c.pause("nightly-report", note="migration until 14:00")
 
-A client needs only the Redis URL. Give it the job file too (``config=``) when
-the fleet uses shards or a key prefix, so it finds the same keys. Everything it
+A client needs only the Redis URL; without one it finds Redis as the CLI does
+(``$CRONSVC_REDIS_URL``, redis.url of its config, then the embedded server of a
+``cronsvc up`` running in this directory). Give it the job file too (``config=``)
+when the fleet uses shards or a key prefix, so it finds the same keys. Everything it
 lists comes from Redis (what the planners published), never from a local file.
 Results are the plain dataclasses of :mod:`cronsvc.client.views`.
 """
@@ -33,6 +35,7 @@ from cronsvc.client.views import (
     JobInfo,
     JobQueue,
     Listing,
+    LiveChunk,
     Member,
     Pause,
     PoolView,
@@ -45,6 +48,7 @@ from cronsvc.errors import BadArgument
 from cronsvc.keys import Keys
 from cronsvc.planner.publish import publish_file
 from cronsvc.presence import process_id
+from cronsvc.process.redis_url import find_redis_url
 from cronsvc.schedule.expand import Fire
 from cronsvc.schedule.runtime import Outcome, RuntimeSchedule
 from cronsvc.store.connection import connect
@@ -79,10 +83,11 @@ class Client:
             config = load_config(config)
         self.config = config
         if client is None:
-            if url is None:
-                url = config.redis.url if config else None
+            url = find_redis_url(url, config.redis.url if config else None)  # as the CLI
             if not url:
-                raise BadArgument("Client needs a Redis URL (or a config with redis.url)")
+                raise BadArgument("Client needs a Redis URL: pass one, set CRONSVC_REDIS_URL "
+                                  "or redis.url in its config, or run `cronsvc up` in this "
+                                  "directory (its embedded Redis is found)")
             client = connect(url, cluster=(config.redis.cluster or None) if config else None)
         self._compose(Core(client, config.redis.shards if config else 1,
                            config.redis.prefix if config else "", actor or default_actor()))
@@ -161,10 +166,11 @@ class Client:
         naming close matches if there is none."""
         return self._core.require_job(job)
 
-    def audited(self, action: str, target: str, note: str | None = None,
-                **detail: Any) -> None:
-        """Write one entry for an action that just took effect."""
-        self._core.audited(action, target, note, **detail)
+    def audited(self, action: str, target: str, note: str | None = None, *,
+                by: str | None = None, **detail: Any) -> None:
+        """Write one entry for an action that just took effect, done by this core's actor
+        or ``by`` (the actor a call named)."""
+        self._core.audited(action, target, note, by=by, **detail)
 
     # -- reading the fleet ------------------------------------------------------------
     def pools(self) -> list[str]:
@@ -207,7 +213,8 @@ class Client:
         return self._fleet.upcoming(job, count)
 
     def history(self, job: str, count: int = 20) -> Listing[dict[str, Any]]:
-        """The newest ``count`` history records of ``job``, newest first.
+        """The records of the newest ``count`` fires of ``job``, newest first (all of each
+        fire's: its list is read whole, as long as the job's history cap).
 
         A job removed from the file keeps its history until it expires by cap;
         UnknownJob only when there is neither a published job nor a history.
@@ -227,6 +234,12 @@ class Client:
         """Where a fire is, and each attempt of it the job's history holds (BadArgument if
         ``fid`` is not a fire id)."""
         return self._fleet.fire(fid)
+
+    def live_output(self, fid: str, after: str = "0-0", count: int = 1000) -> list[LiveChunk]:
+        """What the runs of fire ``fid`` printed while they went, after the chunk ``after``
+        (``0-0``: from the first kept), ``count`` chunks at most: empty once nothing more
+        came, and for a run that ended before it streamed (its stored output holds it)."""
+        return self._fleet.live_output(fid, after, count)
 
     def queue_by_job(self, scan: int = QUEUE_SCAN) -> tuple[list[JobQueue], bool]:
         """The queue summed up per job: due now, planned ahead, in flight, dead, and the
@@ -267,7 +280,12 @@ class Client:
         return self._jobs.enqueue(job, when, payload, kind=kind, note=note)
 
     def trigger(self, job: str, payload: Any = None, *, note: str | None = None) -> str:
-        """Run ``job`` once now, beside its schedule (paused or not); the new fire's id."""
+        """Run ``job`` once now, beside its schedule (paused or not); the new fire's id.
+
+        Skipped, and nothing queued, if the job's overlap, max_concurrent or a named limit
+        would skip it now (a run in flight under ``overlap: forbid``, every slot taken); a
+        run that starts meanwhile may still make the worker skip it, as its history says.
+        """
         return self._jobs.trigger(job, payload, note=note)
 
     def cancel(self, fid: str, *, note: str | None = None) -> bool:

@@ -97,9 +97,10 @@ class Core:
         return UnknownJob(f"unknown job {job!r}{extra}{hint}")
 
     # -- the audit log -----------------------------------------------------------------
-    def audited(self, action: str, target: str, note: str | None = None,
-                **detail: Any) -> None:
-        """Write one entry for an action that just took effect."""
+    def audited(self, action: str, target: str, note: str | None = None, *,
+                by: str | None = None, **detail: Any) -> None:
+        """Write one entry for an action that just took effect, done by this core's actor
+        or ``by`` (the actor a call named)."""
         write(self.redis, self.all_shards()[0].audit,
-              Action(self.server_ms(), self.actor, action, target, note or None,
+              Action(self.server_ms(), by or self.actor, action, target, note or None,
                      {k: v for k, v in detail.items() if v is not None}))

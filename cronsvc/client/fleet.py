@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import redis
 
+from cronsvc.client.costs import runs_memory
 from cronsvc.client.views import (
     LAST_RUN_SCAN,
     Aside,
@@ -24,6 +25,7 @@ from cronsvc.client.views import (
     JobInfo,
     JobQueue,
     Listing,
+    LiveChunk,
     Member,
     PoolView,
     QueuedFire,
@@ -32,6 +34,7 @@ from cronsvc.client.views import (
     definition_gaps,
     in_flight,
     job_info,
+    live_chunks,
     member,
     newest_first,
     queued,
@@ -42,6 +45,7 @@ from cronsvc.client.views import (
 from cronsvc.clock import iso_utc, ms_to_dt
 from cronsvc.errors import ScheduleError, UnknownJob
 from cronsvc.fires import is_fire_id, job_of, kind_of, parse_fire
+from cronsvc.history import HISTORY_MAX, in_order, newest_fires
 from cronsvc.keys import DEFAULT_POOL, Keys
 from cronsvc.malformed import named, parse
 from cronsvc.notify.notifier import pending
@@ -208,16 +212,17 @@ class FleetReader:
         return upcoming(spec, ms_to_dt(self.core.server_ms()), count)
 
     def history(self, job: str, count: int = 20) -> Listing[dict[str, Any]]:
-        """The newest ``count`` history records of ``job``, newest first.
+        """The records of the newest ``count`` fires of ``job``, newest first (all of each
+        fire's: its list is read whole, as long as the job's history cap).
 
         A job removed from the file keeps its history until it expires by cap;
         UnknownJob only when there is neither a published job nor a history.
         """
-        raw = self.histories([job], count)[0]
+        raw = self.histories([job], HISTORY_MAX)[0]
         if not raw and not self.redis.hexists(self.core.keys(job).jobs, job):
             raise self.core.unknown_job(job)
         unreadable: list[str] = []
-        found = records(self.core.keys(job).history(job), raw, unreadable)
+        found = newest_fires(records(self.core.keys(job).history(job), raw, unreadable), count)
         return Listing(found, unreadable)
 
     def zones(self) -> dict[str, str]:
@@ -251,19 +256,28 @@ class FleetReader:
         for key in (keys.queue, keys.working, keys.dead):
             pipe.zscore(key, fid)
         pipe.hget(keys.claims, fid)
+        pipe.hgetall(keys.output(fid))
         for key in self._history_keys(job):
             pipe.lrange(key, 0, -1)
-        queued, lease, dead, claim, *histories = pipe.execute()
+        queued, lease, dead, claim, outputs, *histories = pipe.execute()
         lines = [text(raw) for one in histories for raw in one]
-        attempts = sorted(
-            (r for r in records(keys.history(job), lines, []) if r.get("fire") == fid),
-            key=lambda r: (integer(r.get("attempt")) or 0, integer(r.get("started")) or 0))
+        attempts = in_order(with_output(r, outputs)
+                            for r in records(keys.history(job), lines, [])
+                            if r.get("fire") == fid)
         held = {"queued": queued, "running": lease, "dead": dead}
         state = next((name for name, score in held.items() if score is not None),
                      "done" if attempts else "unknown")
         holder = (json_object(claim) or {}).get("worker") if lease is not None else None
         return FireView(fid, job, kind_of(fid), due, state, attempts, holder,
                         score_ms(lease) if lease is not None else None)
+
+    def live_output(self, fid: str, after: str = "0-0", count: int = 1000) -> list[LiveChunk]:
+        """What the runs of fire ``fid`` printed while they went, after the chunk ``after``
+        (``0-0``: from the first kept), ``count`` chunks at most: empty once nothing more
+        came, and for a run that ended before it streamed (its stored output holds it)."""
+        keys = self.core.keys_of_fire(fid)
+        start = after if after == "0-0" else f"({after}"
+        return live_chunks(self.redis.xrange(keys.live(fid), start, "+", count=count) or [])
 
     def queue_by_job(self, scan: int = QUEUE_SCAN) -> tuple[list[JobQueue], bool]:
         """The queue summed up per job: due now, planned ahead, in flight, dead, and the
@@ -445,7 +459,8 @@ class FleetReader:
                             "see notifications below")
         return Status(now, server.version, server.aof, server.policy, planners, workers,
                       warnings, server.used_memory, server.maxmemory, newest, gaps, unrunnable,
-                      schedules, notifications, pools, aside.total)
+                      schedules, notifications, pools, aside.total,
+                      runs_memory(self.redis, self.core.all_shards(), self.core.published_jobs()))
 
     def malformed(self, limit: int = 100) -> Aside:
         """The entries set aside (cronsvc/malformed.py), newest first, of every shard: the
@@ -566,3 +581,11 @@ def _serving(workers: list[Member], *, live_only: bool = True) -> collections.Co
     """How many (live) workers serve each pool, as they said."""
     return collections.Counter(pool for w in workers if w.alive or not live_only
                                for pool in w.info.get("pools") or [DEFAULT_POOL])
+
+
+def with_output(record: dict[str, Any], outputs: dict[Any, Any]) -> dict[str, Any]:
+    """``record`` with the whole output its run kept (stored by the attempt's start, while
+    the output retention lasts), in place of the excerpt the record holds."""
+    by_start = {text(k): text(v) for k, v in outputs.items()}
+    kept = by_start.get(str(record.get("started")))
+    return record if kept is None else {**record, "output": kept}

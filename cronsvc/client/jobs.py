@@ -20,6 +20,7 @@ from cronsvc.errors import (
     BadArgument,
     BadTime,
     CronsvcError,
+    Skipped,
     StillRunning,
     UnknownFire,
     UnknownJob,
@@ -103,14 +104,24 @@ class JobOps:
         if problem:
             raise BadTime(f"{job}: due time {due_ms} ms {problem}")
         fid = fire_id(job, due_ms, new_tag(kind))
-        self.scripts.enqueue(keys, fid, due_ms, payload)
+        try:
+            self.scripts.enqueue(keys, fid, due_ms, payload, bounded=kind == "trigger")
+        except Skipped as exc:
+            why = str(exc).split("SKIPPED ", 1)[-1]
+            raise Skipped(f"{job}: not triggered: its limits would skip it now ({why}); "
+                          "try again once the run ends") from None
         if due_ms <= now + 1000:
             self.redis.publish(keys.wakeup, "enqueue")
         self.core.audited(kind, job, note, fire=fid)
         return fid
 
     def trigger(self, job: str, payload: Any = None, *, note: str | None = None) -> str:
-        """Run ``job`` once now, beside its schedule (paused or not); the new fire's id."""
+        """Run ``job`` once now, beside its schedule (paused or not); the new fire's id.
+
+        Skipped, and nothing queued, if the job's overlap, max_concurrent or a named limit
+        would skip it now (a run in flight under ``overlap: forbid``, every slot taken); a
+        run that starts meanwhile may still make the worker skip it, as its history says.
+        """
         return self.enqueue(job, timedelta(0), payload, kind="trigger", note=note)
 
     def cancel(self, fid: str, *, note: str | None = None) -> bool:

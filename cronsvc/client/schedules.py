@@ -70,8 +70,8 @@ class ScheduleContext(Protocol):
     def published_jobs(self) -> list[str]: ...
     def all_shards(self) -> list[Keys]: ...
     def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]: ...
-    def audited(self, action: str, target: str, note: str | None = None,
-                **detail: Any) -> None: ...
+    def audited(self, action: str, target: str, note: str | None = None, *,
+                by: str | None = None, **detail: Any) -> None: ...
 
 
 class ScheduleOps:
@@ -120,8 +120,10 @@ class ScheduleOps:
         changed = {o: sum(1 for v in outcomes.values() if v == o) for o in ("created", "changed")}
         if any(changed.values()):
             target = rows[0].id if len(rows) == 1 else f"{len(rows)} schedules"
+            by = {row.actor for row in rows}  # the actor the call named, as the records say
             self.core.audited("schedule-set", target, None, job=rows[0].job if len(rows) == 1
-                              else None, **{k: v for k, v in changed.items() if v})
+                              else None, by=by.pop() if len(by) == 1 else None,
+                              **{k: v for k, v in changed.items() if v})
         return [outcomes[row.id] for row in rows]
 
     def delete_schedule(self, id: str) -> bool:
@@ -207,7 +209,7 @@ class ScheduleOps:
             hint = did_you_mean(job, jobs) if isinstance(job, str) else ""
             raise BadSchedule(f"schedule {sid!r}: job: unknown job {job!r}{hint} (a runtime "
                               "schedule runs a job the planners published from the job file)")
-        item.setdefault("actor", self.core.actor)
+        item["actor"] = item.get("actor") or self.core.actor  # None too: nobody named
         try:
             return build(sid, job=job, now_ms=now, **item)  # type: ignore[arg-type]
         except TypeError as exc:
@@ -224,7 +226,8 @@ class ScheduleOps:
             done = self._set_all(keys, [row_of(change)], now, expect_rev=old.rev)
             if done is not None:
                 if done[id] != "unchanged":
-                    self.core.audited("schedule-pause" if paused else "schedule-resume", id)
+                    self.core.audited("schedule-pause" if paused else "schedule-resume", id,
+                                      by=change.actor)
                 return done[id]
         raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
 

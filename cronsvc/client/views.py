@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from cronsvc.client.costs import KeysCost
 from cronsvc.fires import kind_of, parse_fire
 from cronsvc.keys import DEFAULT_POOL
 from cronsvc.malformed import SetAside, named
@@ -20,7 +21,7 @@ from cronsvc.policy import Policy
 from cronsvc.presence import alive
 from cronsvc.schedule.expand import Spec, next_fires
 from cronsvc.schedule.words import describe_schedule, schedule_text
-from cronsvc.store.replies import integer
+from cronsvc.store.replies import integer, text, texts
 
 # A schedule with no fire in this many years shows no next fire (Feb 29 comes every 4).
 # History records read per job to find its last run among skips.
@@ -186,6 +187,31 @@ class FireView:
 
 
 @dataclass(frozen=True)
+class LiveChunk:
+    """A piece of a fire's output written while its run went (``cronsvc show --follow``):
+    ``id`` to read on after, the ``attempt`` it is of, its ``text``, or ``end`` once that
+    run is over."""
+
+    id: str
+    attempt: int
+    text: str = ""
+    end: bool = False
+
+
+def live_chunks(entries: Iterable[Any]) -> list[LiveChunk]:
+    """The chunks of a fire's live stream (XRANGE entries); an entry that is not one is
+    left out (the stream is a view: its stored output is what the fire kept)."""
+    found = []
+    for entry_id, fields in entries:
+        values = texts(fields)
+        attempt = integer(values.get("attempt"))
+        if attempt is not None:
+            found.append(LiveChunk(text(entry_id), attempt, values.get("text", ""),
+                                   "end" in values))
+    return found
+
+
+@dataclass(frozen=True)
 class JobQueue:
     """The queue of one job (``cronsvc queue --by-job``)."""
 
@@ -243,6 +269,8 @@ class Status:
     notifications: dict[str, Any] = field(default_factory=dict)
     pools: list[PoolView] = field(default_factory=list)
     malformed: int = 0  # entries set aside (cronsvc/malformed.py), on every shard
+    # what history, outputs and live output take (cronsvc/client/costs.py; None: not allowed)
+    runs: dict[str, KeysCost] | None = None
 
 
 def definition_gaps(published: Mapping[str, str], held: Mapping[str, Mapping[str, str]]

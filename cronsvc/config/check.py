@@ -21,10 +21,9 @@ from typing import NamedTuple
 
 from cronsvc.clock import ms_to_dt
 from cronsvc.config.child import IMPORT_TIMEOUT_S, run_steps
-from cronsvc.config.models import Config, Job, parse_located, read_job_file
+from cronsvc.config.models import Config, Job, parse_located, parse_partly, read_job_file
 from cronsvc.config.report import dotted
 from cronsvc.config.yamlsource import KeyPath, Located
-from cronsvc.errors import ConfigError
 from cronsvc.kinds import KINDS
 from cronsvc.kinds.kind import Target
 from cronsvc.schedule.expand import NEXT_FIRE_YEARS, Spec, explain, next_fires
@@ -83,6 +82,13 @@ def check_file(path: str) -> Checked:
     return Checked(*parse_located(read_job_file(path), path))
 
 
+def check_partly(path: str) -> tuple[Checked, list[str]]:
+    """What of the job file at ``path`` checks, and every problem of the rest; ConfigError
+    only when nothing of it reads."""
+    config, located, problems = parse_partly(read_job_file(path), path)
+    return Checked(config, located), problems
+
+
 def warnings(checked: Checked, now_ms: int) -> list[str]:
     """``file:line: warning: jobs.NAME.FIELD: ...`` (or ``notify.NAME...``) for what is
     valid but likely wrong or unsafe."""
@@ -136,13 +142,15 @@ def dst_notes(job: Job, now_ms: int) -> list[str]:
 
 
 class Validated(NamedTuple):
-    """What ``cronsvc validate`` found in a valid file: its config, its warnings and, with
-    ``--imports``, the jobs whose target is an ``async def`` function (awaited on the
-    worker's event loop, and stoppable), else None."""
+    """What ``cronsvc validate`` found in a job file, all at once: its config (of what
+    checks, the whole file when there are no errors), its warnings, with ``--imports``
+    the jobs whose target is an ``async def`` function (awaited on the worker's event
+    loop, and stoppable), else None, and its errors (with those of ``--imports``)."""
 
     config: Config
     warnings: list[str]
     async_jobs: list[str] | None = None
+    errors: tuple[str, ...] = ()
 
 
 def import_problems(checked: Checked, timeout: float = IMPORT_TIMEOUT_S
@@ -192,13 +200,12 @@ def check_imports(targets: Sequence[Target], timeout: float = IMPORT_TIMEOUT_S
 
 def check(path: str, now_ms: int, *, imports: bool = False,
           timeout: float = IMPORT_TIMEOUT_S) -> Validated:
-    """The config at ``path``, its warnings and (``imports``) its async jobs; ConfigError
-    for every problem, those of ``--imports`` included."""
-    checked = check_file(path)
+    """The config at ``path``, its warnings, (``imports``) its async jobs and every error,
+    those of ``--imports`` included: the warnings and imports of the jobs that check are
+    shown beside the errors of the others. ConfigError only when nothing of it reads."""
+    checked, errors = check_partly(path)
     found = warnings(checked, now_ms)
     if not imports:
-        return Validated(checked.config, found)
+        return Validated(checked.config, found, None, tuple(errors))
     problems, async_jobs = import_problems(checked, timeout)
-    if problems:
-        raise ConfigError([*found, *problems])
-    return Validated(checked.config, found, async_jobs)
+    return Validated(checked.config, found, async_jobs, (*errors, *problems))

@@ -34,13 +34,16 @@ from cronsvc.config.report import Report
 from cronsvc.config.yamlsource import KeyPath, Located, YamlLimitError, YamlSyntaxError, load
 from cronsvc.durations import parse_duration
 from cronsvc.errors import ConfigError, ScheduleError, did_you_mean
+from cronsvc.history import HISTORY_MAX
 from cronsvc.keys import DEFAULT_POOL, EACH_HOST
 from cronsvc.kinds import KINDS, KindFields, kind_problem
 from cronsvc.kinds.kind import Text
 from cronsvc.outbound import HTTP, SMTP, check_written_url
 from cronsvc.policy import Policy
+from cronsvc.run.output import DEFAULT_OUTPUT, OUTPUT_RETENTION_MS
 from cronsvc.schedule.calendars import day_rules, mapping_rules
 from cronsvc.schedule.expand import Spec, validate_cron, zone
+from cronsvc.sizes import parse_size
 
 #: A job file is a few KB, 10,000 jobs about 1 MB: a bigger one is a mistake or an attack.
 MAX_FILE_BYTES = 4 * 2**20
@@ -56,6 +59,17 @@ def _optional_duration(value: object) -> float | None:
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 OptionalSeconds = Annotated[float | None, BeforeValidator(_optional_duration)]
 Jitter = Annotated[float, BeforeValidator(lambda v: parse_duration(v, allow_zero=True))]
+
+
+def _optional_size(value: object) -> int | None:
+    return None if value is None else parse_size(value)
+
+
+#: What a run keeps of its output at least and at most (head and tail together).
+OUTPUT_MIN, OUTPUT_MAX = 256, 16 * 2**20
+Size = Annotated[int, BeforeValidator(parse_size), Field(ge=OUTPUT_MIN, le=OUTPUT_MAX)]
+OptionalSize = Annotated[int | None, BeforeValidator(_optional_size),
+                         Field(ge=OUTPUT_MIN, le=OUTPUT_MAX)]
 
 
 class _Frozen(BaseModel):
@@ -184,6 +198,12 @@ class Job(KindFields, _When):
     on_success: tuple[str, ...] = ()
     on_failure: tuple[str, ...] = ()
     calendar: tuple[str, ...] = ()
+    # What a run keeps of its output (its head and tail): the worker section's ``output``
+    # unless the job says; set when the file is read.
+    output: OptionalSize = None
+    # Records its history keeps (runs and skips): the worker section's ``history`` unless
+    # the job says.
+    history: int | None = Field(default=None, ge=1, le=HISTORY_MAX)
     # Where the job is written: ``schedules.yaml:14``, or ``proj/jobs.py:12`` for a job
     # declared in Python (cronsvc.config.declare). Set when the file is read, never
     # written in a job; no part of a digest: a job moved down a line is the same job.
@@ -271,6 +291,10 @@ class Job(KindFields, _When):
         retries...): a worker runs a fire only if its own file has this definition."""
         fields = DEFINITION_FIELDS | KINDS[self.kind].fields.model_fields.keys()
         return _digest(self.model_dump(include=set(fields), mode="json"))
+
+    def history_cap(self, worker: WorkerSettings) -> int:
+        """Records the job's history keeps."""
+        return self.history or worker.history
 
     @property
     def max_attempts(self) -> int:
@@ -393,7 +417,9 @@ class WorkerSettings(_Frozen):
     host: str | None = None  # the host this worker runs each-host jobs for (default: its name)
     lease: Seconds = 30.0
     grace: Seconds = 30.0
-    history: int = Field(default=100, ge=1)
+    history: int = Field(default=100, ge=1, le=HISTORY_MAX)
+    output: Size = DEFAULT_OUTPUT  # what a run keeps of its output, unless its job says
+    output_retention: Seconds = OUTPUT_RETENTION_MS / 1000  # how long a fire's outputs stay
 
     @field_validator("pools", mode="before")
     @classmethod
@@ -592,6 +618,18 @@ def parse_config(text: str, source: str, collect: Collector = collect_declared) 
 def parse_located(text: str, source: str, collect: Collector = collect_declared
                   ) -> tuple[Config, Located]:
     """:func:`parse_config`, with the place of every key of the file (for warnings)."""
+    config, located, problems = parse_partly(text, source, collect)
+    if problems:
+        raise ConfigError(problems)
+    return config, located
+
+
+def parse_partly(text: str, source: str, collect: Collector = collect_declared
+                 ) -> tuple[Config, Located, list[str]]:
+    """:func:`parse_located` going on past problems, for ``cronsvc validate`` to show all
+    it can at once: the config of what checks (the jobs, channels and sections without a
+    problem), where each key is, and every problem. ConfigError only when nothing reads
+    (YAML syntax, not a mapping)."""
     try:
         located = load(text)
     except YamlSyntaxError as exc:
@@ -626,14 +664,16 @@ def parse_located(text: str, source: str, collect: Collector = collect_declared
     limits = _limits(report, data.get("limits"))
     calendars = {name: rules for name, rules in _calendars(report, data.get("calendars")).items()
                  if rules is not None}
+    worker = sections.get("worker") or WorkerSettings()
     jobs = {name: job.model_copy(update={
+        "output": job.output or worker.output,
         "slot_limits": tuple((tag, limits[tag]) for tag in job.tags if tag in limits),
         "calendar": _job_calendar(report, job, calendars),
         "declared_at": located.place(source, ("jobs", name))[0]}) for name, job in jobs.items()}
-    report.raise_if_any()
     return Config(source=source, jobs=jobs, notify=notify, limits=limits,
                   calendars={n: r for n, r in calendars.items()}, discover=tuple(discover),
-                  watched=tuple(collected.files), **sections), located
+                  watched=tuple(collected.files),
+                  **{n: v for n, v in sections.items() if v is not None}), located, report.problems
 
 
 def _discover(report: Report, value: object) -> list[str]:

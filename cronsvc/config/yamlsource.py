@@ -17,6 +17,8 @@ nesting are refused too.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,7 +102,7 @@ def load(text: str) -> Located:
     except RecursionError:
         raise YamlLimitError("nested too deeply", None) from None
     except yaml.YAMLError as exc:
-        raise _syntax_error(exc) from None
+        raise _syntax_error(exc, text) from None
     finally:
         loader.dispose()
     located = Located(data=None)
@@ -233,15 +235,35 @@ def load_all(text: str) -> list[Located]:
             elif isinstance(event, yaml.DocumentEndEvent) and bounds and end is not None:
                 bounds[-1] = (*bounds[-1][:2], end.index)
     except yaml.YAMLError as exc:
-        raise _syntax_error(exc) from None
+        raise _syntax_error(exc, text) from None
     # Blank lines in front keep each document's lines those of the whole text.
     return [load("\n" * line + text[start:end]) for line, start, end in bounds]
 
 
-def _syntax_error(exc: yaml.YAMLError) -> YamlSyntaxError:
-    """PyYAML's error as one message and its line, when it has one."""
+# A plain value YAML reads as something else: `*` starts an alias, `@` is reserved.
+_UNQUOTED = re.compile(r"([\w-]+):[ \t]+([*@][^#\n]*?)[ \t]*(?:#.*)?$")
+_UNQUOTED_FLOW = re.compile(r"([\w-]+):[ \t]+([*@][^#,}\n]*?)[ \t]*(?:[,}#]|$)")
+
+
+def _syntax_error(exc: yaml.YAMLError, text: str) -> YamlSyntaxError:
+    """PyYAML's error as one message and its line, when it has one; with how to quote a
+    value on that line that needs it (``cron: */5 * * * *``)."""
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
+        if mark is not None:
+            problem += _quote_hint(text.splitlines()[mark.line:mark.line + 1])
         return YamlSyntaxError(problem, mark.line + 1 if mark else None)
     return YamlSyntaxError(str(exc), None)
+
+
+def _quote_hint(line: list[str]) -> str:
+    """How to quote a value of ``line`` that starts with ``*`` or ``@`` (``cron: "@daily"``),
+    when it holds one unquoted; else nothing."""
+    pattern = _UNQUOTED_FLOW if line and "{" in line[0] else _UNQUOTED
+    found = pattern.search(line[0]) if line else None
+    if found is None:
+        return ""
+    key, value = found.groups()
+    why = "or YAML reads an alias" if value[0] == "*" else "YAML reserves @"
+    return f" (quote a value starting with {value[0]}, {why}: {key}: {json.dumps(value)})"

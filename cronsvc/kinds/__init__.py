@@ -28,6 +28,7 @@ from cronsvc.kinds.kind import Kind
 from cronsvc.run.context import FireContext
 from cronsvc.run.dispatch import Outcomes
 from cronsvc.run.outcome import Guard, Outcome, Result, Stop
+from cronsvc.run.output import Feed, kept_of
 
 #: Every kind, by the key that makes a job of it, in the order messages name them.
 log = logging.getLogger(__name__)
@@ -62,12 +63,13 @@ def kind_problem(keys: Iterable[str]) -> str | None:
 
 def execute(
     job: Any, ctx: FireContext, cancel: threading.Event | None = None, clock: Clock = SYSTEM,
-    guard: Guard | None = None, outcomes: Outcomes | None = None,
+    guard: Guard | None = None, outcomes: Outcomes | None = None, feed: Feed | None = None,
 ) -> Outcome:
     """Run `job` (a `cronsvc.config.models.Job`) once, as its kind runs it.
 
     Returns when the job has finished, timed out (`job.timeout` seconds) or `cancel` was
-    set; the status says which. Never raises: every problem becomes a "failed" outcome.
+    set; the status says which. A command's output is fed to ``feed`` as it comes. Never
+    raises: every problem becomes a "failed" outcome.
     """
     started_ms = clock.now_ms()
     t0 = monotonic()
@@ -78,7 +80,7 @@ def execute(
             result = Result("cancelled", error="cancelled before start")
         else:
             result = KINDS[job.kind].run(job, ctx, Stop(cancel, job.timeout, deadline, guard,
-                                                        outcomes))
+                                                        outcomes, kept_of(job, feed)))
     except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
         result = Result("failed", error=f"{type(exc).__name__}: {exc}")
     duration_ms = int((monotonic() - t0) * 1000)

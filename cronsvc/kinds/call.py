@@ -60,10 +60,10 @@ class Call(Kind):
         if stop.deadline is None:
             # No timeout: the call runs here, and a cancel is seen when it returns (or
             # through stopping(), which the cancel event drives).
-            res = call_here(job, ctx, stop.cancel)
+            res = call_here(job, ctx, stop.cancel, stop.output)
             return stop.stopped("cancelled") if stop.cancel.is_set() else _result(res)
         stopping = threading.Event()
-        done, box = start_call(job, ctx, stopping)
+        done, box = start_call(job, ctx, stopping, stop.output)
         how = stop.wait(done)
         if how != "done":
             stopping.set()  # for callables that poll stopping(); the thread itself lives on

@@ -150,7 +150,7 @@ class Metrics(NoMetrics):
         self._last_tick.set(SYSTEM.now_ms() / 1000)
 
     # -- serving ---------------------------------------------------------------
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
+    def serve(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` over HTTP from a daemon thread; the port (0 picks a free one)."""
         from prometheus_client import start_http_server
 
@@ -166,11 +166,12 @@ class Metrics(NoMetrics):
             self._server = None
 
 
-def start_metrics(port: int | None, addr: str = "0.0.0.0") -> Metrics | None:
-    """Metrics served on ``port``, or None when no port is given (nothing is recorded)."""
+def start_metrics(port: int | None, addr: str = "127.0.0.1") -> Metrics | None:
+    """Metrics served on ``addr``:``port``, or None when no port is given (nothing is
+    recorded)."""
     if port is None:
         return None
     metrics = Metrics()
     bound = metrics.serve(port, addr)
-    log.info("metrics on http://%s:%d/metrics", addr, bound)
+    log.info("metrics on http://%s:%d/metrics", f"[{addr}]" if ":" in addr else addr, bound)
     return metrics

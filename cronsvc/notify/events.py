@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cronsvc.clock import iso_utc
+from cronsvc.durations import spoken
 from cronsvc.fires import parse_fire
 
 VERSION = 1
@@ -73,12 +74,15 @@ class Event:
             what = "the fleet recovered"
         if self.event == "recovered" and self.count > 1:
             return f"{who}: recovered after {self.count} failures"
+        if self.event == "paused":  # count: the fires that failed in a row, not the pauses
+            fires = "fire" if self.count == 1 else "fires"
+            return f"{who}: paused after {self.count} {fires} failed in a row"
         if self.period_s is not None:
             again = {"failed": "failing", "dead": "failing", "missed": "missing its start",
                      "skipped": "skipped", "lease_lost": "losing its worker"}.get(
                          self.event, self.event)
             times = "once" if self.count == 1 else f"{self.count} times"
-            return f"{who}: {again} again, {times} in {span(self.period_s)}"
+            return f"{who}: {again} again, {times} in {spoken(self.period_s * 1000)}"
         again = f" ({self.count} times)" if self.count > 1 else ""
         return f"{who}: {what}{again}"
 
@@ -96,15 +100,6 @@ class Event:
             lines += ["output:", self.output[-OUTPUT_TAIL:]]
         lines += [f"{name}: {url}" for name, url in self.links.items()]
         return "\n".join(lines)
-
-
-def span(seconds: int) -> str:
-    """A window as people say it: ``10 min``, ``2 h``, ``45 s``."""
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600} h"
-    if seconds % 60 == 0:
-        return f"{seconds // 60} min"
-    return f"{seconds} s"
 
 
 def event_id(entry: dict[str, Any]) -> str:

@@ -41,11 +41,14 @@ class Pinger:
             self._put(job.name, job.ping.start, b"")
 
     def ended(self, job: Job, ctx: FireContext, outcome: Outcome) -> None:
-        """A run of ``job`` ended: ok, or not, with why and its output's tail. A run this
-        worker stopped (a cancel, a shutdown) says nothing of the job."""
+        """A run of ``job`` ended: ok, or, on the fire's last attempt, not, with why and its
+        output's tail. A failed attempt a retry follows, or a run this worker stopped (a
+        cancel, a shutdown), says nothing of the job yet."""
         if job.ping is None or outcome.status == "cancelled":
             return
         ok = outcome.status == "ok"
+        if not ok and ctx.attempt < job.max_attempts:  # as lua/fail-13.lua decides a retry
+            return
         url = job.ping.success if ok else job.ping.fail
         if url:
             body = "" if ok else "\n".join(p for p in (outcome.error, outcome.output) if p)

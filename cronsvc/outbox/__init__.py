@@ -1,6 +1,6 @@
 """The outbox: what the scripts that record an outcome leave for later, and who takes it.
 
-Each script that ends a fire (``lua/ack-8+.lua``, ``lua/fail-13.lua``,
+Each script that ends a fire (``lua/ack-8+.lua``, ``lua/fail-14.lua``,
 ``lua/claim-18.lua``) pushes onto its shard's outbox, in the same call, the events its job
 wants told, the job's automatic pause and the jobs its end triggers
 (``lua/includes/outbox.lua``), so each exists exactly when the outcome does.

@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cronsvc.clock import monotonic
-from cronsvc.run.capture import Output, capturing
+from cronsvc.run.capture import capturing
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
 from cronsvc.run.loop import SHARED, Loop
 from cronsvc.run.outcome import How
+from cronsvc.run.output import Kept
 
 #: Told how the awaitable ended: "done" with its value or the exception it raised (None
 #: if it returned), or "timeout"/"cancelled" (the value None, the exception None).
@@ -31,7 +32,7 @@ class Awaited:
     """An awaitable running as a task on ``loop``; :meth:`cancel` stops it from any
     thread. ``ended`` is called once, on the loop's thread: it must not block."""
 
-    def __init__(self, awaitable: Awaitable[Any], ctx: FireContext, out: Output,
+    def __init__(self, awaitable: Awaitable[Any], ctx: FireContext, out: Kept,
                  deadline: float | None, ended: Ended, loop: Loop = SHARED) -> None:
         self._awaitable = awaitable
         self._ctx, self._out, self._deadline, self._ended = ctx, out, deadline, ended

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronsvc.run.awaits import Awaited
-from cronsvc.run.capture import Output, capturing, kept
+from cronsvc.run.capture import capturing, kept
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
 from cronsvc.run.outcome import OUTPUT_CAP, SLICE, How
+from cronsvc.run.output import Kept, kept_of
 
 # Resolving is cheap once the module is imported, but inspect.signature is not:
 # cache the callable together with whether it takes `ctx`.
@@ -113,8 +114,9 @@ def _takes_ctx(fn: Callable[..., Any]) -> bool:
     )
 
 
-def start_call(job: Any, ctx: FireContext, stop: threading.Event) -> tuple[threading.Event, list]:
-    """Start the job's callable in a daemon thread.
+def start_call(job: Any, ctx: FireContext, stop: threading.Event, out: Kept | None = None
+               ) -> tuple[threading.Event, list]:
+    """Start the job's callable in a daemon thread; what it prints goes to ``out``.
 
     Returns an event set when the call has finished and a one-slot list that
     then holds its :class:`CallResult`.
@@ -127,7 +129,7 @@ def start_call(job: Any, ctx: FireContext, stop: threading.Event) -> tuple[threa
         CURRENT_FIRE.set(ctx)
         STOP_EVENT.set(stop)
         try:
-            box.append(_invoke(job, ctx, stop))
+            box.append(_invoke(job, ctx, stop, out))
         finally:
             done.set()
 
@@ -136,22 +138,25 @@ def start_call(job: Any, ctx: FireContext, stop: threading.Event) -> tuple[threa
     return done, box
 
 
-def call_here(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
-    """Run the job's callable in this thread and return its result.
+def call_here(job: Any, ctx: FireContext, stop: threading.Event, out: Kept | None = None
+              ) -> CallResult:
+    """Run the job's callable in this thread and return its result; what it prints goes
+    to ``out``.
 
     For jobs without a timeout: nothing would stop them early, and a thread of
     their own costs more than a no-op call. ``stop`` still reaches stopping().
     """
     current_token, stop_token = CURRENT_FIRE.set(ctx), STOP_EVENT.set(stop)
     try:
-        return _invoke(job, ctx, stop)
+        return _invoke(job, ctx, stop, out)
     finally:
         CURRENT_FIRE.reset(current_token)
         STOP_EVENT.reset(stop_token)
 
 
-def _invoke(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
-    out = Output()
+def _invoke(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | None
+            ) -> CallResult:
+    out = given or kept_of(job)
     try:
         fn, takes_ctx = resolve(job.call)
     except ImportProblem as exc:
@@ -169,7 +174,7 @@ def _invoke(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
     return returned(result, out)
 
 
-def _await_here(coro: Any, ctx: FireContext, stop: threading.Event, out: Output) -> CallResult:
+def _await_here(coro: Any, ctx: FireContext, stop: threading.Event, out: Kept) -> CallResult:
     """Await a coroutine a sync target returned on the worker's loop, this thread waiting
     for it; ``stop`` cancels it."""
     done = threading.Event()
@@ -191,7 +196,7 @@ def start_awaited(job: Any, ctx: FireContext, deadline: float | None,
                   ended: Callable[[How, CallResult], None]) -> Callable[[], None]:
     """Start an ``async def`` target as a task on the worker's loop; ``ended`` is told how
     it ended, on the loop's thread. Returns what cancels it (from any thread)."""
-    out = Output()
+    out = kept_of(job)
     try:
         fn, takes_ctx = resolve(job.call)
         kwargs = dict(job.kwargs)
@@ -209,23 +214,23 @@ def start_awaited(job: Any, ctx: FireContext, deadline: float | None,
     return task.cancel
 
 
-def settled(how: How, value: Any, exc: BaseException | None, out: Output) -> CallResult:
+def settled(how: How, value: Any, exc: BaseException | None, out: Kept) -> CallResult:
     """What an awaited call reports: as a sync call for "done"; what it printed otherwise."""
     if how != "done":
-        return CallResult(ok=False, output=kept(out.text(), ""), error=how)
+        return CallResult(ok=False, output=kept(out, ""), error=how)
     return returned(value, out) if exc is None else raised(exc, out)
 
 
-def raised(exc: BaseException, out: Output) -> CallResult:
+def raised(exc: BaseException, out: Kept) -> CallResult:
     """A call that raised: what it printed, then the traceback."""
     tb = "".join(traceback.format_exception(exc))
-    return CallResult(ok=False, output=kept(out.text(), tb),
+    return CallResult(ok=False, output=kept(out, tb),
                       error=f"{type(exc).__name__}: {exc}")
 
 
-def returned(value: Any, out: Output) -> CallResult:
+def returned(value: Any, out: Kept) -> CallResult:
     """A call that returned: what it printed, then the repr of what it returned."""
     text = "" if value is None else repr(value)
     if len(text) > OUTPUT_CAP:
         text = text[: OUTPUT_CAP - 3] + "..."
-    return CallResult(ok=True, output=kept(out.text(), text))
+    return CallResult(ok=True, output=kept(out, text))

@@ -1,17 +1,18 @@
 """The output of a ``call`` job: what it prints and logs goes into its run's output.
 
 A command's output is its own pipe; a call shares the worker's process, its
-``sys.stdout``, ``sys.stderr`` and ``logging``. So each run of a call gets an
-:class:`Output` found through a context variable (:data:`RUN_OUTPUT`), set only around
-the user's function: a thread's runs and the tasks on the worker's event loop each see
-their own, so concurrent calls do not mix. :func:`install` puts, once, a proxy in place
-of ``sys.stdout`` and ``sys.stderr`` that writes to the current run's output (to the real
-stream outside a run), and a handler on the root logger that keeps a run's records in its
-output. The worker's own log handler carries :class:`OutsideRuns`, so those records stay
-out of the worker's log; cronsvc's lines about a run are written outside the user's
-function and are not captured.
+``sys.stdout``, ``sys.stderr`` and ``logging``. So each run of a call gets a
+:class:`~cronsvc.run.output.Kept` found through a context variable (:data:`RUN_OUTPUT`),
+set only around the user's function: a thread's runs and the tasks on the worker's event
+loop each see their own, so concurrent calls do not mix. :func:`install` puts, once, a
+proxy in place of ``sys.stdout`` and ``sys.stderr`` that writes to the current run's
+output (to the real stream outside a run), and a handler on the root logger that keeps a
+run's records in its output. The worker's own log handler carries :class:`OutsideRuns`, so
+those records stay out of the worker's log; cronsvc's lines about a run are written
+outside the user's function and are not captured.
 
-What a run keeps is capped like a command's output (its tail, :data:`OUTPUT_CAP`).
+What a run keeps is capped like a command's output (its head and tail,
+:mod:`cronsvc.run.output`).
 """
 
 from __future__ import annotations
@@ -25,37 +26,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from cronsvc.run.outcome import OUTPUT_CAP
+from cronsvc.run.output import Kept
 
-
-class Output:
-    """The text one run printed and logged; only its last :data:`OUTPUT_CAP` characters
-    are kept (a run printing a lot keeps a bounded buffer)."""
-
-    def __init__(self) -> None:
-        self._parts: list[str] = []
-        self._size = 0
-        self._lock = threading.Lock()  # a run's own threads may share it
-
-    def write(self, text: str) -> None:
-        with self._lock:
-            self._parts.append(text)
-            self._size += len(text)
-            if self._size > 2 * OUTPUT_CAP:
-                kept = "".join(self._parts)[-OUTPUT_CAP:]
-                self._parts, self._size = [kept], len(kept)
-
-    def text(self) -> str:
-        with self._lock:
-            return "".join(self._parts)
-
-
-RUN_OUTPUT: contextvars.ContextVar[Output | None] = contextvars.ContextVar(
+RUN_OUTPUT: contextvars.ContextVar[Kept | None] = contextvars.ContextVar(
     "cronsvc_run_output", default=None)
 
 
 @contextmanager
-def capturing(out: Output) -> Iterator[None]:
+def capturing(out: Kept) -> Iterator[None]:
     """Send what this thread or task prints and logs to ``out`` within the block."""
     install()
     token = RUN_OUTPUT.set(out)
@@ -65,12 +43,12 @@ def capturing(out: Output) -> Iterator[None]:
         RUN_OUTPUT.reset(token)
 
 
-def kept(captured: str, tail: str) -> str:
+def kept(out: Kept, tail: str) -> str:
     """A call's output: what it printed and logged, then its return value or traceback,
-    capped to its tail."""
-    if captured and tail and not captured.endswith("\n"):
-        captured += "\n"
-    return (captured + tail)[-OUTPUT_CAP:]
+    its head and tail kept (:class:`~cronsvc.run.output.Kept`)."""
+    if tail:
+        out.write(tail if out.ends_line else "\n" + tail)
+    return out.text()
 
 
 class _Stream:

@@ -4,7 +4,7 @@ worker calls them through :class:`Hooks`, in order, before and after each run, t
 dramatiq's middleware wraps each message.
 
 Chains and auto-pause are not hooks: they are written by the scripts that record a run's
-end (``lua/ack-8+.lua``, ``lua/fail-13.lua``), in the same step as its history, so a
+end (``lua/ack-8+.lua``, ``lua/fail-14.lua``), in the same step as its history, so a
 worker that dies between the two cannot run one without the other. Metrics count the
 result once it is recorded, in the worker's results thread.
 """

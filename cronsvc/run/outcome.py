@@ -12,12 +12,13 @@ from cronsvc.clock import monotonic
 
 if TYPE_CHECKING:
     from cronsvc.run.dispatch import Outcomes
+    from cronsvc.run.output import Kept
 
 Status = Literal["ok", "failed", "timeout", "cancelled"]
 How = Literal["done", "cancelled", "timeout"]
 
 SLICE = 0.1  # how often a wait looks at the cancel event
-OUTPUT_CAP = 4096  # an outcome keeps this much of a run's output: its tail
+OUTPUT_CAP = 4096  # an HTTP answer or a call's return value is cut to this much
 
 
 @dataclass(frozen=True)
@@ -25,10 +26,10 @@ class Outcome:
     """The result of one run.
 
     `exit_code` is the process's return code (negative: killed by that signal),
-    None for call jobs and commands that could not start. `output` is the tail
-    of the output (commands), or of what a call printed and logged followed by the
-    repr of its return value or its traceback (calls). `error` is a one-line reason
-    when the status is not "ok".
+    None for call jobs and commands that could not start. `output` is the head and
+    tail of the output (commands, :mod:`cronsvc.run.output`), or of what a call printed
+    and logged followed by the repr of its return value or its traceback (calls). `error`
+    is a one-line reason when the status is not "ok".
     """
 
     status: Status
@@ -62,13 +63,16 @@ class Stop:
     """What ends a run before it returns on its own: ``cancel`` (set on a cancel, a lease
     lost or a shutdown), the job's ``timeout`` (from ``deadline``, on the monotonic clock),
     and, for the processes a run starts, the worker's watchdog through ``guard``. A fire
-    handed to another system learns its outcome through ``outcomes``."""
+    handed to another system learns its outcome through ``outcomes``. The output of a
+    command or a call goes to ``output`` (its head and tail kept, each chunk fed to
+    whoever follows it)."""
 
     cancel: threading.Event
     timeout: float | None = None
     deadline: float | None = None
     guard: Guard | None = None
     outcomes: Outcomes | None = None
+    output: Kept | None = None
 
     def wait(self, done: threading.Event) -> How:
         """Block until ``done``, a cancel or the deadline, and say which came first."""

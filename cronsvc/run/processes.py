@@ -3,7 +3,7 @@ it exits, its timeout or its cancel, then killed as a whole.
 
 The command runs in a session of its own, so a timeout or a cancel can kill the whole
 tree: SIGTERM to the group, then SIGKILL after :data:`KILL_GRACE` seconds. Its stdout and
-stderr are merged; the last :data:`~cronsvc.run.outcome.OUTPUT_CAP` bytes are kept. The
+stderr are merged; its head and tail are kept (:mod:`cronsvc.run.output`). The
 run's :class:`~cronsvc.run.outcome.Guard` learns the group as soon as it exists and when
 it has ended (the worker hands it to its watchdog, see :mod:`cronsvc.run.watchdog`).
 """
@@ -21,7 +21,8 @@ import time
 from typing import IO, Any
 
 from cronsvc.clock import monotonic
-from cronsvc.run.outcome import OUTPUT_CAP, SLICE, Result, Stop
+from cronsvc.run.outcome import SLICE, Result, Stop
+from cronsvc.run.output import Kept
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a command's process group
 EOF_GRACE = 1.0  # how long output is still read after the command itself has exited
@@ -110,7 +111,7 @@ def _spawn_args(argv: list[str], cwd: str | None, env: dict[str, str]) -> dict[s
 def _supervise(proc: subprocess.Popen[bytes], stop: Stop) -> Result:
     """Wait for a started command, its cancel or its deadline; kill its group if need be."""
     assert proc.stdout is not None
-    tail = _Tail(proc.stdout)
+    tail = _Tail(proc.stdout, stop.output or Kept())
     exited = threading.Event()
 
     def reap() -> None:
@@ -198,12 +199,11 @@ def _group_alive(pgid: int) -> bool:
 
 
 class _Tail:
-    """Drains a pipe in a thread, keeping only the last OUTPUT_CAP bytes."""
+    """Drains a pipe in a thread into a :class:`~cronsvc.run.output.Kept`."""
 
-    def __init__(self, pipe: IO[bytes]) -> None:
+    def __init__(self, pipe: IO[bytes], kept: Kept) -> None:
         self._pipe = pipe
-        self._buf = bytearray()
-        self._truncated = False
+        self._kept = kept
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="cronsvc-output", daemon=True)
         self._thread.start()
@@ -220,24 +220,14 @@ class _Tail:
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     return
-                self._buf += chunk
-                if len(self._buf) > OUTPUT_CAP:
-                    del self._buf[:-OUTPUT_CAP]
-                    self._truncated = True
+                self._kept.add(chunk)
         except (OSError, ValueError):
             return
 
     def finish(self) -> str:
-        """Stop reading (after EOF, or EOF_GRACE at most) and return the decoded tail."""
+        """Stop reading (after EOF, or EOF_GRACE at most) and return the output kept."""
         self._thread.join(EOF_GRACE)
         self._stop.set()
         self._thread.join()
         self._pipe.close()
-        data = bytes(self._buf)
-        if self._truncated:
-            # The cut may have split a UTF-8 sequence: drop its continuation bytes.
-            cut = 0
-            while cut < min(3, len(data)) and data[cut] & 0xC0 == 0x80:
-                cut += 1
-            data = data[cut:]
-        return data.decode("utf-8", errors="replace")
+        return self._kept.text()

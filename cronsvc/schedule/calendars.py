@@ -69,6 +69,17 @@ def day_rules(skip: tuple[str, ...], business_days: bool, only: str | None) -> t
     return (*rules, only) if only else rules
 
 
+def rule_fields(rules: Iterable[str]) -> dict[str, object]:
+    """The ``skip``, ``business_days`` and ``only`` that :func:`day_rules` makes ``rules``
+    of: a calendar written back as a schedule's fields, to change its other fields."""
+    rules = tuple(rules)
+    codes = [r[len(HOLIDAYS):] for r in rules if r.startswith(HOLIDAYS)]
+    dates = [r[len(DATE):] for r in rules if r.startswith(DATE)]
+    skip = {k: v for k, v in (("holidays", codes), ("dates", dates)) if v}
+    return {"skip": skip or None, "business_days": WEEKENDS in rules,
+            "only": next((r for r in rules if r in PICKS), None)}
+
+
 def date_rule(day: date | str) -> str:
     """The rule of one day; ValueError if it is not a date."""
     value = day if isinstance(day, date) else date.fromisoformat(str(day))

@@ -104,10 +104,9 @@ class Rows:
             return None
         policy = policy_of(paused, catch_up, None, overlap) if (
             paused or catch_up or overlap) else ""
-        actor = get("actor")
+        actor = get("actor")  # None or empty: nobody named, the client's actor
         return Row(sid, job, content_of(job, policy, when, text),
-                   self.default_actor if actor is None else actor_of(actor), paused, when,
-                   spec, None)
+                   actor_of(actor) if actor else self.default_actor, paused, when, spec, None)
 
     def _when(self, cron: Any, every: Any, timezone: Any) -> tuple[str, Spec] | None:
         """The stored when and the spec of a plain schedule not met before, checked."""

@@ -20,6 +20,7 @@ from cronsvc.errors import (
     LeaseLost,
     NotLeader,
     ScriptError,
+    Skipped,
     Superseded,
     UnknownFire,
     UnknownJob,
@@ -30,7 +31,7 @@ _INCLUDE = re.compile(r"^-- @include ([a-z][a-z0-9_-]*\.lua)$", re.MULTILINE)
 INCLUDES = "includes"  # the folder of shared snippets, beside the scripts
 _ERRORS: dict[str, type[Exception]] = {
     "LEASE_LOST": LeaseLost, "UNKNOWN_FIRE": UnknownFire, "UNKNOWN_JOB": UnknownJob,
-    "SUPERSEDED": Superseded, "NOT_LEADER": NotLeader,
+    "SUPERSEDED": Superseded, "NOT_LEADER": NotLeader, "SKIPPED": Skipped,
 }
 
 

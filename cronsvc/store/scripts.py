@@ -26,6 +26,7 @@ from cronsvc.fires import job_of, parse_fire
 from cronsvc.keys import EACH_HOST, Keys, host_pool
 from cronsvc.malformed import named, shown
 from cronsvc.ran import PERIOD_MS, REACH_MS, period_of, ran_entry
+from cronsvc.run.output import OUTPUT_RETENTION_MS
 from cronsvc.store.faults import is_outage
 from cronsvc.store.loader import ScriptSource, load_sources, lua_dir, script_error
 from cronsvc.store.replies import compact, json_object, record_json, text
@@ -137,18 +138,22 @@ def claim_keys(k: Keys, held: str | None = None) -> list[str]:
             k.outbox, k.failing, k.slots, k.malformed]
 
 
-def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int
-             ) -> tuple[list[str], list[Any]]:
+def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int,
+             retention_ms: int = OUTPUT_RETENTION_MS) -> tuple[list[str], list[Any]]:
     """The KEYS and ARGV of ``lua/ack-8+.lua`` on shard ``k`` for ``(fire, token, job,
-    record[, then])`` items: per fire its job's history and its record of runs."""
+    record[, then[, output]])`` items: per fire its job's history, its record of runs and
+    its outputs (``output``, the whole of what the run kept, written where the record has a
+    start)."""
     keys = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
             k.failing]
-    args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS]
-    for fid, token, job, record, *then in items:
+    args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS, int(retention_ms)]
+    for fid, token, job, record, *rest in items:
         ran_key, entry = _ran(k, fid, job)
-        keys += (k.history(job), ran_key)
+        started = record.get("started") if isinstance(record, dict) else None
+        output = rest[1] if len(rest) > 1 and started is not None else ""
+        keys += (k.history(job), ran_key, k.output(fid))
         args += (fid, int(token), job, record if isinstance(record, str) else record_json(record),
-                 then[0] if then else "", entry)
+                 rest[0] if rest else "", entry, output, int(started or 0))
     return keys, args
 
 
@@ -373,19 +378,22 @@ class Scripts:
 
     def ack_many(
         self, keys: Keys, acks: Iterable[tuple[str, int, str, Any] |
-                                                 tuple[str, int, str, Any, str]],
-        history_cap: int = 100,
+                                                 tuple[str, int, str, Any, str] |
+                                                 tuple[str, int, str, Any, str, str]],
+        history_cap: int = 100, retention_ms: int = OUTPUT_RETENTION_MS,
     ) -> list[bool]:
-        """Ack ``(fire_id, token, job, record[, jobs its success triggers 'a,b'])`` items of
-        one shard; False = lease lost."""
-        return [lost is None for lost in self._acks(keys, list(acks), history_cap)]
+        """Ack ``(fire_id, token, job, record[, jobs its success triggers 'a,b'[, output]])``
+        items of one shard; False = lease lost. Outputs are kept ``retention_ms``."""
+        return [lost is None
+                for lost in self._acks(keys, list(acks), history_cap, retention_ms)]
 
-    def _acks(self, k: Keys, items: list[Any], history_cap: int) -> list[str | None]:
+    def _acks(self, k: Keys, items: list[Any], history_cap: int,
+              retention_ms: int = OUTPUT_RETENTION_MS) -> list[str | None]:
         """Per item None if acked, else why not; ACK_CHUNK items per script call."""
         out: list[str | None] = []
         for i in range(0, len(items), ACK_CHUNK):
             chunk = items[i:i + ACK_CHUNK]
-            res = self.run("ack", *ack_call(k, chunk, history_cap))
+            res = self.run("ack", *ack_call(k, chunk, history_cap, retention_ms))
             out += [None if r == 1 else text(r) for r in res]
         return out
 
@@ -393,18 +401,20 @@ class Scripts:
         self, keys: Keys, fire_id: str, token: int, job: str, record: Any,
         history_cap: int, max_attempts: int, retry_at_ms: int, *, notify: str = "",
         pause_after: int = 0, on_failure: str = "", now_ms: int | None = None,
+        output: str = "", retention_ms: int = OUTPUT_RETENTION_MS,
     ) -> FailResult:
         """Record a failed attempt: requeued at ``retry_at_ms`` while attempts remain, else
         dead. ``notify`` (the job's :attr:`Policy.notify` mask) and ``pause_after`` say what
-        goes into the outbox, and when the job is paused."""
+        goes into the outbox, and when the job is paused. ``output``, what the attempt
+        kept, is stored beside the record for ``retention_ms``."""
         ran_key, entry = _ran(keys, fire_id, job)
         res = self.run("fail", [
             keys.working, keys.queue, keys.attempts, keys.claims, keys.running, keys.cancels,
             keys.dead, keys.history(job), keys.events, keys.outbox, keys.failing, keys.paused,
-            ran_key,
+            ran_key, keys.output(fire_id),
         ], [_now(now_ms), fire_id, int(token), job, record_json(record), int(history_cap),
             int(max_attempts), int(retry_at_ms), notify, int(pause_after), on_failure,
-            PERIOD_MS, REACH_MS, entry])
+            PERIOD_MS, REACH_MS, entry, output, int(retention_ms)])
         return FailResult(text(res[0]), int(res[1]))
 
     def release(self, keys: Keys, pairs: Pairs) -> int:
@@ -480,12 +490,16 @@ class Scripts:
 
     # -- client ----------------------------------------------------------------
     def enqueue(
-        self, keys: Keys, fire_id: str, due_ms: int, payload: Any = None,
+        self, keys: Keys, fire_id: str, due_ms: int, payload: Any = None, *,
+        bounded: bool = False, now_ms: int | None = None,
     ) -> bool:
-        """Queue a one-off fire; False if it is queued already. UnknownJob if not published."""
+        """Queue a one-off fire; False if it is queued already. UnknownJob if not published;
+        ``bounded`` (a trigger): Skipped, not queued, if the job's bounds would drop it now
+        (``keys`` with its pool's working set)."""
         body = "" if payload is None else compact(payload)
-        return self.run("enqueue", [keys.queue, keys.payloads, keys.jobs],
-                        [fire_id, int(due_ms), body]) == 1
+        return self.run("enqueue", [keys.queue, keys.payloads, keys.jobs, keys.running,
+                                    keys.working, keys.slots],
+                        [_now(now_ms), fire_id, int(due_ms), body, "1" if bounded else ""]) == 1
 
     def cancel(self, keys: Keys, fire_id: str, *, now_ms: int | None = None) -> bool:
         """Unqueue a fire that has not started; False if it is not queued."""

@@ -22,7 +22,12 @@ from cronsvc.kinds import KINDS
 from cronsvc.web.deps import job_file, operator, reader
 from cronsvc.web.models import (
     AtBody,
+    AuditItem,
+    DeadItem,
     FiresBody,
+    FireTime,
+    JobDetail,
+    JobItem,
     Note,
     Page,
     PurgeBody,
@@ -56,29 +61,39 @@ def offset(cursor: str | None) -> int:
     return int(cursor)
 
 
+#: Jobs read at once when a status filter reads them all.
+STATUS_CHUNK = 500
+
+
 def job_page(client: Client, config: Config | None, *, q: str = "", tag: str = "",
              status: str = "", offset: int = 0, limit: int = 50
              ) -> tuple[list[JobInfo], int | None, int]:
-    """A page of jobs by name: (jobs, offset of the next page or None, how many match the
-    name and tag). Only the page's jobs are read in full, never every job: with a status
-    filter, names are read in slices until the page is full."""
+    """A page of jobs by name: (jobs, offset of the next page or None, how many match
+    every filter). Without a status filter only the page's jobs are read in full; a status
+    is the last run's, so with one every job of the name and tag is read, in chunks, to
+    count those that match."""
     names = [n for n in client.published_jobs()
              if q.lower() in n.lower() and (not tag or tag in _tags(config, n))]
     if not status:
         page = client.jobs_named(names[offset:offset + limit])
         following = offset + limit
         return page, following if following < len(names) else None, len(names)
+    at = {name: i for i, name in enumerate(names)}
     found: list[JobInfo] = []
-    i = offset
-    while i < len(names) and len(found) < limit:
-        chunk = names[i:i + max(limit, 50)]
-        for info in client.jobs_named(chunk):
-            i += 1
-            if job_status(info) == status:
+    next_at: int | None = None
+    total = 0
+    for start in range(0, len(names), STATUS_CHUNK):
+        for info in client.jobs_named(names[start:start + STATUS_CHUNK]):
+            if job_status(info) != status:
+                continue
+            total += 1
+            if at[info.name] < offset:
+                continue
+            if len(found) < limit:
                 found.append(info)
-                if len(found) == limit:
-                    break
-    return found, i if i < len(names) else None, len(names)
+            elif next_at is None:  # the next page starts at the first one left out
+                next_at = at[info.name]
+    return found, next_at, total
 
 
 def file_job(config: Config | None, name: str) -> Job | None:
@@ -92,10 +107,13 @@ def _tags(config: Config | None, name: str) -> tuple[str, ...]:
 
 
 def job_json(info: JobInfo, config: Config | None) -> dict[str, Any]:
+    """A job as the API shows it (:class:`cronsvc.web.models.JobItem`)."""
     out = plain(info)
     job = file_job(config, info.name)
-    out.update(status=job_status(info), tags=list(job.tags) if job else [],
-               summary=job.description if job else "")
+    described = (job.description if job else "") or ""
+    out.update(schedule_words=out.pop("description"), description=described,
+               summary=described, status=job_status(info),
+               tags=list(job.tags) if job else [])
     return out  # type: ignore[no-any-return]
 
 
@@ -126,21 +144,20 @@ def list_jobs(q: str = "", tag: str = "",
               status: str = Query("", pattern="^(|ok|failed|paused|never)$"),
               cursor: str | None = None, limit: int = Query(50, ge=1, le=MAX_LIMIT),
               client: Client = Depends(reader),
-              config: Config | None = Depends(job_file)) -> Page:
+              config: Config | None = Depends(job_file)) -> Page[JobItem]:
     page, following, total = job_page(client, config, q=q, tag=tag, status=status,
                                       offset=offset(cursor), limit=limit)
-    return Page(items=[job_json(j, config) for j in page],
+    return Page[JobItem](items=[JobItem(**job_json(j, config)) for j in page],
                 cursor=None if following is None else str(following), total=total,
                 unreadable=getattr(page, "unreadable", []))
 
 
 @router.get("/jobs/{name}", summary="One job: schedule, next fires, last run, definition")
 def get_job(name: str, client: Client = Depends(reader),
-            config: Config | None = Depends(job_file)) -> dict[str, Any]:
-    out = job_json(client.job(name), config)
-    out["definition"] = definition(file_job(config, name))
-    out["next"] = [{"at_ms": ms, "at": iso_utc(ms)} for ms in client.next_fires(name, 5)]
-    return out
+            config: Config | None = Depends(job_file)) -> JobDetail:
+    return JobDetail(**job_json(client.job(name), config),
+                     definition=definition(file_job(config, name)),
+                     next=[FireTime(at_ms=ms, at=iso_utc(ms)) for ms in client.next_fires(name, 5)])
 
 
 @router.get("/jobs/{name}/next", summary="The next fire times, with DST notes")
@@ -180,7 +197,10 @@ def resume(name: str, body: ResumeBody | None = Body(default=None),
     return {**plain(done), "resumed": bool(done)}
 
 
-@router.post("/jobs/{name}/trigger", summary="Run the job once now")
+@router.post("/jobs/{name}/trigger", summary="Run the job once now",
+             responses={409: {"description": "not queued: the job's limits would skip it now "
+                                             "(overlap, max_concurrent, a named limit); "
+                                             "{error, status} says why"}})
 def trigger(name: str, body: TriggerBody | None = Body(default=None),
             client: Client = Depends(operator)) -> dict[str, Any]:
     b = body or TriggerBody()
@@ -212,6 +232,17 @@ def queue(limit: int = Query(50, ge=1, le=MAX_LIMIT),
     return {**plain(view), "lateness_ms": view.lateness_ms}
 
 
+@router.get("/fires/{fire_id:path}/output",
+            summary="What a fire's runs printed while they went, after a chunk")
+def fire_output(fire_id: str, after: str = Query("0-0", pattern=r"^\d+-\d+$"),
+                client: Client = Depends(reader)) -> dict[str, Any]:
+    """Chunks ``{id, attempt, text, end}`` in order, and where the fire is: read again with
+    ``after`` the last id until it is ``done`` or ``dead``."""
+    chunks = client.live_output(fire_id, after)
+    return {"fire": fire_id, "state": client.fire_state(fire_id),
+            "chunks": [plain(c) for c in chunks], "after": chunks[-1].id if chunks else after}
+
+
 @router.get("/fires/{fire_id:path}", summary="One fire: where it is, and its attempts")
 def get_fire(fire_id: str, client: Client = Depends(reader)) -> dict[str, Any]:
     view = client.fire(fire_id)
@@ -230,11 +261,12 @@ def cancel(fire_id: str, body: Note | None = Body(default=None),
 
 @router.get("/dead", summary="Dead letters, most recently dead first")
 def dead(job: str | None = None, cursor: str | None = None,
-         limit: int = Query(50, ge=1, le=MAX_LIMIT), client: Client = Depends(reader)) -> Page:
+         limit: int = Query(50, ge=1, le=MAX_LIMIT),
+         client: Client = Depends(reader)) -> Page[DeadItem]:
     found = client.dead(job)
     start = offset(cursor)
     following = start + limit
-    return Page(items=[plain(d) for d in found[start:following]],
+    return Page[DeadItem](items=[DeadItem(**plain(d)) for d in found[start:following]],
                 cursor=str(following) if following < len(found) else None, total=len(found),
                 unreadable=found.unreadable)
 
@@ -272,16 +304,16 @@ def status(client: Client = Depends(reader)) -> dict[str, Any]:
 
 @router.get("/malformed", summary="Entries of Redis set aside: not what their key holds")
 def malformed(limit: int = Query(50, ge=1, le=MAX_LIMIT),
-              client: Client = Depends(reader)) -> Page:
+              client: Client = Depends(reader)) -> Page[dict[str, Any]]:
     aside = client.malformed(limit)
-    return Page(items=[plain(e) for e in aside.entries], total=aside.total)
+    return Page[dict[str, Any]](items=[plain(e) for e in aside.entries], total=aside.total)
 
 
 @router.get("/audit", summary="Every change: who, what, when, note (newest first)")
 def audit(cursor: str | None = None, limit: int = Query(50, ge=1, le=MAX_LIMIT),
-          client: Client = Depends(reader)) -> Page:
+          client: Client = Depends(reader)) -> Page[AuditItem]:
     page = client.audit(limit=limit, cursor=offset(cursor))
-    return Page(items=[plain(a.as_dict()) for a in page.actions],
+    return Page[AuditItem](items=[AuditItem(**plain(a.as_dict())) for a in page.actions],
                 cursor=None if page.cursor is None else str(page.cursor))
 
 
@@ -289,10 +321,11 @@ def audit(cursor: str | None = None, limit: int = Query(50, ge=1, le=MAX_LIMIT),
 @router.get("/schedules", summary="Runtime schedules, a page at a time")
 def list_schedules(job: str | None = None, prefix: str | None = None,
                    cursor: str | None = None, limit: int = Query(100, ge=1, le=MAX_LIMIT),
-                   client: Client = Depends(reader)) -> Page:
+                   client: Client = Depends(reader)) -> Page[dict[str, Any]]:
     page = client.schedules(job=job, prefix=prefix, cursor=cursor or None, limit=limit)
     total = None if prefix else client.count_schedules(job=job)  # a count is kept per job
-    return Page(items=[plain(s.as_dict()) for s in page.schedules], cursor=page.cursor,
+    return Page[dict[str, Any]](items=[plain(s.as_dict()) for s in page.schedules],
+                                cursor=page.cursor,
                 total=total, unreadable=page.unreadable)
 
 

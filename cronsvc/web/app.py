@@ -32,7 +32,7 @@ from cronsvc.errors import (
 )
 from cronsvc.web.hosts import AllowedHosts
 from cronsvc.web.middleware import Gate, SecureHeaders
-from cronsvc.web.replies import error_reply
+from cronsvc.web.replies import error_reply, json_problem
 from cronsvc.web.security import Guard
 from cronsvc.web.sessions import Sessions
 from cronsvc.web.settings import WebSettings
@@ -64,7 +64,7 @@ def create_app(client: Client, tokens: list[Token], job_file: JobFile | None,
     """The web app on ``client``, answering to ``hosts``; ``job_file`` is the job file whose
     definitions it shows (the last good one). ConfigError if the session key cannot be
     kept."""
-    from cronsvc.web import api, pages, signin
+    from cronsvc.web import api, pages, schedule_pages, signin
 
     # The docs page's script and style ship in the wheel (static/vendor): no CDN.
     app = FastAPI(title="cronsvc", version="1", docs_url=None,
@@ -85,6 +85,9 @@ def create_app(client: Client, tokens: list[Token], job_file: JobFile | None,
     async def bad_request(request: Request, exc: RequestValidationError) -> Response:
         problems = []
         for e in exc.errors():
+            if e.get("type") == "json_invalid":  # loc: ("body", the offset where it broke)
+                problems.append(json_problem(await request.body(), e))
+                continue
             where = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
             problems.append(f"{where}: {e.get('msg', 'invalid')}")
         return error_reply(request, 422, "; ".join(problems) or "invalid request")
@@ -116,5 +119,6 @@ def create_app(client: Client, tokens: list[Token], job_file: JobFile | None,
     app.include_router(api.router)
     app.include_router(signin.router)
     app.include_router(pages.router)
+    app.include_router(schedule_pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return SecureHeaders(app)

@@ -7,7 +7,7 @@ Times go out as ms since the epoch and as ISO 8601 UTC text beside them (``*_ms`
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -76,14 +76,94 @@ class ScheduleBody(Body):
                 if v is not None and not (k in ("paused", "business_days") and v is False)}
 
 
-class Page(BaseModel):
-    """One page of a list: pass ``cursor`` back for the next (null: the last page)."""
+Item = TypeVar("Item")
 
-    items: list[dict[str, Any]]
+
+class Page(BaseModel, Generic[Item]):
+    """One page of a list: pass ``cursor`` back for the next (null: the last page); each
+    route says what its items are (``Page[JobItem]``...)."""
+
+    items: list[Item]
     cursor: str | None = None
-    total: int | None = None
+    total: int | None = Field(default=None, description="how many match the filters, on "
+                                                        "every page; null: not counted")
     # entries of Redis left out because they are not what their key holds, each named
     unreadable: list[str] = []
+
+
+class JobItem(BaseModel):
+    """A job in a list: ``/api/v1/jobs``."""
+
+    name: str
+    cron: str = Field(description="the schedule as the job file writes it: a cron "
+                                  "expression, 'every 90m', or '' (run by trigger only)")
+    schedule_words: str = Field(description="the schedule in words: 'at 03:00 every day'")
+    description: str = Field(description="the job's description, from the job file ('' "
+                                         "without one)")
+    summary: str = Field(deprecated=True, description="the job's description under its "
+                                                      "old name: read description (summary "
+                                                      "goes in the next release)")
+    timezone: str
+    jitter: float
+    catch_up: str
+    overlap: str = Field(description="with its bounds: 'queue, max 3, limit db 2'")
+    max_attempts: int
+    pool: str
+    then: str = Field(description="the jobs its fires' ends trigger: 's=import;f=alert'")
+    status: Literal["ok", "failed", "paused", "never"]
+    tags: list[str]
+    paused: bool
+    pause_note: str | None
+    paused_since_ms: int | None
+    paused_since_at: str | None = None
+    paused_in_file: bool
+    next_fire_ms: int | None
+    next_fire_at: str | None = None
+    last_run: dict[str, Any] | None = Field(description="its newest history record")
+    starting_deadline_ms: int
+    recent: list[str] = Field(description="statuses of its newest history records, newest "
+                                          "first")
+
+
+class FireTime(BaseModel):
+    at_ms: int
+    at: str
+
+
+class JobDetail(JobItem):
+    """One job: ``/api/v1/jobs/{name}``."""
+
+    definition: dict[str, Any] | None = Field(description="what a worker runs, from the "
+                                                          "web server's job file")
+    next: list[FireTime]
+
+
+class DeadItem(BaseModel):
+    """A dead fire: ``/api/v1/dead``."""
+
+    fire: str
+    job: str
+    kind: str
+    due_ms: int
+    due_at: str | None = None
+    died_ms: int
+    died_at: str | None = None
+    attempts: int
+    payload: Any = None
+    last: dict[str, Any] | None = Field(description="its newest history record")
+
+
+class AuditItem(BaseModel):
+    """One change: ``/api/v1/audit``."""
+
+    at_ms: int
+    at: str | None = None
+    actor: str = Field(description="cli:<os user>, client:<os user>, web:<token name>, "
+                                   "auto, or the actor a caller named")
+    action: str
+    target: str
+    note: str | None
+    detail: dict[str, Any]
 
 
 def plain(value: Any) -> Any:

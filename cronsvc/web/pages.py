@@ -20,10 +20,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from cronsvc.client.client import Client
-from cronsvc.client.views import JobInfo, records
-from cronsvc.clock import iso_utc
+from cronsvc.client.views import JobInfo, LiveChunk, records
+from cronsvc.clock import iso_utc, ms_to_dt
 from cronsvc.config.models import Config, Job
+from cronsvc.durations import spoken
 from cronsvc.kinds import KINDS
+from cronsvc.schedule.expand import Fire, upcoming
+from cronsvc.schedule.runtime import RuntimeSchedule
 from cronsvc.web.api import STATUSES, definition, file_job, job_page, job_status, offset
 from cronsvc.web.deps import file_warnings, job_file, operator, reader
 from cronsvc.web.security import CSRF_COOKIE, CSRF_FIELD
@@ -36,21 +39,21 @@ PAGE_SIZE = 50
 TIMELINE_JOBS = 300
 HOUR_MS = 3_600_000
 STRIP = 20  # outcomes in a job's strip
+NEXT = 10  # next fires of a job
 
 
 def _time(ms: int | None) -> dict[str, Any] | None:
-    """A time for templates: ms, and ISO UTC text (the page shows it in the viewer's zone)."""
-    return None if ms is None else {"ms": int(ms), "utc": iso_utc(int(ms))}
-
-
-def _duration(ms: int | None) -> str:
+    """A time for templates: ms, ISO UTC text, and the whole second it is shown to (the
+    page shows that in the viewer's zone, and the UTC time to the ms on hover)."""
     if ms is None:
-        return ""
-    if ms < 1000:
-        return f"{ms} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    return f"{ms // 60_000} min {ms % 60_000 // 1000} s"
+        return None
+    ms = int(ms)
+    second = ms - ms % 1000
+    return {"ms": ms, "utc": iso_utc(ms), "second": second, "second_utc": iso_utc(second)}
+
+
+def _duration(ms: int | float | None) -> str:
+    return "" if ms is None else spoken(ms)
 
 
 templates.env.globals.update(t=_time, duration=_duration, quote=quote)
@@ -192,16 +195,33 @@ def one_job(request: Request, name: str, cursor: str | None = None,
     # Listing walks the schedules of every job: only when this one has some.
     page = client.schedules(job=name, cursor=cursor, limit=20) if count else None
     durations = [h for h in reversed(history) if h.get("duration_ms") is not None][-50:]
+    schedules = page.schedules if page else []
     return render(request, "job.html", info=info, status=job_status(info),
                   definition=_definition(file_job(config, name)),
-                  upcoming=client.upcoming(name, 10),
+                  upcoming=next_fires(client.upcoming(name, NEXT), schedules,
+                                      client.server_ms()),
                   history=history, recent=history[:STRIP], chart=_durations(durations),
-                  schedules=page.schedules if page else [], cursor=page.cursor if page else None,
+                  schedules=schedules, cursor=page.cursor if page else None,
                   schedule_count=count)
+
+
+def next_fires(own: list[Fire], schedules: list[RuntimeSchedule], now_ms: int,
+               count: int = NEXT) -> list[dict[str, Any]]:
+    """The next fires of a job: its own schedule's and its runtime schedules' (those
+    given), soonest first, each with the id of the schedule it is of (None: the job's)."""
+    after = ms_to_dt(now_ms)
+    found: list[dict[str, Any]] = [{"fire": f, "schedule": None} for f in own]
+    for s in schedules:
+        if not s.paused:
+            found += [{"fire": f, "schedule": s.id} for f in upcoming(s.spec, after, count)]
+    found.sort(key=lambda x: x["fire"].utc)
+    return found[:count]
 
 
 #: Shown from the published policy above the definition's rows, not again in them.
 _POLICY_SHOWN = {"kind", "overlap", "catch_up", "starting_deadline"}
+#: Fields of a definition that are seconds: written as durations (``1 h``).
+_SECONDS = {"timeout", "jitter", "request_timeout"}
 
 
 def _definition(job: Job | None) -> list[tuple[str, str]]:
@@ -214,7 +234,12 @@ def _definition(job: Job | None) -> list[tuple[str, str]]:
     for field, value in (definition(job) or {}).items():
         if field in _POLICY_SHOWN or value in (None, "", 0, False, [], {}, ()):
             continue
-        text = ", ".join(value) if field in ("env", "tags") else kind.text(field, value)
+        if field in ("env", "tags"):
+            text = ", ".join(value)
+        elif field in _SECONDS and isinstance(value, int | float):
+            text = spoken(value * 1000)
+        else:
+            text = kind.text(field, value)
         rows.append((field, text))
     return rows
 
@@ -238,13 +263,6 @@ def resume(request: Request, name: str, to: str = Form("/jobs"),
            client: Client = Depends(operator)) -> Response:
     client.resume(name)
     return back(safe_next(to), f"{name} resumed")
-
-
-@router.post("/jobs/{name}/trigger")
-def trigger(request: Request, name: str, to: str = Form("/jobs"),
-            client: Client = Depends(operator)) -> Response:
-    fid = client.trigger(name, note="run now from the dashboard")
-    return back(safe_next(to), f"{name} runs now ({fid})")
 
 
 # -- dead letters ----------------------------------------------------------------------
@@ -297,5 +315,22 @@ def audit(request: Request, cursor: int | None = None,
 @router.get("/fires/{fire_id:path}")
 def fire_page(request: Request, fire_id: str, client: Client = Depends(reader)) -> Response:
     view = client.fire(fire_id)
+    going = view.state in GOING
     return render(request, "fire.html", fire=view.fire, job=view.job, due=_time(view.due_ms),
-                  state=view.state, attempts=view.attempts)
+                  state=view.state, attempts=view.attempts,
+                  live=live_text(client.live_output(fire_id)) if going else None)
+
+
+#: A fire in these states may print more: its page shows its live output and looks again
+#: every second.
+GOING = ("queued", "running")
+LIVE_SHOWN = 64 * 1024  # characters of a run's live output a page shows, the last
+
+
+def live_text(chunks: list[LiveChunk]) -> tuple[int, str] | None:
+    """The attempt and the output so far of the newest run that streamed, its end."""
+    if not chunks:
+        return None
+    attempt = chunks[-1].attempt
+    text = "".join(c.text for c in chunks if c.attempt == attempt)
+    return attempt, text[-LIVE_SHOWN:]

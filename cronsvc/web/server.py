@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 
@@ -38,11 +39,14 @@ def serve(client: Client, job_file: JobFile | None, tokens: list[Token], host: s
     server.run(sockets=[sock])
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host``:``port`` (an IPv6 address has a colon)."""
+def listen(host: str, port: int, choose: str = "--port PORT") -> socket.socket:
+    """A listening socket on ``host``:``port`` (an IPv6 address has a colon). A port in
+    use is said as such, with ``choose``: how to choose another."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         return socket.create_server((host.strip("[]"), port), family=family, backlog=2048)
     except OSError as exc:
-        raise ConfigError([f"cannot serve the web on {host}:{port}: "
-                           f"{exc.strerror or exc}"]) from None
+        why = (f"port {port} is taken (another program listens on it); choose another with "
+               f"{choose}" if exc.errno == errno.EADDRINUSE
+               else exc.strerror or str(exc))
+        raise ConfigError([f"cannot serve the web on {host}:{port}: {why}"]) from None

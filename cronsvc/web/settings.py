@@ -4,10 +4,10 @@ body it reads, how long a browser session lives, and where it keeps its state.""
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from cronsvc import sizes
 from cronsvc.process.up import STATE_DIR
 
 #: Far above any body the API takes (a payload is at most 64 KiB), far below what would
@@ -15,9 +15,6 @@ from cronsvc.process.up import STATE_DIR
 MAX_BODY = 1024 * 1024
 #: A browser signs in again after a working day.
 SESSION_TTL = 12 * 3600.0
-_SIZE = re.compile(r"(\d+)\s*(b|k|kb|kib|m|mb|mib)?", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 2**20, "mb": 2**20,
-          "mib": 2**20}
 
 
 @dataclass(frozen=True)
@@ -32,10 +29,10 @@ class WebSettings:
 def parse_size(text: str) -> int:
     """Bytes of ``512KiB``, ``1MiB``, ``2M`` or ``65536``; ValueError if it is none, or
     less than 1 KiB (a sign-in form would not fit)."""
-    match = _SIZE.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(f"{text!r}: expected bytes, or a size such as 512KiB or 1MiB")
-    size = int(match[1]) * _UNITS[(match[2] or "").lower()]
+    try:
+        size = sizes.parse_size(text)
+    except ValueError:
+        raise ValueError(f"{text!r}: expected bytes, or a size such as 512KiB or 1MiB") from None
     if size < 1024:
         raise ValueError(f"{text!r}: at least 1KiB")
     return size

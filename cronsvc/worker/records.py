@@ -8,17 +8,19 @@ from typing import Any
 from cronsvc.clock import iso_utc
 from cronsvc.history import HistoryRecord, drop_explained, drop_status, record
 from cronsvc.run.outcome import Outcome
+from cronsvc.run.output import excerpt
 from cronsvc.store.scripts import Claim
 
 
 def history_record(
     claim: Claim, outcome: Outcome, worker: str, offset_ms: int, *, status: str | None = None
 ) -> HistoryRecord:
-    """The history line of one finished attempt, times on the server's clock."""
+    """The history line of one finished attempt, times on the server's clock; it holds
+    the end of the output (the whole of what the run kept is stored beside it)."""
     return record(claim.fire_id, status or outcome.status, job=claim.job, scheduled=claim.due_ms,
                   reason=outcome.error, started=outcome.started_ms + offset_ms,
                   duration_ms=outcome.duration_ms, attempt=claim.token, worker=worker,
-                  exit_code=outcome.exit_code, output=outcome.output or None)
+                  exit_code=outcome.exit_code, output=excerpt(outcome.output) or None)
 
 
 def drop_record(fid: str, reason: str, worker: str) -> HistoryRecord:
@@ -42,7 +44,10 @@ def log_outcome(
 
 
 def log_dropped(log: logging.Logger, worker: str, fid: str, status: str, reason: str) -> None:
-    log.warning("%s %s (%s)", status, fid, reason, extra={"fire": fid, "worker": worker})
+    """A fire the claim did not run: a warning when it missed its time or died, which
+    needs a look; skipped or queued by the job's own policy or a pause is the normal way."""
+    level = logging.WARNING if status in ("missed", "dead") else logging.INFO
+    log.log(level, "%s %s (%s)", status, fid, reason, extra={"fire": fid, "worker": worker})
 
 
 def lost_record(claim: Claim, before: dict[str, Any]) -> HistoryRecord:

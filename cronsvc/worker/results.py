@@ -43,7 +43,8 @@ RESULT_BATCH = 500
 # Retries of a write while Redis cannot take it are at most this far apart.
 RETRY_AT_MOST = 2.0
 T = TypeVar("T")
-Acks = dict[Keys, list[tuple[Running, Outcome, HistoryRecord]]]
+# Successes to ack, per shard and history cap (a job may keep more than the worker's).
+Acks = dict[tuple[Keys, int], list[tuple[Running, Outcome, HistoryRecord]]]
 
 
 class ResultsHolder(Protocol):
@@ -145,7 +146,7 @@ class Results:
         for note in notes:
             try:
                 self.persist(lambda n=note: w.scripts.record(  # type: ignore[misc]
-                    n.keys, n.job, n.record, w.history_cap))
+                    n.keys, n.job, n.record, self.history_cap(n.job)))
             except REDIS_ERRORS as exc:
                 w.noted(exc)
                 log.error("%s: history line not recorded: %s", note.record.get("fire"),
@@ -162,8 +163,8 @@ class Results:
                           run.claim.fire_id, describe(exc))
             except Exception:  # the worker must survive a result it cannot record
                 log.exception("result of %s not recorded", run.claim.fire_id)
-        for keys, items in acks.items():
-            self._ack(keys, items)
+        for (keys, cap), items in acks.items():
+            self._ack(keys, cap, items)
         for run, _ in batch:
             self.w.free(run)
 
@@ -183,15 +184,17 @@ class Results:
             status = stopped or "cancelled"
         record = history_record(claim, outcome, w.worker_id, w.offset_ms, status=status)
         if outcome.status == "ok" or status == Cancel.REPLACED:
-            acks.setdefault(run.keys, []).append((run, outcome, record))
+            acks.setdefault((run.keys, self.history_cap(job.name)), []).append(
+                (run, outcome, record))
             return
         retry_at = w.server_now() + int(job.retry_delay(claim.token) * 1000)
         policy = Policy.of(job)
         try:
             verdict, _ = self.persist(lambda: w.scripts.fail(
-                run.keys, claim.fire_id, claim.token, claim.job, record, w.history_cap,
-                job.max_attempts, retry_at, notify=policy.notify,
+                run.keys, claim.fire_id, claim.token, claim.job, record,
+                self.history_cap(job.name), job.max_attempts, retry_at, notify=policy.notify,
                 pause_after=policy.pause_after, on_failure=",".join(job.on_failure),
+                output=outcome.output, retention_ms=self.retention_ms,
             ))
         except LeaseLost as exc:
             log.warning("%s: result not recorded, lease taken over: %s", claim.fire_id, exc)
@@ -205,13 +208,15 @@ class Results:
             w.metrics.dead(claim.job)
         w.metrics.run_finished(claim, status, lag, job.kind)
 
-    def _ack(self, keys: Keys, items: list[tuple[Running, Outcome, HistoryRecord]]) -> None:
+    def _ack(self, keys: Keys, cap: int,
+             items: list[tuple[Running, Outcome, HistoryRecord]]) -> None:
         w = self.w
         acks = [(run.claim.fire_id, run.claim.token, run.claim.job, record,
-                 ",".join(run.job.on_success) if outcome.status == "ok" else "")
+                 ",".join(run.job.on_success) if outcome.status == "ok" else "", outcome.output)
                 for run, outcome, record in items]
         try:
-            recorded = self.persist(lambda: w.scripts.ack_many(keys, acks, w.history_cap))
+            recorded = self.persist(lambda: w.scripts.ack_many(keys, acks, cap,
+                                                               self.retention_ms))
         except REDIS_ERRORS as exc:
             w.noted(exc)
             log.error("%d result(s) not recorded, their fires will run again: %s",
@@ -228,6 +233,16 @@ class Results:
             lag = self.lag(run, outcome)
             log_outcome(log, w.worker_id, claim, outcome, lag)
             w.metrics.run_finished(claim, record["status"], lag, run.job.kind)
+
+    def history_cap(self, job: str) -> int:
+        """Records the history of ``job`` keeps: its own ``history``, else the worker's."""
+        found = self.w.config.jobs.get(job)
+        return self.w.history_cap if found is None else found.history_cap(self.w.config.worker)
+
+    @property
+    def retention_ms(self) -> int:
+        """How long a fire's outputs are kept (``worker.output_retention``)."""
+        return int(self.w.config.worker.output_retention * 1000)
 
     def lag(self, run: Running, outcome: Outcome) -> int:
         """How late the run started, on the server's clock (ms)."""

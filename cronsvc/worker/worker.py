@@ -52,6 +52,7 @@ from cronsvc.store.replies import compact
 from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.worker.deliveries import Deliveries
 from cronsvc.worker.leases import Leases
+from cronsvc.worker.live import LiveOutput
 from cronsvc.worker.results import Results
 from cronsvc.worker.running import Running, by_shard
 from cronsvc.worker.slots import Slots
@@ -142,6 +143,7 @@ class Worker:
         self.metrics = metrics or NO_METRICS
         self.metrics.worker_slots(self._busy, self.concurrency)
         self.leases = Leases(self, margin(self.lease_ms / 1000))
+        self.live = LiveOutput(client, lambda: self.results.retention_ms)
         self._watchdog = Watchdog()
 
     # -- public ------------------------------------------------------------
@@ -192,6 +194,7 @@ class Worker:
         prepare(list(self.config.jobs.values()))
         if any(job.command for job in self.config.jobs.values()):
             self._watchdog.start()
+        self.live.start()
         self.job_file.watch(self.request_reload)
         log.info("worker %s started: %d slots%s, lease %.0fs, %d jobs, pools %s",
                  self.worker_id, self.concurrency,
@@ -397,8 +400,13 @@ class Worker:
         if run.claim.unreadable is not None:
             return Outcome("failed", self.clock.now_ms(), 0, error=run.claim.unreadable)
         self.hooks.started(run.job, ctx)
-        outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock, guard=run.leash,
-                          outcomes=Deliveries(self.client, self.scripts, run.keys))
+        feed = self.live.open(run.keys.live(run.claim.fire_id), run.claim.token)
+        try:
+            outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock,
+                              guard=run.leash, feed=feed,
+                              outcomes=Deliveries(self.client, self.scripts, run.keys))
+        finally:
+            self.live.close(feed)
         self.hooks.ended(run.job, ctx, outcome)
         return outcome
 
@@ -484,9 +492,11 @@ class Worker:
             pipe.hset(keys.worker_info, self.worker_id, compact(info))
             pipe.execute()
             # Redis lost what this worker holds (a restart without persistence, a flush):
-            # until it is written again, the claim script gives this worker nothing.
-            if self.config.jobs and not all(self.client.exists(k.held(self.held))
-                                            for k in self.shards):
+            # until it is written again, the claim script gives this worker nothing. Only
+            # once written and not yet due again: new definitions (a start, an edit) are not
+            # lost, just about to be written.
+            if self.config.jobs and monotonic() - self._held_at < HELD_RENEW_EVERY \
+                    and not all(self.client.exists(k.held(self.held)) for k in self.shards):
                 log.warning("the definitions this worker holds are gone from Redis; "
                             "writing them again")
                 self._held_at = -HELD_RENEW_EVERY
@@ -530,6 +540,7 @@ class Worker:
         self._pool.close()
         self._release_stuck([run for run in left if not run.ended])
         self.results.close()
+        self.live.stop()
         self.hooks.close()
         self.hard_stopped.set()
         self._watchdog.close()  # kills what a run left that could not be stopped

@@ -25,7 +25,8 @@ def cli(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # typ
     path = tmp_path / "schedules.yaml"
     path.write_text(yaml.safe_dump({"jobs": JOBS}))
     Client(redis_url, config=str(path)).publish_config()
-    env = {"CRONSVC_REDIS_URL": redis_url, "CRONSVC_CONFIG": str(path), "USER": "tester"}
+    env = {"CRONSVC_REDIS_URL": redis_url, "CRONSVC_CONFIG": str(path), "USER": "tester",
+           "LOGNAME": "tester"}
 
     def invoke(*args: str) -> Result:
         return CliRunner().invoke(main, ["schedule", *args], env=env)
@@ -45,7 +46,7 @@ def test_add_show_set_pause_resume_rm(cli) -> None:  # type: ignore[no-untyped-d
     shown = ok(cli("show", "digest:user-42"))
     assert "job:       digest" in shown
     assert "when:      at 09:00 every day (Europe/Berlin)" in shown
-    assert 'payload:   {"user": 42}' in shown and "by tester" in shown
+    assert 'payload:   {"user": 42}' in shown and "by cli:tester" in shown
     data = json.loads(ok(cli("show", "digest:user-42", "--json")))
     assert (data["cron"], data["payload"], data["rev"]) == ("0 9 * * *", {"user": 42}, 1)
     assert ok(cli("set", "digest:user-42", "--job", "digest", "--cron", "0 9 * * *", "--tz",

@@ -113,9 +113,10 @@ def test_a_runs_output_error_and_worker_show_escaped_and_exact_in_json(
     records = json.loads(run_cli(fleet, "history", "failing", "--json").stdout)
     assert [h["reason"] for h in records] == [f"no attempts left: {error}", error]
     rows = shown(run_cli(fleet, "history", "failing").stdout).splitlines()
-    assert rows[1].startswith(f"{failing}  dead ") and rows[2].startswith("  ↳ ")
-    assert rows[1].endswith(f"no attempts left: RuntimeError: {SHOWN}\\u202egnilaf")
-    assert rows[2].endswith(f"  RuntimeError: {SHOWN}\\u202egnilaf")
+    # The failed attempt, then the dead line it caused.
+    assert rows[1].startswith(f"{failing}  failed ") and rows[2].startswith("  ↳ ")
+    assert rows[1].endswith(f"  RuntimeError: {SHOWN}\\u202egnilaf")
+    assert rows[2].endswith(f"no attempts left: RuntimeError: {SHOWN}\\u202egnilaf")
     text = shown(run_cli(fleet, "show", failing).stdout)
     assert f"(RuntimeError: {SHOWN}\\u202egnilaf)" in text
 

@@ -54,7 +54,7 @@ def test_each_change_is_written_with_its_actor_and_note(client: Client) -> None:
         (me, "pause", "nightly", "db upgrade"),
     ]
     assert client.audit(limit=10).actions[2].detail == {"fire": fid}
-    assert me.startswith("cli:")
+    assert me.startswith("client:")
 
 
 def test_pages_of_the_log_and_its_cap(client: Client, r: redis.Redis) -> None:

@@ -24,7 +24,7 @@ METHODS = OWN | {
     "queue_by_job", "queue", "dead", "status", "malformed", "enqueue", "trigger", "cancel",
     "pause", "resume", "dead_retry", "dead_purge", "upsert_schedule", "upsert_schedules",
     "delete_schedule", "pause_schedule", "resume_schedule", "get_schedule", "schedules",
-    "count_schedules", "backfill", "audit",
+    "count_schedules", "backfill", "audit", "live_output",
 }
 ATTRIBUTES = {"redis", "scripts", "shards", "prefix", "actor"}
 

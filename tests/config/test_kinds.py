@@ -55,7 +55,8 @@ def test_a_job_keeps_the_order_of_its_keys() -> None:
         "cwd", "timeout", "retries", "backoff", "backoff_max", "overlap", "max_concurrent",
         "pool", "catch_up", "starting_deadline", "jitter", "paused", "description", "tags",
         "ping", "notify", "notify_on", "pause_after_failures", "slot_limits", "skip",
-        "business_days", "only", "on_success", "on_failure", "calendar", "declared_at"]
+        "business_days", "only", "on_success", "on_failure", "calendar", "output", "history",
+        "declared_at"]
 
 
 @pytest.mark.parametrize(("job", "own", "set_"), [
@@ -76,7 +77,7 @@ def test_the_api_shows_the_definition_of_each_kind(job: Job, own: dict[str, Any]
 @pytest.mark.parametrize(("job", "rows"), [
     (BACKUP, [("command", "tar -czf /tmp/my backup.tgz /etc")]),
     (SHELL, [("command", "ls | wc -l"), ("shell", "true"), ("env", "A"), ("cwd", "/tmp"),
-             ("timeout", "30.0")]),
+             ("timeout", "30 s")]),
     (REPORT, [("call", "reports.weekly:run"), ("args", '[1, "x"]'),
               ("kwargs", '{"k": [1, 2]}'), ("retries", "3")]),
     (PING, [("call", "cronsvc.examples:ping")]),

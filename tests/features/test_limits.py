@@ -3,6 +3,7 @@ across two workers, and overlap queue starts the waiting fire once the running o
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,8 @@ import pytest
 
 from cronsvc.testing import Fleet, history, published, read_ledger
 from tests.support.wait import wait_for
+
+NOW = timedelta(0)  # a one-off run due now
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +44,9 @@ def test_a_named_limit_holds_across_workers_and_says_why_a_fire_waited(
                 limits={"db": 2})
     with fleet.running("w1", "w2", planner=False):
         client = published(redis_url, fleet.config)
-        fires = {job: client.trigger(job) for job in ("a", "b", "c")}
+        # Queued as one-off runs due now, not triggers: a trigger the limit would skip is
+        # refused up front (tests/process/test_trigger_skipped.py); these the claim judges.
+        fires = {job: client.enqueue(job, NOW) for job in ("a", "b", "c")}
         wait_for(lambda: len(starts(fleet)) == 2, message="two runs of db jobs")
         skipped = wait_for(lambda: [rec for job in fires for rec in history(r, job)
                                     if rec["status"] == "skipped"], message="one skipped")
@@ -66,8 +71,8 @@ def test_overlap_queue_starts_the_waiting_fire_when_the_running_one_ends(
         client = published(redis_url, fleet.config)
         first = client.trigger("sync")
         wait_for(lambda: len(starts(fleet)) == 1, message="the first run")
-        second = client.trigger("sync")
-        third = client.trigger("sync")
+        second = client.enqueue("sync", NOW)  # the claim judges these (not a trigger)
+        third = client.enqueue("sync", NOW)
         wait_for(lambda: {rec["status"] for rec in history(r, "sync")} >= {"queued", "skipped"},
                  message="one fire waits, the next is dropped")
         said = {rec["fire"]: rec for rec in history(r, "sync")}
@@ -94,7 +99,7 @@ def test_max_concurrent_lets_n_runs_of_a_job_start_across_workers(
     fleet.write({"report": hold_job(fleet, releases, max_concurrent=2)})
     with fleet.running("w1", "w2", planner=False):
         client = published(redis_url, fleet.config)
-        fires = [client.trigger("report") for _ in range(3)]
+        fires = [client.enqueue("report", NOW) for _ in range(3)]  # judged by the claim
         wait_for(lambda: len(starts(fleet)) == 2, message="two runs")
         skipped = wait_for(lambda: [h for h in history(r, "report") if h["status"] == "skipped"],
                            message="the third skipped")

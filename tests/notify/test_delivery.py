@@ -133,6 +133,8 @@ def test_a_job_failing_n_fires_in_a_row_is_paused_and_says_so(
         assert not client.job("backup").paused
         run_once(client, "backup")
         wait_for(lambda: "paused" in events(hooks), message="paused told", timeout=30)
+        [told] = [b for b in bodies(hooks) if b["event"] == "paused"]
+        assert told["title"] == "backup: paused after 2 fires failed in a row"
         job = client.job("backup")
         assert job.paused and job.pause_note == "auto: 2 fires failed in a row"
         [entry] = [a for a in client.audit().actions if a.actor == "auto"]

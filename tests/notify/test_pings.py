@@ -32,6 +32,11 @@ def fleet(tmp_path: Path, redis_url: str, monitor: HttpReceiver) -> Iterator[Fle
         "broken": {"command": ["sh", "-c", "echo disk full; exit 3"],
                    "ping": {"start": f"{monitor.url}/b/start", "fail": f"{monitor.url}/b/fail"}},
         "quiet": {"command": ["true"]},
+        # Fails until its third attempt, or always: one verdict per fire either way.
+        "flaky": {"command": ["sh", "-c", '[ "$CRONSVC_ATTEMPT" -ge 3 ]'], "retries": 2,
+                  "backoff": "1s", "ping": f"{monitor.url}/flaky"},
+        "doomed": {"command": ["false"], "retries": 2, "backoff": "1s",
+                   "ping": f"{monitor.url}/doomed"},
     })
     with f.running("worker-1", planner=False):
         yield f
@@ -63,6 +68,24 @@ def test_a_run_pings_its_start_and_its_success_or_failure(
     client.trigger("quiet")
     wait_for(lambda: history(client.redis, "quiet"), message="the run of quiet")
     assert len(monitor.received) == 4  # a job without ping sends none
+
+
+def test_fail_is_pinged_once_the_last_attempt_failed_not_before_a_retry(
+        fleet: Fleet, monitor: HttpReceiver, redis_url: str) -> None:
+    client = Client(redis_url, config=str(fleet.config))
+    client.publish_config()
+    client.trigger("flaky")
+    client.trigger("doomed")
+    for job in ("flaky", "doomed"):  # pings of one worker arrive in order: the last is last
+        wait_for(lambda job=job: [p for p in paths(monitor) if p.startswith(f"/{job}")][-1:]
+                 in ([f"/{job}"], [f"/{job}/fail"]), timeout=40,
+                 message=f"the verdict ping of {job}")
+    assert [p for p in paths(monitor) if p.startswith("/flaky")] == [
+        "/flaky/start", "/flaky/start", "/flaky/start", "/flaky"]
+    assert [p for p in paths(monitor) if p.startswith("/doomed")] == [
+        "/doomed/start", "/doomed/start", "/doomed/start", "/doomed/fail"]
+    assert sorted(h["status"] for h in history(client.redis, "doomed")) == [
+        "dead", "failed", "failed", "failed"]
 
 
 def test_a_hanging_monitor_does_not_hold_a_run_back(

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import yaml
 
 from cronsvc.process.redis_server import free_port
 from cronsvc.testing import RECORD, history, read_ledger
+from cronsvc.testing.children import child_env
 from tests.support.paths import ROOT
 from tests.support.wait import wait_for
 
@@ -73,6 +75,14 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
                                 message="the dashboard's address in the log")
         jobs = wait_for(lambda: _get_json(f"{dashboard}api/v1/jobs"), message="the dashboard")
         assert "tick" in json.dumps(jobs)
+        # Client() with no URL finds the embedded server, as the CLI does.
+        found = subprocess.run([sys.executable, "-c", "from cronsvc import Client\n"
+                                "c = Client()\nprint(c.redis.connection_pool.connection_kwargs"
+                                "['port'], c.published_jobs())"], cwd=tmp_path, text=True,
+                               env={k: v for k, v in child_env().items()
+                                    if k != "CRONSVC_REDIS_URL"}, capture_output=True,
+                               timeout=60)
+        assert found.stdout.split() == [url.rsplit(":", 1)[1].split("/")[0], "['tick']"], found
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, log.read_text()
     assert not (tmp_path / ".cronsvc" / "redis.url").exists()
@@ -97,6 +107,43 @@ def test_up_hands_its_web_options_to_the_dashboard(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, (tmp_path / "up.log").read_text()
+
+
+def test_up_on_a_taken_port_says_so_and_how_to_choose_another(tmp_path: Path,
+                                                               redis_url: str) -> None:
+    taken = socket.create_server(("127.0.0.1", 0))  # another program's server
+    with taken:
+        port = str(taken.getsockname()[1])
+        proc = start_up(tmp_path, {"tick": {"cron": "* * * * *", "command": ["true"]}},
+                        "--web-port", port)
+        with killed_if_left(proc):
+            assert proc.wait(60) == 1
+        said = (tmp_path / "up.log").read_text()
+        assert said == (f"cannot serve the web on 127.0.0.1:{port}: port {port} is taken "
+                        "(another program listens on it); choose another with --web-port PORT "
+                        "(make run PORT=...), or --no-web\n"), said
+        assert not (tmp_path / ".cronsvc").exists()  # nothing started: no embedded Redis
+        # `cronsvc web` names its own option.
+        web = subprocess.run([sys.executable, "-m", "cronsvc", "web", "--config",
+                              str(tmp_path / "schedules.yaml"), "--redis-url",
+                              redis_url, "--port", port],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert web.returncode != 0 and "choose another with --port PORT" in web.stderr, web
+
+
+def test_up_hands_the_metrics_host_to_its_planner_and_workers(tmp_path: Path) -> None:
+    proc = start_up(tmp_path, {"tick": {"cron": "0 3 * * *", "command": ["true"]}},
+                    "--no-web", "--workers", "1", "--metrics-port", "0",
+                    "--metrics-host", "0.0.0.0")
+    log = tmp_path / "up.log"
+    with killed_if_left(proc):
+        said = wait_for(lambda: len(found := re.findall(r"metrics on http://(\S+):\d+/",
+                                                        log.read_text())) == 2 and found,
+                        timeout=40, message="the planner's and the worker's metrics")
+        assert said == ["0.0.0.0", "0.0.0.0"], said
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, log.read_text()
 
 
 def test_ctrl_c_on_up_lets_a_running_job_finish(tmp_path: Path) -> None:

@@ -143,12 +143,12 @@ def test_two_concurrent_sync_calls_keep_their_output_apart(tmp_path: Path) -> No
         "a": _chatter("a"), "b": _chatter("b")}
 
 
-def test_a_run_keeps_the_tail_of_what_it_printed() -> None:
-    j = Job(name="t", cron="* * * * *", call="builtins:print",
-            args=["x" * (3 * OUTPUT_CAP) + "END"])
+def test_a_run_keeps_the_head_and_tail_of_what_it_printed() -> None:
+    j = Job(name="t", cron="* * * * *", call="builtins:print", output=OUTPUT_CAP,
+            args=["START" + "x" * (3 * OUTPUT_CAP) + "END"])
     out = execute(j, ctx())
-    assert len(out.output) == OUTPUT_CAP
-    assert out.output.endswith("END\n")
+    assert out.output.startswith("START") and out.output.endswith("END\n")
+    assert f"\n... {2 * OUTPUT_CAP + 9} bytes left out ...\n" in out.output
 
 
 def test_records_of_a_run_stay_out_of_the_workers_handlers() -> None:

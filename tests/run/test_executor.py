@@ -20,6 +20,7 @@ from cronsvc.run import processes
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import OUTPUT_CAP, Outcome
 from tests.support import calls
+from tests.support.output import numbered, split_at_gap
 from tests.support.wait import wait_for
 
 PY = sys.executable
@@ -160,17 +161,33 @@ def test_env_without_payload() -> None:
     }
 
 
-def test_output_tail_is_capped() -> None:
-    out = run(py("for i in range(200_000): print(i)"))
+def test_output_keeps_head_and_tail_with_the_gap_said() -> None:
+    # The first line, written on stderr before a flood on stdout, stays.
+    out = run(py("import sys; sys.stderr.write('ERROR: first\\n'); sys.stderr.flush()\n"
+                 "for i in range(1, 20001): print(i)", output="4KiB"))
     assert out.status == "ok"
-    assert len(out.output.encode()) == OUTPUT_CAP
-    assert out.output.endswith("\n199998\n199999\n")
+    assert out.output.startswith("ERROR: first\n1\n2\n3\n")
+    assert out.output.endswith("\n19999\n20000\n")
+    printed = len("ERROR: first\n") + sum(len(f"{i}\n") for i in range(1, 20001))
+    head, tail, left_out = split_at_gap(out.output)
+    # Whole lines on both sides, about half the size each; the gap counts the rest.
+    assert len(head.encode()) + len(tail.encode()) + left_out == printed
+    assert 4096 - 16 <= len(head.encode()) + len(tail.encode()) <= 4096
+    assert numbered(head.removeprefix("ERROR: first\n"), tail, 20000)
 
 
-def test_capped_tail_does_not_start_mid_character() -> None:
-    out = run(py("print('\u00e9' * 5000)"))
+def test_output_within_its_size_is_kept_whole() -> None:
+    out = run(py("for i in range(1000): print(i)", output="64KiB"))
+    assert out.output == "".join(f"{i}\n" for i in range(1000))
+
+
+@pytest.mark.parametrize("text", ["\u00e9" * 5000, "\u20ac" * 3000 + "\U0001f600" * 2000])
+def test_head_and_tail_do_not_cut_a_character(text: str) -> None:
+    out = run(py(f"print({text!r})", output="1KiB"))
     assert "\ufffd" not in out.output
-    assert set(out.output) == {"\u00e9", "\n"}
+    head, gap, tail = out.output.partition(" bytes left out ...\n")
+    first, _, count = head.rpartition("\n... ")
+    assert count.isdigit() and set(first + tail) - set(text) == {"\n"}
 
 
 def test_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
@@ -310,3 +327,23 @@ def test_call_cancel() -> None:
 def test_call_bad_import_path(path: str, error: str) -> None:
     out = run(make_job(call=path))
     assert (out.status, out.error, out.exit_code) == ("failed", error, None)
+
+
+class Chunks:
+    """A feed that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def add(self, chunk: bytes) -> None:
+        self.parts.append(chunk)
+
+
+@pytest.mark.parametrize("job", [
+    py("import sys; print('one'); sys.stdout.flush(); print('two')"),
+    make_job(call="builtins:print", args=["one\ntwo"]),
+], ids=["command", "call"])
+def test_a_runs_output_is_fed_as_it_comes_all_of_it(job: Job) -> None:
+    feed = Chunks()
+    out = run(job, feed=feed)
+    assert out.output == "one\ntwo\n" == b"".join(feed.parts).decode()

@@ -1,6 +1,7 @@
 """Holiday and business-day calendars: the days each rule skips (the ``holidays``
 package's tables for three countries, 2026 and 2027), a holiday on a weekend, a business
-day on a DST night, and the fires a calendar keeps out of the plan."""
+day on a DST night, and the fires a calendar keeps out of the plan; a calendar written
+back as the fields it was made of."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import pytest
 
 from cronsvc.config.models import parse_config
 from cronsvc.errors import ConfigError
-from cronsvc.schedule.calendars import holiday_rule, skipped
+from cronsvc.schedule.calendars import (
+    day_rules,
+    holiday_rule,
+    mapping_rules,
+    rule_fields,
+    skipped,
+)
 from cronsvc.schedule.expand import explain, occurrences_ms
 
 HOLIDAYS = {
@@ -149,3 +156,14 @@ def test_a_runtime_schedule_takes_a_calendar_and_keeps_it_stored() -> None:
         build("x", job="report", now_ms=0, cron="@daily", skip={"holidays": "XX"})
     with pytest.raises(BadSchedule, match="only: .* set cron too"):
         build("x", job="report", now_ms=0, every="1h", only="last_business_day")
+
+
+@pytest.mark.parametrize(("skip", "business_days", "only"), [
+    (None, False, None),
+    ({"holidays": ["DE-BY", "US"], "dates": ["2026-12-24"]}, True, "last_business_day"),
+    ({"dates": ["2027-01-02"]}, False, "first_business_day"),
+])
+def test_a_calendar_reads_back_as_the_fields_it_was_made_of(
+        skip: dict[str, list[str]] | None, business_days: bool, only: str | None) -> None:
+    rules = day_rules(mapping_rules(skip) if skip else (), business_days, only)
+    assert rule_fields(rules) == {"skip": skip, "business_days": business_days, "only": only}

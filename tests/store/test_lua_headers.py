@@ -167,7 +167,7 @@ BREAKS = {
         "cancel-4.lua", "-- ARGV[2] fire", "-- ARGV[2] fire\n-- ARGV[3] unused",
         "header lists ARGV[3], the body never uses it"),
     "gap in the arguments": (
-        "enqueue-3.lua", "ARGV[1]", "ARGV[4]", "not ARGV[1]..ARGV[4]"),
+        "enqueue-6.lua", "-- ARGV[1]", "-- ARGV[6]", "not ARGV[1]..ARGV[6]"),
     "computed index, no ARGV[k..]": (
         "heartbeat-3.lua", "-- ARGV[3..] pairs", "-- pairs", "the header lists no ARGV[k..]"),
     "now_ms of a script without a clock": (
@@ -180,7 +180,7 @@ BREAKS = {
         "retry-4.lua", "-- @include now.lua\n", (lua_dir() / "includes" / "now.lua").read_text(),
         "calls TIME itself"),
     "now without the prelude": (
-        "enqueue-3.lua", "return added", "return now", "uses now without -- @include now.lua"),
+        "record-2.lua", "return 1", "return now", "uses now without -- @include now.lua"),
 }
 
 

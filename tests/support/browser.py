@@ -51,3 +51,12 @@ def shoot(shown: Any, tmp_path: Path, name: str) -> None:
     shown.screenshot(path=str(shots / f"{name}.png"), **whole)
     if os.environ.get("CRONSVC_SCREENSHOTS"):
         shown.screenshot(path=str(Path(os.environ["CRONSVC_SCREENSHOTS"]) / f"{name}.png"))
+
+
+def watched(browser: Any, width: int = 1280, height: int = 900) -> tuple[Any, list[str]]:
+    """A new page of ``width`` x ``height``, and the list its script errors go to (a test
+    ends by asserting it is empty)."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return page, errors

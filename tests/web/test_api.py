@@ -21,6 +21,7 @@ from cronsvc.keys import Keys
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.store.scripts import Scripts
 from cronsvc.testing import WebServer, published
+from cronsvc.web.models import JobItem
 from tests.support.paths import ROOT
 from tests.support.wait import server_ms
 
@@ -93,6 +94,56 @@ def test_jobs_come_in_pages_with_filters(api: httpx.Client) -> None:
     paused = api.get("/api/v1/jobs", params={"status": "paused"}).json()["items"]
     assert [j["name"] for j in paused] == ["job-03"]
     assert "status" in error(api.get("/api/v1/jobs", params={"status": "weird"}), 422)
+
+
+def test_a_status_filter_counts_what_it_matches_on_every_page(api: httpx.Client) -> None:
+    for name in ("job-01", "job-05", "job-09"):
+        assert api.post(f"/api/v1/jobs/{name}/pause").status_code == 200
+    pages, cursor = [], None
+    while True:
+        page = api.get("/api/v1/jobs", params={"status": "paused", "limit": 2,
+                                               "cursor": cursor}).json()
+        pages.append(([j["name"] for j in page["items"]], page["total"]))
+        if (cursor := page["cursor"]) is None:
+            break
+    assert pages == [(["job-01", "job-05"], 3), (["job-09"], 3)]
+    never = api.get("/api/v1/jobs", params={"status": "never", "tag": "batch"}).json()
+    assert never["total"] == 9 and len(never["items"]) == 9
+
+
+def test_a_job_says_its_schedule_in_words_and_its_description_apart(
+        api: httpx.Client) -> None:
+    job = api.get("/api/v1/jobs/nightly").json()
+    assert (job["schedule_words"], job["description"], job["summary"]) == (
+        "at 02:00 every day", "the backup", "the backup")  # summary: the old name, deprecated
+    (listed,) = api.get("/api/v1/jobs", params={"q": "nightly"}).json()["items"]
+    assert set(job) - set(listed) == {"definition", "next"}
+    assert set(listed) == set(JobItem.model_fields)
+
+
+def test_openapi_types_each_page_s_items(api: httpx.Client) -> None:
+    spec = api.get("/api/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+
+    def items_of(path: str) -> Any:
+        ref = spec["paths"][path]["get"]["responses"]["200"]["content"]["application/json"][
+            "schema"]["$ref"].rsplit("/", 1)[1]
+        return schemas[ref]["properties"]["items"]["items"]
+
+    assert items_of("/api/v1/jobs") == {"$ref": "#/components/schemas/JobItem"}
+    assert items_of("/api/v1/dead") == {"$ref": "#/components/schemas/DeadItem"}
+    assert items_of("/api/v1/audit") == {"$ref": "#/components/schemas/AuditItem"}
+    job = schemas["JobItem"]["properties"]
+    assert job["summary"]["deprecated"] is True and "schedule_words" in job
+    detail = spec["paths"]["/api/v1/jobs/{name}"]["get"]["responses"]["200"]
+    assert detail["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/JobDetail"}
+
+
+def test_a_body_that_is_not_json_is_located(api: httpx.Client) -> None:
+    reply = api.post("/api/v1/jobs/digest/trigger", content=b'{"note": "x",\n "payload" 1}',
+                     headers={"Content-Type": "application/json"})
+    assert error(reply, 422) == "body: not JSON at line 2, column 12: Expecting ':' delimiter"
 
 
 def test_a_job_with_its_definition_but_never_its_secrets(api: httpx.Client,

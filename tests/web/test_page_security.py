@@ -63,8 +63,10 @@ def test_every_page_works_under_its_content_security_policy(
     page.on("pageerror", lambda exc: reported.append(str(exc)))
     sign_in(page, web)
     fire = client.trigger("digest")
+    client.upsert_schedule("digest:one", job="digest", every="1h")
     for path in ("/", "/jobs", "/jobs/digest", "/dead", "/fleet", "/audit",
-                 f"/fires/{quote(fire, safe='')}", "/login", "/api/docs"):
+                 f"/fires/{quote(fire, safe='')}", "/schedules/digest:one",
+                 "/jobs/digest/schedules/new", "/jobs/digest/run", "/login", "/api/docs"):
         reply = page.goto(f"{web.url}{path}")
         assert reply.status == 200 and security_headers(reply.headers) == HEADERS, path
     # The docs page's script, a file of its own, ran: Swagger UI shows the API.

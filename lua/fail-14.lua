@@ -14,6 +14,7 @@
 -- KEYS[12] paused    hash job -> JSON of a runtime pause (auto-pause writes one)
 -- KEYS[13] ran       string: the record of runs a fire that dies goes to
 --                    (lua/includes/ran.lua), or any key of the shard for a one-off
+-- KEYS[14] output    hash: the outputs of this fire's runs (lua/includes/output.lua)
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] fire
 -- ARGV[3] token
@@ -28,6 +29,8 @@
 -- ARGV[12] record period, ms
 -- ARGV[13] how long a record outlives its period, ms
 -- ARGV[14] the fire's entry in the record of runs ('': not recorded), kept if it dies
+-- ARGV[15] the output the attempt kept ('': none); the record holds an excerpt of it
+-- ARGV[16] how long the fire's outputs are kept, ms
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
 --   output (null where there is no value). ARGV[5] is written as the worker sends it; out
@@ -41,6 +44,7 @@
 -- @include history.lua
 -- @include outbox.lua
 -- @include ran.lua
+-- @include output.lua
 local fid, token, job = ARGV[2], ARGV[3], ARGV[4]
 local current = redis.call('HGET', KEYS[3], fid)
 if tonumber(current) ~= tonumber(token) or not redis.call('ZSCORE', KEYS[1], fid) then
@@ -57,6 +61,9 @@ redis.call('LPUSH', KEYS[8], ARGV[5])
 local mask, pause_after = ARGV[9], tonumber(ARGV[10])
 local ok, last = pcall(cjson.decode, ARGV[5])
 if not ok or type(last) ~= 'table' then last = {} end
+if type(last.started) == 'number' then
+  keep_output(KEYS[14], string.format('%d', last.started), ARGV[15], tonumber(ARGV[16]))
+end
 local function tell(kind)
   if wants(mask, kind) then
     redis.call('LPUSH', KEYS[10], outbox_line({event = kind, job = job, fire = fid,

@@ -1,0 +1,130 @@
+"""A run's output while it goes: what ``cronsvc show FIRE --follow`` and the fire page read.
+
+Each run of a command gets a :class:`LiveFeed`, told every chunk its process writes. One
+thread per worker writes what the feeds gathered, every :data:`FLUSH_EVERY` seconds, in
+one pipeline for all its runs, to a stream per fire (``Keys.live``): entries
+``{attempt, text}``, then ``{attempt, end}`` once the run is over, the stream capped at
+:data:`LIVE_ENTRIES`, expiring after the output retention while a run goes and
+:data:`KEPT_AFTER_END_MS` after its end. A run streams only once
+it has lasted :data:`LIVE_AFTER` seconds and printed something: a run that ends sooner or
+prints nothing costs Redis nothing more (its output is stored with its result anyway).
+
+Live output is a view, not a record: a write that fails (Redis away for a moment) is
+dropped, and the stored output (``Keys.output``) stays what a fire kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import redis
+
+from cronsvc.clock import monotonic
+from cronsvc.run.output import unfinished
+from cronsvc.store.faults import REDIS_ERRORS, describe
+
+log = logging.getLogger("cronsvc.worker")
+
+FLUSH_EVERY = 0.2  # seconds between two writes of the output runs gathered meanwhile
+LIVE_AFTER = 0.25  # a run streams once it has lasted this long
+LIVE_ENTRIES = 2000  # a fire's stream keeps about this many entries, the newest
+ENTRY_MAX = 64 * 1024  # bytes of output in one entry at most
+# A run's stream outlives its end this long, for a follower a moment late; its stored
+# output (Keys.output) is what stays.
+KEPT_AFTER_END_MS = 60_000
+
+
+class LiveFeed:
+    """The output of one run not yet written to its fire's stream."""
+
+    def __init__(self, key: str, attempt: int) -> None:
+        self.key = key
+        self.attempt = attempt
+        self.since = monotonic()
+        self.streamed = False  # something went to the stream: its end must too
+        self._pending = bytearray()
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            # Bounded, whatever the run prints between two writes: the stream is a view.
+            if len(self._pending) < 4 * ENTRY_MAX:
+                self._pending += chunk
+
+    def take(self, whole: bool = False) -> str:
+        """What was gathered since the last take, decoded; a character cut at the end waits
+        for the rest unless ``whole``."""
+        with self._lock:
+            data = bytes(self._pending)
+            keep = 0 if whole else unfinished(data)
+            self._pending = bytearray(data[len(data) - keep:]) if keep else bytearray()
+        return data[:len(data) - keep].decode("utf-8", errors="replace")
+
+    def due(self, now: float) -> bool:
+        return bool(self._pending) and now - self.since >= LIVE_AFTER
+
+
+class LiveOutput:
+    """Writes the output of a worker's runs to their fires' streams, in a thread."""
+
+    def __init__(self, client: redis.Redis, retention_ms: Callable[[], int]) -> None:
+        self.client = client
+        self.retention_ms = retention_ms
+        self._feeds: set[LiveFeed] = set()
+        self._lock = threading.Lock()
+        # Held while output is taken from feeds and written: a run's end is written after
+        # the last of its output, never beside it.
+        self._writing = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cronsvc-live", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def open(self, key: str, attempt: int) -> LiveFeed:
+        """The feed of a run starting now: attempt ``attempt`` of the fire of stream ``key``."""
+        feed = LiveFeed(key, attempt)
+        with self._lock:
+            self._feeds.add(feed)
+        return feed
+
+    def close(self, feed: LiveFeed) -> None:
+        """The run is over: if it streamed, write the rest of its output and its end now,
+        before its result (a follower sees the end, then the outcome)."""
+        with self._lock:
+            self._feeds.discard(feed)
+        with self._writing:
+            if feed.streamed:
+                self._write([(feed, feed.take(whole=True))], end=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(FLUSH_EVERY):
+            now = monotonic()
+            with self._lock:
+                due = [feed for feed in self._feeds if feed.due(now)]
+            if due:
+                with self._writing:
+                    self._write([(feed, feed.take()) for feed in due])
+
+    def _write(self, items: list[tuple[LiveFeed, str]], end: bool = False) -> None:
+        ttl = self.retention_ms()
+        pipe = self.client.pipeline(transaction=False)
+        for feed, text in items:
+            for start in range(0, len(text), ENTRY_MAX):
+                part = text[start:start + ENTRY_MAX]
+                pipe.xadd(feed.key, {"attempt": feed.attempt, "text": part},
+                          maxlen=LIVE_ENTRIES, approximate=True)
+            if end:
+                pipe.xadd(feed.key, {"attempt": feed.attempt, "end": 1},
+                          maxlen=LIVE_ENTRIES, approximate=True)
+            pipe.pexpire(feed.key, KEPT_AFTER_END_MS if end else ttl)
+            feed.streamed = True
+        try:
+            pipe.execute()
+        except REDIS_ERRORS as exc:
+            log.debug("live output not written: %s", describe(exc))
