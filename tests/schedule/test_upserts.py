@@ -106,9 +106,9 @@ def test_the_stored_line_is_short_and_the_form_before_still_reads() -> None:
             parse_stored("s", line)
 
 
-def test_a_schedule_with_bounds_keeps_them_all(now: int = NOWS[0]) -> None:
+def test_a_schedule_with_bounds_keeps_them_all() -> None:
     start = datetime(2030, 5, 1, 9, tzinfo=UTC)
-    s = build("rt", job="digest", now_ms=now, every="90m", anchor=start, start=start,
+    s = build("rt", job="digest", now_ms=NOWS[0], every="90m", anchor=start, start=start,
               max_runs=10, jitter="10s", timezone="Pacific/Auckland")
     assert parse_stored("rt", s.stored()) == s
     assert '"timezone":"Pacific/Auckland"' in s.stored()
