@@ -1,63 +1,115 @@
--- schedule-set: create or change one runtime schedule, unqueue the fires of its old
--- definition that have not started, and queue its first fires: all or nothing.
--- A compare-and-set: the caller read the schedule's rev and mark, and computed from them
--- which fires to unqueue; if either moved since, nothing changes and it reads again.
+-- schedule-set: create or change runtime schedules, unqueue the fires of their old
+-- definitions that have not started, and queue their first fires: all or nothing.
+-- Per schedule a compare-and-set: the caller read its rev and mark, and computed from them
+-- which fires to unqueue; if either moved since, that schedule is left as it is (retry) and
+-- the caller reads it again. One call takes a batch, each schedule on its own; the reads
+-- and writes of the batch go in a few commands.
 -- KEYS[1] schedules        hash schedule id -> stored line (cronsvc/schedule/runtime.py)
 -- KEYS[2] schedule_marks   zset schedule id -> planned up to, ms
 -- KEYS[3] schedule_counts  hash job -> runtime schedules of this shard that run it
 -- KEYS[4] queue            zset fire -> due time, ms
 -- KEYS[5] events           list of JSON decisions, newest first, capped at 10000
 -- ARGV[1] now_ms, or '' for the server clock
--- ARGV[2] schedule id
--- ARGV[3] the rev read ('0': the schedule did not exist)
--- ARGV[4] the mark read ('' for none)
--- ARGV[5] the new definition: the stored line after actor (job|paused|...|payload)
--- ARGV[6] actor
--- ARGV[7] the new mark: every fire of the new definition at or before it is in ARGV[9..]
--- ARGV[8] n: how many fires of the old definition to unqueue
--- ARGV[9..] the n fire ids to unqueue, then the due times (ms) of the new fires to queue
--- Like a published job's new digest, the new definition queues fires after now only: a new
+-- ARGV[2] n: schedules in this call, each id once
+-- ARGV[3..] per schedule: its id; the rev read ('0': it did not exist); the mark read (''
+--         for none); the new definition, the stored line after actor (job|policy|...);
+--         actor; the new mark (every fire of the new definition at or before it is queued
+--         here); u and d; then u fire ids of the old definition to unqueue, and d due times
+--         (ms) of the new fires to queue
+-- Like a published job's new digest, a new definition queues fires after now only: a new
 -- fire due by now is left out, since the clock the caller planned from was read before this
 -- call, and a fire of that id may have started (or ended) under the old definition already.
--- Returns {'created' | 'changed' | 'unchanged', rev}, or {'retry', rev} when the rev or the
--- mark moved since they were read.
+-- Events: one per changed schedule; the created ones of a call in one event (a bulk load
+-- would push every other decision out of the capped list otherwise).
+-- Returns per schedule {'created' | 'changed' | 'unchanged', rev}, or {'retry', rev} when
+-- the rev or the mark moved since they were read; flat.
 -- @include now.lua
 -- @include events.lua
 -- @include schedules.lua
--- @include bulk.lua
 -- @include fires.lua
-local sid, content = ARGV[2], ARGV[5]
-local line = redis.call('HGET', KEYS[1], sid)
-local rev = line and schedule_rev(line) or '0'
-local mark = redis.call('ZSCORE', KEYS[2], sid) or ''
-if rev ~= ARGV[3] or (mark ~= ARGV[4] and tonumber(mark) ~= tonumber(ARGV[4])) then
-  return {'retry', tonumber(rev)}
+-- @include bulk.lua
+local function read_all(cmd, key, names)  -- one reply per name, in slices unpack() takes
+  local out = {}
+  for first = 1, #names, 4000 do
+    local part = redis.call(cmd, key, unpack(names, first, math.min(first + 3999, #names)))
+    for k = 1, #part do out[#out + 1] = part[k] end
+  end
+  return out
 end
-if line and schedule_content(line) == content then return {'unchanged', tonumber(rev)} end
-local now_s = string.format('%d', now)
-local created = line and string.match(line, '^%d+|(%d+)|') or now_s
-local new_rev = tonumber(rev) + 1
-local job = string.match(content, '^([^|]*)|')
-local old_job = line and schedule_policy(line) or nil
-redis.call('HSET', KEYS[1], sid,
-  string.format('%d', new_rev) .. '|' .. created .. '|' .. now_s .. '|' .. ARGV[6] .. '|' .. content)
-if old_job ~= job then
-  redis.call('HINCRBY', KEYS[3], job, 1)
-  if old_job and redis.call('HINCRBY', KEYS[3], old_job, -1) <= 0 then
-    redis.call('HDEL', KEYS[3], old_job)
+local starts, sids = {}, {}
+local i = 3
+for k = 1, tonumber(ARGV[2]) do
+  starts[k], sids[k] = i, ARGV[i]
+  i = i + 8 + tonumber(ARGV[i + 6]) + tonumber(ARGV[i + 7])
+end
+local lines = #sids > 0 and read_all('HMGET', KEYS[1], sids) or {}
+local marks_read = #sids > 0 and read_all('ZMSCORE', KEYS[2], sids) or {}
+local out, sets, unqueue, queue, marks, counts, events = {}, {}, {}, {}, {}, {}, {}
+local first_created, last_created, created_by  -- the created of this call: their ids
+local n_sets, n_unqueue, n_queue, n_created = 0, 0, 0, 0  -- # is a search in Lua 5.1
+for k, sid in ipairs(sids) do
+  local at = starts[k]
+  local read_rev, read_mark, content, actor = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3],
+    ARGV[at + 4]
+  local line, mark = lines[k], marks_read[k] or ''
+  local rev = line and schedule_rev(line) or '0'
+  if rev ~= read_rev or (mark ~= read_mark and tonumber(mark) ~= tonumber(read_mark)) then
+    out[2 * k - 1], out[2 * k] = 'retry', tonumber(rev)
+  elseif line and schedule_content(line) == content then
+    out[2 * k - 1], out[2 * k] = 'unchanged', tonumber(rev)
+  else
+    local new_rev = tonumber(rev) + 1
+    local job = string.match(content, '^([^|]*)|')
+    local old_job = line and schedule_policy(line) or nil
+    n_sets = n_sets + 2
+    sets[n_sets - 1] = sid
+    sets[n_sets] = schedule_line(new_rev, now, line and schedule_created(line) or now, actor,
+      content)
+    marks[n_sets - 1], marks[n_sets] = ARGV[at + 5], sid
+    if old_job ~= job then
+      counts[job] = (counts[job] or 0) + 1
+      if old_job then counts[old_job] = (counts[old_job] or 0) - 1 end
+    end
+    local first, u = at + 8, tonumber(ARGV[at + 6])
+    for f = first, first + u - 1 do
+      n_unqueue = n_unqueue + 1
+      unqueue[n_unqueue] = ARGV[f]
+    end
+    for f = first + u, first + u + tonumber(ARGV[at + 7]) - 1 do
+      if tonumber(ARGV[f]) > now then
+        n_queue = n_queue + 2
+        queue[n_queue - 1], queue[n_queue] = ARGV[f], fire_id(job, ARGV[f], sid)
+      end
+    end
+    if line then
+      events[#events + 1] = cjson.encode({event = 'schedule changed', schedule = sid,
+        rev = new_rev, by = actor, unqueued = u, at = now})
+    else
+      n_created = n_created + 1
+      first_created, last_created = first_created or sid, sid
+      created_by = created_by or actor
+    end
+    out[2 * k - 1], out[2 * k] = line and 'changed' or 'created', new_rev
   end
 end
-local n = tonumber(ARGV[8])
-bulk('ZREM', KEYS[4], ARGV, 1, nil, 9, 8 + n)
-local args = {}
-for i = 9 + n, #ARGV do
-  if tonumber(ARGV[i]) > now then
-    args[#args + 1] = ARGV[i]
-    args[#args + 1] = fire_id(job, ARGV[i], sid)
+bulk('HSET', KEYS[1], sets, 2)
+for job, delta in pairs(counts) do
+  if delta ~= 0 and redis.call('HINCRBY', KEYS[3], job, delta) <= 0 then
+    redis.call('HDEL', KEYS[3], job)
   end
 end
-bulk('ZADD', KEYS[4], args, 2, 'NX')
-redis.call('ZADD', KEYS[2], ARGV[7], sid)
-push_event(KEYS[5], cjson.encode({event = line and 'schedule changed' or 'schedule created',
-  schedule = sid, rev = new_rev, by = ARGV[6], unqueued = n, at = now}))
-return {line and 'changed' or 'created', new_rev}
+bulk('ZREM', KEYS[4], unqueue, 1)
+bulk('ZADD', KEYS[4], queue, 2, 'NX')
+bulk('ZADD', KEYS[2], marks, 2)
+if n_created == 1 then
+  events[#events + 1] = cjson.encode({event = 'schedule created', schedule = first_created,
+    rev = 1, by = created_by, unqueued = 0, at = now})
+elseif n_created > 1 then
+  events[#events + 1] = cjson.encode({event = 'schedules created', count = n_created,
+    first = first_created, last = last_created, by = created_by, at = now})
+end
+if #events > 0 then
+  bulk('LPUSH', KEYS[5], events, 1)
+  trim_events(KEYS[5])
+end
+return out

@@ -8,7 +8,7 @@ step. If a planner or another client moved the schedule meanwhile, it reads agai
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -25,14 +25,17 @@ from cronsvc.schedule.runtime import (
     RuntimeSchedule,
     build,
     parse_stored,
-    plan_schedule,
     with_paused,
 )
+from cronsvc.schedule.upserts import FirstFires, Row, Rows, Whens, row_of
 from cronsvc.store.replies import text
-from cronsvc.store.scripts import Scripts, schedule_outcome
+from cronsvc.store.scripts import Scripts, SetRow
 
 #: How far ahead an upsert queues the first fires itself (the planners take it from there).
 HORIZON_MS = 2 * 3_600_000
+#: Schedules set per script call (several calls go in one pipeline), and read per command.
+PER_CALL = 250
+PER_READ = 10_000
 #: Attempts of a compare-and-set that others keep moving before giving up.
 ATTEMPTS = 20
 #: Fires of a definition are due after it was written, less this: the time read before
@@ -78,6 +81,9 @@ class ScheduleOps:
         self.core = core
         self.redis = core.redis
         self.scripts = core.scripts
+        # Kept: a client upserts batch after batch of the same few shapes.
+        self.whens: Whens = {}
+        self.first_fires = FirstFires(HORIZON_MS)
 
     # -- changes ---------------------------------------------------------------------
     def upsert_schedule(self, id: str, *, job: str, **fields: Any) -> Outcome:
@@ -94,13 +100,16 @@ class ScheduleOps:
         outcome of each, in order. Every item is checked before anything changes."""
         now = self.core.server_ms()
         jobs = set(self.core.published_jobs())
-        built = [self._build(dict(item), now, jobs) for item in items]
-        seen: set[str] = set()
-        for s in built:
-            if s.id in seen:
-                raise BadSchedule(f"schedule {s.id!r}: given twice in one batch")
-            seen.add(s.id)
-        groups = self._by_shard(built)
+        made = Rows(jobs, self.core.actor, lambda item: self._build(item, now, jobs),
+                    self.whens)
+        rows = [made.row(item) for item in items]
+        if len({row.id for row in rows}) < len(rows):
+            seen: set[str] = set()
+            for row in rows:
+                if row.id in seen:
+                    raise BadSchedule(f"schedule {row.id!r}: given twice in one batch")
+                seen.add(row.id)
+        groups = self._by_shard(rows)
         if self.core.shards > 1:
             self._check_mirrored(groups)
         outcomes: dict[str, Outcome] = {}
@@ -110,25 +119,26 @@ class ScheduleOps:
             outcomes.update(done)
         changed = {o: sum(1 for v in outcomes.values() if v == o) for o in ("created", "changed")}
         if any(changed.values()):
-            target = built[0].id if len(built) == 1 else f"{len(built)} schedules"
-            by = {s.actor for s in built}  # the actor the call named, as the records say
-            self.core.audited("schedule-set", target, None, job=built[0].job if len(built) == 1
-                         else None, by=by.pop() if len(by) == 1 else None,
-                         **{k: v for k, v in changed.items() if v})
-        return [outcomes[s.id] for s in built]
+            target = rows[0].id if len(rows) == 1 else f"{len(rows)} schedules"
+            by = {row.actor for row in rows}  # the actor the call named, as the records say
+            self.core.audited("schedule-set", target, None, job=rows[0].job if len(rows) == 1
+                              else None, by=by.pop() if len(by) == 1 else None,
+                              **{k: v for k, v in changed.items() if v})
+        return [outcomes[row.id] for row in rows]
 
     def delete_schedule(self, id: str) -> bool:
         """Delete the schedule and unqueue its fires that have not started (those in
         flight finish); False if there was none."""
         keys = self.core.keys(id)
         for _ in range(ATTEMPTS):
-            old = self._read(keys, [id], set())[0][0]
+            old = self._old(keys, id)
             if old is None:
                 return False
             pool = self.core.pools_of(keys, [old.job])[old.job]
-            old, mark, lowest = self._read(keys, [id], {pool})[0]
-            if old is None:
+            (raw,), (mark,), lowest = self._read(keys, [id], {pool})
+            if raw is None:
                 return False
+            old = _stored(keys, id, raw)
             result = self.scripts.schedule_delete(keys.with_pool(pool), id, old.rev, mark,
                                                   _old_fires(old, mark, lowest.get(pool)))
             if result == "deleted":
@@ -209,11 +219,11 @@ class ScheduleOps:
         keys = self.core.keys(id)
         for _ in range(ATTEMPTS):
             now = self.core.server_ms()
-            old, _, _ = self._read(keys, [id], set())[0]
+            old = self._old(keys, id)
             if old is None:
                 raise UnknownSchedule(f"no schedule {id!r}")
             change = with_paused(old, paused, actor or self.core.actor, now)
-            done = self._set_all(keys, [change], now, expect_rev=old.rev)
+            done = self._set_all(keys, [row_of(change)], now, expect_rev=old.rev)
             if done is not None:
                 if done[id] != "unchanged":
                     self.core.audited("schedule-pause" if paused else "schedule-resume", id,
@@ -221,37 +231,54 @@ class ScheduleOps:
                 return done[id]
         raise CronsvcError(f"schedule {id!r}: changed by others {ATTEMPTS} times; try again")
 
-    def _set_all(self, keys: Keys, group: Sequence[RuntimeSchedule], now: int,
+    def _old(self, keys: Keys, id: str) -> RuntimeSchedule | None:
+        raw = self.redis.hget(keys.schedules, id)
+        return None if raw is None else _stored(keys, id, text(raw))
+
+    def _set_all(self, keys: Keys, group: Sequence[Row], now: int,
                  expect_rev: int | None = None) -> dict[str, Outcome] | None:
         """Set every schedule of one shard; None if ``expect_rev`` no longer holds."""
         outcomes: dict[str, Outcome] = {}
         pending = list(group)
         wake = False
-        pools = self.core.pools_of(keys, {s.job for s in group})  # whose queue takes the fires
+        pools = self.core.pools_of(keys, {row.job for row in group})  # whose queue takes them
         for _ in range(ATTEMPTS):
             if not pending:
                 break
-            reads = self._read(keys, [s.id for s in pending], set(pools.values()))
-            pipe = self.scripts.pipeline(keys)
-            for s, (old, mark, lowest) in zip(pending, reads, strict=True):
-                if expect_rev is not None and (old is None or old.rev != expect_rev):
+            lines, marks, lowest = self._read(keys, [row.id for row in pending],
+                                              set(pools.values()))
+            # What can fail (a stored line that does not read) fails here, before any call.
+            todo: dict[str, list[tuple[Row, int, float | None, list[str]]]] = {}
+            for row, raw, mark in zip(pending, lines, marks, strict=True):
+                if expect_rev is not None and (raw is None or raw.split("|", 1)[0]
+                                               != str(expect_rev)):
                     return None
-                pool = pools[s.job]
-                # A changed schedule's old fires wait in the queue of its job's pool: the
-                # same unless it now runs a job of another pool (the claim drops those).
-                unqueue = _old_fires(old, mark, lowest.get(pool)) if old is not None else []
-                dues, new_mark = plan_schedule(s, now, now + HORIZON_MS)
-                wake = wake or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
-                self.scripts.schedule_set(keys.with_pool(pool), s.id, old.rev if old else 0,
-                                          mark, s.content, s.actor, new_mark, unqueue, dues,
-                                          client=pipe)
+                rev, unqueue = 0, []
+                if raw is not None:
+                    head = raw.split("|", 3)  # rev, times, actor, definition
+                    old = None if len(head) == 4 and "." in head[1] else _stored(
+                        keys, row.id, raw)  # the form before: its definition re-encoded
+                    if expect_rev is None and (head[3] if old is None else old.content
+                                               ) == row.content:
+                        outcomes[row.id] = "unchanged"  # as it was read: nothing to send
+                        continue
+                    old = old or _stored(keys, row.id, raw)
+                    # A changed schedule's old fires wait in the queue of its job's pool:
+                    # the same unless it now runs a job of another pool (the claim drops
+                    # those).
+                    rev, unqueue = old.rev, _old_fires(old, mark, lowest.get(pools[row.job]))
+                todo.setdefault(pools[row.job], []).append((row, rev, mark, unqueue))
+            sent: list[tuple[list[Row], bool]] = []
+            replies = self.scripts.schedule_set_stream(
+                keys, self._set_calls(keys, todo, now, sent))
             retry = []
-            for s, res in zip(pending, pipe.execute(), strict=True):
-                outcome, _ = schedule_outcome(res)
-                if outcome == "retry":
-                    retry.append(s)
-                else:
-                    outcomes[s.id] = outcome  # type: ignore[assignment]
+            wake = wake or any(soon for _, soon in sent)
+            for (rows_sent, _), reply in zip(sent, replies, strict=True):
+                for row, (outcome, _) in zip(rows_sent, reply, strict=True):
+                    if outcome == "retry":
+                        retry.append(row)
+                    else:
+                        outcomes[row.id] = outcome  # type: ignore[assignment]
             pending = retry
         if pending:
             raise CronsvcError(f"schedule {pending[0].id!r}: changed by others {ATTEMPTS} "
@@ -260,30 +287,49 @@ class ScheduleOps:
             self.redis.publish(keys.wakeup, "schedule")
         return outcomes
 
+    def _set_calls(self, keys: Keys,
+                   todo: Mapping[str, list[tuple[Row, int, float | None, list[str]]]],
+                   now: int, sent: list[tuple[list[Row], bool]]
+                   ) -> Iterator[tuple[Keys, list[SetRow]]]:
+        """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,
+        fires to unqueue), each made while the one before runs; ``sent`` gets each call's
+        rows, and whether one of them fires soon."""
+        plan = self.first_fires.plan
+        for pool, rows in todo.items():
+            for i in range(0, len(rows), PER_CALL):
+                part: list[SetRow] = []
+                soon = False
+                for row, rev, mark, unqueue in rows[i:i + PER_CALL]:
+                    dues, new_mark = plan(row, now)
+                    soon = soon or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
+                    part.append((row.id, rev, mark, row.content, row.actor, new_mark, unqueue,
+                                 dues))
+                sent.append(([row for row, _, _, _ in rows[i:i + PER_CALL]], soon))
+                yield keys.with_pool(pool), part
+
     def _read(self, keys: Keys, ids: Sequence[str], pools: set[str]
-              ) -> list[tuple[RuntimeSchedule | None, float | None, dict[str, float]]]:
-        """Per id: the stored schedule, its mark; and the lowest score in the queue of each
-        of ``pools`` (an empty queue left out)."""
+              ) -> tuple[list[str | None], list[float | None], dict[str, float]]:
+        """The stored lines of ``ids`` and their marks; and the lowest score in the queue
+        of each of ``pools`` (an empty queue left out). One round trip."""
         pipe = self.redis.pipeline(transaction=False)
-        for sid in ids:
-            pipe.hget(keys.schedules, sid)
-            pipe.zscore(keys.schedule_marks, sid)
+        for i in range(0, len(ids), PER_READ):
+            pipe.hmget(keys.schedules, ids[i:i + PER_READ])
+            pipe.zmscore(keys.schedule_marks, list(ids[i:i + PER_READ]))
         order = sorted(pools)
         for pool in order:
             pipe.zrange(keys.with_pool(pool).queue, 0, 0, withscores=True)
         replies = pipe.execute()
         firsts = replies[len(replies) - len(order):]
-        replies = replies[:len(replies) - len(order)]
         lowest = {pool: float(first[0][1]) for pool, first in zip(order, firsts, strict=True)
                   if first}
-        out = []
-        for i, sid in enumerate(ids):
-            raw, mark = replies[2 * i], replies[2 * i + 1]
-            out.append((_stored(keys, sid, text(raw)) if raw is not None else None,
-                        float(mark) if mark is not None else None, lowest))
-        return out
+        lines: list[str | None] = []
+        marks: list[float | None] = []
+        for i in range(0, len(replies) - len(order), 2):
+            lines += [None if raw is None else text(raw) for raw in replies[i]]
+            marks += replies[i + 1]
+        return lines, marks, lowest
 
-    def _check_mirrored(self, groups: Mapping[Keys, Sequence[RuntimeSchedule]]) -> None:
+    def _check_mirrored(self, groups: Mapping[Keys, Sequence[Row]]) -> None:
         """In a sharded fleet, a schedule's fires are claimed on the shard of its id, by the
         job's line the planners copy to every shard (``Keys.job_lines``): the job must be
         there, or its fires would be dropped as removed."""
@@ -296,10 +342,12 @@ class ScheduleOps:
                         f"{keys.shard} yet (the planners copy every job to every shard at "
                         "their next tick); try again")
 
-    def _by_shard(self, group: Sequence[RuntimeSchedule]) -> dict[Keys, list[RuntimeSchedule]]:
-        out: dict[Keys, list[RuntimeSchedule]] = {}
-        for s in group:
-            out.setdefault(self.core.keys(s.id), []).append(s)
+    def _by_shard(self, group: Sequence[Row]) -> dict[Keys, list[Row]]:
+        if self.core.shards == 1:
+            return {self.core.keys(group[0].id): list(group)} if group else {}
+        out: dict[Keys, list[Row]] = {}
+        for row in group:
+            out.setdefault(self.core.keys(row.id), []).append(row)
         return out
 
 

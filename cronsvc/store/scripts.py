@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import hiredis
 import redis
 from redis.commands.core import Script
 
@@ -91,8 +92,33 @@ class FailResult(NamedTuple):
 
 
 def schedule_outcome(res: Any) -> tuple[str, int]:
-    """The reply of schedule-set: ``(created | changed | unchanged | retry, rev)``."""
-    return text(res[0]), int(res[1])
+    """The reply of schedule-set for one schedule: ``(created | changed | unchanged |
+    retry, rev)``."""
+    return schedule_outcomes(res)[0]
+
+
+def schedule_outcomes(res: Any) -> list[tuple[str, int]]:
+    """The reply of schedule-set: ``(created | changed | unchanged | retry, rev)`` per
+    schedule, in the order given."""
+    return [(text(res[i]), int(res[i + 1])) for i in range(0, len(res), 2)]
+
+
+#: A schedule to set: id, rev read, mark read, content, actor, new mark, unqueue, dues.
+SetRow = tuple[str, int, float | None, str, str, int, Sequence[str], Sequence[int]]
+
+
+def _set_keys(keys: Keys) -> list[str]:
+    return [keys.schedules, keys.schedule_marks, keys.schedule_counts, keys.queue, keys.events]
+
+
+def _set_args(rows: Sequence[SetRow], now_ms: int | None) -> list[Any]:
+    args: list[Any] = [_now(now_ms), len(rows)]
+    for sid, rev, mark, content, actor, new_mark, unqueue, dues in rows:
+        args += (sid, rev, "" if mark is None else _mark(mark), content, actor, new_mark,
+                 len(unqueue), len(dues))
+        args += unqueue
+        args += dues
+    return args
 
 
 def _mark(mark: float | None) -> str:
@@ -199,15 +225,44 @@ class Scripts:
             node = self.client.get_node_from_key(key)  # type: ignore[attr-defined]
             self.client.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
 
-    def pipeline(self, keys: Keys) -> Any:
-        """A pipeline for script calls on one shard: a cluster client cannot pipeline
-        scripts, so there it is a pipeline to the master that serves the shard's slot (a
-        slot that moved meanwhile, in a failover, fails the calls with MOVED: the reads
-        before the next try find the new master)."""
-        if isinstance(self.client, redis.Redis):
-            return self.client.pipeline(transaction=False)
-        node = self.client.get_node_from_key(keys.queue)  # type: ignore[attr-defined]
-        return node.redis_connection.pipeline(transaction=False)
+    def streamed(self, name: str, shard: Keys,
+                 calls: Iterable[tuple[Sequence[str], Sequence[Any]]]) -> list[Any]:
+        """Run script ``name`` once per (keys, args) of ``calls``, all on the shard of
+        ``shard``: each call is sent as soon as ``calls`` makes it and the replies are read
+        at the end, so the making of the next call overlaps Redis running the one before
+        (a pipeline sends nothing until every call is made). The replies, in order."""
+        src, script = self.sources[name], self._scripts[name]
+        client = self.client if isinstance(self.client, redis.Redis) else (
+            self.client.get_node_from_key(shard.queue).redis_connection)  # type: ignore[attr-defined]
+        pool = client.connection_pool
+        conn = pool.get_connection()
+        sent: list[tuple[Sequence[str], Sequence[Any]]] = []
+        replies: list[Any] = []
+        try:
+            for keys, args in calls:
+                src.check_keys(len(keys))
+                # hiredis packs every argument itself (the connection's packer looks at
+                # each first): a batch has thousands
+                conn.send_packed_command([hiredis.pack_command(
+                    ("EVALSHA", script.sha, len(keys), *keys, *args))])
+                sent.append((keys, args))
+            for _ in sent:
+                try:
+                    replies.append(conn.read_response())
+                except redis.exceptions.NoScriptError as exc:  # not run: run again below
+                    replies.append(exc)
+        except redis.ResponseError as exc:
+            conn.disconnect()  # replies left unread
+            if is_outage(exc):
+                raise
+            raise script_error(exc) from exc
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+        return [self.run(name, keys, args) if isinstance(res, redis.exceptions.NoScriptError)
+                else res for (keys, args), res in zip(sent, replies, strict=True)]
 
     # -- planner ---------------------------------------------------------------
     def publish(
@@ -379,16 +434,26 @@ class Scripts:
     def schedule_set(
         self, keys: Keys, sid: str, rev: int, mark: float | None, content: str,
         actor: str, new_mark: int, unqueue: Sequence[str], dues: Sequence[int], *,
-        now_ms: int | None = None, client: Any = None,
-    ) -> Any:
+        now_ms: int | None = None,
+    ) -> tuple[str, int]:
         """Create or change one schedule (a compare-and-set on ``rev`` and ``mark``):
-        ``(outcome, rev)`` with outcome created, changed, unchanged or retry. With a
-        pipeline as ``client``, the reply comes with the pipeline's."""
-        res = self.run("schedule-set", [keys.schedules, keys.schedule_marks, keys.schedule_counts,
-                                        keys.queue, keys.events],
-                       [_now(now_ms), sid, int(rev), _mark(mark), content, actor, int(new_mark),
-                        len(unqueue), *unqueue, *(int(d) for d in dues)], client=client)
-        return res if client is not None else schedule_outcome(res)
+        ``(outcome, rev)`` with outcome created, changed, unchanged or retry."""
+        return self.schedule_set_many(keys, [(sid, rev, mark, content, actor, new_mark,
+                                              unqueue, dues)], now_ms=now_ms)[0]
+
+    def schedule_set_many(self, keys: Keys, rows: Sequence[SetRow], *,
+                          now_ms: int | None = None) -> list[tuple[str, int]]:
+        """:meth:`schedule_set` of each row (id, rev, mark, content, actor, new mark,
+        unqueue, dues) in one call: their ``(outcome, rev)`` in order."""
+        return schedule_outcomes(self.run("schedule-set", _set_keys(keys),
+                                          _set_args(rows, now_ms)))
+
+    def schedule_set_stream(self, shard: Keys, batches: Iterable[tuple[Keys, Sequence[SetRow]]]
+                            ) -> list[list[tuple[str, int]]]:
+        """:meth:`schedule_set_many` of each (keys of a pool of ``shard``, rows) batch,
+        each sent as soon as ``batches`` makes it (:meth:`streamed`)."""
+        calls = ((_set_keys(keys), _set_args(rows, None)) for keys, rows in batches)
+        return [schedule_outcomes(res) for res in self.streamed("schedule-set", shard, calls)]
 
     def schedule_delete(self, keys: Keys, sid: str, rev: int, mark: float | None,
                         unqueue: Sequence[str], *, now_ms: int | None = None) -> str:

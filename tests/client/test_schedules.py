@@ -18,6 +18,7 @@ from cronsvc.errors import BadSchedule, UnknownSchedule
 from cronsvc.fires import fire_id, parse_fire, schedule_of
 from cronsvc.keys import Keys
 from cronsvc.planner.planner import Planner
+from cronsvc.schedule.expand import next_fires
 from cronsvc.schedule.runtime import MAX_AHEAD, MAX_PAYLOAD_BYTES, parse_stored
 
 K = Keys()
@@ -210,8 +211,9 @@ def test_pause_and_resume_a_schedule(client: Client, r: redis.Redis) -> None:
 
 
 def test_listing_pages_through_without_reading_everything(client: Client) -> None:
+    # More than a hash keeps in one compact piece (512 fields), which HSCAN reads at once.
     client.upsert_schedules([{"id": f"user:{i:03d}", "job": "digest", "cron": "0 9 * * *"}
-                             for i in range(250)])
+                             for i in range(600)])
     client.upsert_schedule("other", job="report", every="1h")
     ids: list[str] = []
     cursor = None
@@ -223,10 +225,10 @@ def test_listing_pages_through_without_reading_everything(client: Client) -> Non
         if page.cursor is None:
             break
         cursor = page.cursor
-    assert sorted(ids) == [f"user:{i:03d}" for i in range(250)]  # each once
+    assert sorted(ids) == [f"user:{i:03d}" for i in range(600)]  # each once
     assert pages > 3
     assert [s.id for s in client.schedules(job="report", limit=1000).schedules] == ["other"]
-    assert client.count_schedules() == 251
+    assert client.count_schedules() == 601
     with pytest.raises(BadSchedule, match="cursor"):
         client.schedules(cursor="nonsense")
 
@@ -315,3 +317,38 @@ def test_stored_line_round_trips(client: Client, r: redis.Redis) -> None:
         "a/b")
     assert s.payload == {"nested": [1, "two", None], "big": 2**60}
     assert fire_id("digest", 5, schedule="rt") == "digest@5!rt"
+
+
+def test_a_schedule_stored_in_the_form_before_reads_plans_and_is_rewritten_by_a_change(
+        client: Client, r: redis.Redis) -> None:
+    # As a version before the short line wrote it: its line, its mark, its count.
+    now = client.server_ms()
+    created = now - 86_400_000
+    line = (f'3|{created}|{created}|old-admin|digest|0||||'
+            '{"cron":"0 9 * * *","timezone":"Europe/Berlin"}|{"user":42}')
+    r.hset(K.schedules, "old:42", line)
+    r.zadd(K.schedule_marks, {"old:42": now - 1})
+    r.hset(K.schedule_counts, "digest", 1)
+    s = client.get_schedule("old:42")
+    assert (s.rev, s.created_ms, s.actor, s.cron, s.timezone, s.payload) == (
+        3, created, "old-admin", "0 9 * * *", "Europe/Berlin", {"user": 42})
+    assert [x.id for x in client.schedules(prefix="old:").schedules] == ["old:42"]
+    # the planner's scripts read it: due, and planned
+    (sid, mark, read), = client.scripts.schedule_due(K, now + 1, 0, 10)[0]
+    due = next_fires(s.spec, now, 1)[0]
+    assert client.scripts.schedule_plan(K, [(sid, 3, mark, due, [due])]).added == 1
+    assert queued(r, "old:42") == [fire_id("digest", due, schedule="old:42")]
+    assert read == line
+    assert client.upsert_schedule("old:42", job="digest", cron="0 9 * * *",
+                                  timezone="Europe/Berlin", payload={"user": 42}) == "unchanged"
+    assert r.hget(K.schedules, "old:42") == line
+    assert client.upsert_schedule("old:42", job="digest", cron="0 10 * * *",
+                                  timezone="Europe/Berlin", payload={"user": 42},
+                                  actor="new-admin") == "changed"
+    assert not r.hget(K.schedules, "old:42").startswith(f"4|{created}|")  # the short form
+    s = client.get_schedule("old:42")
+    assert (s.rev, s.created_ms, s.actor, s.cron) == (4, created, "new-admin", "0 10 * * *")
+    assert fire_id("digest", due, schedule="old:42") not in queued(r, "old:42")
+    assert client.count_schedules(job="digest") == 1
+    assert client.delete_schedule("old:42") is True
+    assert client.count_schedules(job="digest") == 0

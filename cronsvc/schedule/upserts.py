@@ -1,0 +1,169 @@
+"""Many runtime schedules checked and first planned fast: what a batch upsert does per item.
+
+A batch repeats a few shapes: a daily or hourly cron in a handful of zones, an interval.
+So a cron, a zone and an interval are checked once per distinct value, and the fires of a
+plain schedule (no bounds, anchor, jitter or calendar) are expanded once per distinct
+``when`` over a window of a day and more, then read off for every schedule of that
+``when`` (:class:`FirstFires`). An item of another shape, or one that fails a check, goes
+through :func:`cronsvc.schedule.runtime.build`, so its error is the same word for word.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from cronsvc.errors import ScheduleError
+from cronsvc.schedule.expand import DAY_MS, Spec, next_fires, occurrences_ms, validate_cron, zone
+from cronsvc.schedule.runtime import (
+    CATCH_UP,
+    MAX_AHEAD,
+    MAX_PAYLOAD_BYTES,
+    OVERLAP,
+    REVISIT_MS,
+    SCHEDULE_ID,
+    RuntimeSchedule,
+    actor_of,
+    compact_when,
+    content_of,
+    every_ms_of,
+    plan_schedule,
+    policy_of,
+    stored_json,
+)
+
+#: The fields of an item the fast path takes; an item with any other goes through build().
+_PLAIN = frozenset({"id", "job", "cron", "every", "timezone", "payload", "paused", "actor",
+                    "catch_up", "overlap"})
+#: Distinct ``when`` kept at most (a batch of a million daily crons in 20 zones has 28,800).
+_KEPT = 100_000
+
+
+class Row(NamedTuple):
+    """One schedule to set, as stored: its line after ``actor``, and how it fires."""
+
+    id: str
+    job: str
+    content: str
+    actor: str
+    paused: bool
+    when: str  # the stored when of a plain schedule ("" for another shape)
+    spec: Spec | None  # a plain schedule's
+    schedule: RuntimeSchedule | None  # the whole schedule of another shape
+
+
+def row_of(s: RuntimeSchedule) -> Row:
+    """The row of a schedule built whole."""
+    return Row(s.id, s.job, s.content, s.actor, s.paused, "", None, s)
+
+
+#: The stored when and the spec of each plain (cron, every, timezone) checked so far.
+Whens = dict[tuple[Any, Any, Any], tuple[str, Spec]]
+
+
+class Rows:
+    """Items to rows: plain ones checked here against what ``whens`` holds (kept from
+    batch to batch), the others (and any that fails a check here) by ``slow``, which
+    raises the located error."""
+
+    def __init__(self, jobs: set[str], actor: str,
+                 slow: Callable[[dict[str, Any]], RuntimeSchedule], whens: Whens) -> None:
+        self.jobs, self.slow, self.specs = jobs, slow, whens
+        self.default_actor = actor_of(actor)
+
+    def row(self, item: Mapping[str, Any]) -> Row:
+        row = self._plain(item) if item.keys() <= _PLAIN else None
+        return row if row is not None else row_of(self.slow(dict(item)))
+
+    def _plain(self, item: Mapping[str, Any]) -> Row | None:
+        """The row of a plain item; None where build() has to look (or to say what is wrong)."""
+        get = item.get
+        sid, job, every = get("id"), get("job"), get("every")
+        if (type(sid) is not str or type(job) is not str or job not in self.jobs
+                or not SCHEDULE_ID.fullmatch(sid) or type(every) is bool):  # True == 1
+            return None
+        key = (get("cron"), every, get("timezone", "UTC"))
+        try:
+            known = self.specs.get(key) or self._when(*key)
+        except TypeError:  # not hashable: build() says what it is
+            return None
+        if known is None:
+            return None
+        when, spec = known
+        catch_up, overlap, paused = get("catch_up"), get("overlap"), bool(get("paused"))
+        if (catch_up is not None and catch_up not in CATCH_UP) or (
+                overlap is not None and overlap not in OVERLAP):
+            return None
+        payload = get("payload")
+        try:
+            text = "" if payload is None else stored_json(payload)
+        except (TypeError, ValueError):
+            return None
+        if len(text) > MAX_PAYLOAD_BYTES // 4 and len(text.encode()) > MAX_PAYLOAD_BYTES:
+            return None
+        policy = policy_of(paused, catch_up, None, overlap) if (
+            paused or catch_up or overlap) else ""
+        actor = get("actor")  # None or empty: nobody named, the client's actor
+        return Row(sid, job, content_of(job, policy, when, text),
+                   actor_of(actor) if actor else self.default_actor, paused, when, spec, None)
+
+    def _when(self, cron: Any, every: Any, timezone: Any) -> tuple[str, Spec] | None:
+        """The stored when and the spec of a plain schedule not met before, checked."""
+        if type(timezone) is not str or (cron is None) == (every is None):
+            return None
+        try:
+            if cron is not None:
+                if type(cron) is not str:
+                    return None
+                validate_cron(cron)
+            zone(timezone)
+            every_ms = None if every is None else every_ms_of(every)
+        except (ValueError, ScheduleError):  # build() says what is wrong
+            return None
+        if len(self.specs) >= _KEPT:
+            self.specs.clear()
+        known = self.specs[cron, every, timezone] = (compact_when(cron, every_ms, timezone),
+                                   Spec(cron=cron, timezone=timezone, every_ms=every_ms))
+        return known
+
+
+#: How long after it was expanded a window still serves (the clock moves on meanwhile).
+_SLACK_MS = 3_600_000
+
+
+class FirstFires:
+    """The first fires of rows, the fires of each plain ``when`` expanded once for a window
+    of ``horizon_ms`` and a day past it, plus the next fire beyond (what
+    :func:`cronsvc.schedule.runtime.plan_window` returns, read off a sorted list)."""
+
+    def __init__(self, horizon_ms: int) -> None:
+        self.horizon_ms = horizon_ms
+        self.windows: dict[str, tuple[int, int, list[int]]] = {}
+
+    def plan(self, row: Row, after_ms: int,
+             max_ahead: int = MAX_AHEAD) -> tuple[list[int], int]:
+        """(dues, new mark) of ``row`` in (after_ms, after_ms + horizon]."""
+        until = after_ms + self.horizon_ms
+        spec = row.spec
+        if row.paused:
+            return [], until + REVISIT_MS
+        if spec is None:
+            assert row.schedule is not None
+            return plan_schedule(row.schedule, after_ms, until, max_ahead)
+        window = self.windows.get(row.when)
+        if window is None or not window[0] <= after_ms <= window[0] + _SLACK_MS:
+            hi = until + DAY_MS + _SLACK_MS
+            window = (after_ms, hi, occurrences_ms(spec, after_ms, hi))
+            if len(self.windows) >= _KEPT:
+                self.windows.clear()
+            self.windows[row.when] = window
+        fires = window[2]
+        first, last = bisect_right(fires, after_ms), bisect_right(fires, until)
+        dues = fires[first:last]
+        if len(dues) > max_ahead:
+            dues = dues[:max_ahead]
+            return dues, dues[-1]
+        # the next fire: in the window, or (a schedule firing less than daily) past it
+        upcoming = fires[last:last + 1] or next_fires(spec, window[1], 1)
+        return dues, (upcoming[0] - 1 if upcoming else until + REVISIT_MS)
