@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import Response
 
 from cronsvc.client.client import Client
-from cronsvc.errors import BadArgument, BadSchedule, BadTime, UnknownJob, UnknownSchedule
+from cronsvc.errors import BadArgument, BadSchedule, BadTime, Skipped, UnknownJob, UnknownSchedule
 from cronsvc.fires import schedule_of
 from cronsvc.schedule.runtime import RuntimeSchedule
 from cronsvc.schedule.words import describe_schedule
@@ -140,4 +140,6 @@ def trigger(request: Request, name: str, to: Annotated[str, Form()] = "/jobs",
         response = render(request, "run.html", job=name, payload=payload, error=str(exc))
         response.status_code = 400
         return response
+    except Skipped as exc:  # not queued: said on the page it came from, as any outcome
+        return back(safe_next(to), str(exc))
     return back(safe_next(to), f"{name} runs now ({fid})")

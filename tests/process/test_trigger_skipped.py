@@ -7,7 +7,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
 from cronsvc.errors import Skipped
@@ -48,6 +50,15 @@ def test_a_trigger_the_limits_skip_is_refused_with_the_reason(
         reply = api.post("/api/v1/jobs/solo/trigger", json={})
         assert reply.status_code == 409, reply.text
         assert reply.json() == {"error": done.stderr.strip(), "status": 409}
+        # The page's "Run now": back to the page it came from, saying why.
+        with httpx.Client(base_url=web.url) as page:
+            page.get("/login")
+            csrf = page.cookies["cronsvc_csrf"]
+            page.post("/login", data={"token": OPERATOR, "next": "/jobs", "csrf": csrf})
+            ran = page.post("/jobs/solo/trigger", data={"csrf": csrf, "to": "/jobs"})
+            assert ran.status_code == 303, ran.text
+            said = parse_qs(urlsplit(ran.headers["location"]).query)["msg"]
+            assert said == [done.stderr.strip()]
         # The Client, on a max_concurrent bound.
         capped = client.trigger("capped")
         wait_for(lambda: started(fleet, capped), timeout=30, message="the capped run")
