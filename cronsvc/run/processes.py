@@ -69,14 +69,15 @@ def _die_with_worker_fn() -> Any:
     return die_with_worker
 
 
-_DIE_WITH_WORKER = _die_with_worker_fn()
+#: Makes the calling process get SIGKILL when its parent dies (None: not on this system).
+die_with_parent = _die_with_worker_fn()
 
 
 @functools.cache
 def _setpriv_prefix() -> tuple[str, ...]:
     """``setpriv --pdeathsig KILL --`` where util-linux has it, else ().
 
-    It does what _DIE_WITH_WORKER does without Python code in the child: a
+    It does what die_with_parent does without Python code in the child: a
     preexec_fn forces a full fork of the worker, about 5 ms a start.
     """
     path = shutil.which("setpriv") if os.uname().sysname == "Linux" else None
@@ -104,7 +105,7 @@ def _spawn_args(argv: list[str], cwd: str | None, env: dict[str, str]) -> dict[s
     # A program that cannot run is started directly, so its error is its own, not setpriv's.
     if prefix and _runnable(argv[0], cwd, env):
         return {"args": [*prefix, *argv], "preexec_fn": None}
-    return {"args": argv, "preexec_fn": _DIE_WITH_WORKER}
+    return {"args": argv, "preexec_fn": die_with_parent}
 
 
 def _supervise(proc: subprocess.Popen[bytes], stop: Stop) -> Result:

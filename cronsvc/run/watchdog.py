@@ -39,10 +39,16 @@ just then; everything, when the watchdog is frozen with the worker (a whole
 VM or host suspended: CLOCK_MONOTONIC does not run while it is). Processes a
 command leaves behind in its group when it exits on its own are not killed.
 
-Protocol, one ASCII line per message: ``+PGID DEADLINE`` holds a group,
-``=PGID DEADLINE`` moves the deadline of a group still held, ``-PGID``
-releases it. Run as ``python -m cronsvc.run.watchdog``; :class:`Watchdog` is the
-worker's end.
+One watchdog may serve several worker processes (``cronsvc worker --processes N``,
+:mod:`cronsvc.worker.prefork`): their supervisor starts it and each worker process
+writes to the same pipe, one message per ``write`` (shorter than PIPE_BUF, so never
+mixed with another's). Each group is held for the process that started it; when that
+process is gone or stopping, every group it still holds is killed at once.
+
+Protocol, one ASCII line per message: ``+PGID DEADLINE OWNER`` holds a group for
+process OWNER, ``=PGID DEADLINE`` moves the deadline of a group still held, ``-PGID``
+releases it, ``!OWNER`` kills every group held for OWNER. Run as
+``python -m cronsvc.run.watchdog``; :class:`Watchdog` is the worker's end.
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ def serve(fd: int = 0) -> None:
     """Read messages from ``fd`` until EOF, killing groups whose deadline passed."""
     parent = os.getppid()
     held: dict[int, float] = {}
+    owners: dict[int, int] = {}  # group -> the worker process it was held for
     pending = b""
     while True:
         now = time.monotonic()
@@ -95,17 +102,24 @@ def serve(fd: int = 0) -> None:
             return
         *lines, pending = (pending + data).split(b"\n")
         for line in lines:
-            _apply(line.decode("ascii", "replace"), held)
+            _apply(line.decode("ascii", "replace"), held, owners)
 
 
-def _apply(line: str, held: dict[int, float]) -> None:
+def _apply(line: str, held: dict[int, float], owners: dict[int, int]) -> None:
     try:
-        op, pgid = line[:1], int(line[1:].split()[0])
+        op, pid = line[:1], int(line[1:].split()[0])
         if op == "-":
-            held.pop(pgid, None)
-        elif op == "+" or (op == "=" and pgid in held):
+            held.pop(pid, None)
+        elif op == "!":  # a worker process is gone or stopping: what it holds goes too
+            for pgid in [g for g, owner in owners.items() if owner == pid and g in held]:
+                del held[pgid]
+                _kill(pgid, f"its worker process {pid} is gone")
+        elif op == "+" or (op == "=" and pid in held):
             # A group killed at its deadline is not held again by a late renewal.
-            held[pgid] = float(line.split()[1])
+            fields = line.split()
+            held[pid] = float(fields[1])
+            if op == "+":
+                owners[pid] = int(fields[2]) if len(fields) > 2 else 0
     except (ValueError, IndexError):
         _say(f"ignoring a malformed message: {line!r}")
 
@@ -140,11 +154,14 @@ class Watchdog:
     :meth:`hold`, started again (holding every group again) when it is found dead. Never raises:
     without a watchdog, a command still dies with its worker's direct child."""
 
-    def __init__(self) -> None:
+    def __init__(self, channel: int | None = None) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._held: dict[int, float] = {}
         self._closed = False
+        # The write end of a watchdog this process shares with others (their supervisor
+        # runs it); None: this process runs its own.
+        self._channel = channel
 
     @property
     def pid(self) -> int | None:
@@ -155,14 +172,21 @@ class Watchdog:
         """Start the watchdog now rather than at the first command: a worker killed while
         its first command starts must find its watchdog running already."""
         with self._lock:
-            if not self._closed and self.pid is None:
+            if not self._closed and self._channel is None and self.pid is None:
                 self._start()
+
+    def channel(self) -> int | None:
+        """The write end of the running watchdog's pipe, for worker processes to share it
+        (it stays this object's: they get a copy)."""
+        with self._lock:
+            proc = self._proc
+            return None if proc is None or proc.stdin is None else proc.stdin.fileno()
 
     def hold(self, pgid: int, deadline: float) -> None:
         """Kill group ``pgid`` at ``deadline`` (monotonic), unless moved or released."""
         with self._lock:
             self._held[pgid] = deadline
-            self._send(f"+{pgid} {deadline:.6f}\n")
+            self._send(_hold(pgid, deadline))
 
     def renew(self, pgid: int, deadline: float) -> None:
         """Move the deadline of a group still held; nothing once it is released."""
@@ -177,11 +201,24 @@ class Watchdog:
             if self._held.pop(pgid, None) is not None:
                 self._send(f"-{pgid}\n")
 
+    def gone(self, pid: int) -> None:
+        """Worker process ``pid``, which shared this watchdog, is gone: kill what it held."""
+        with self._lock:
+            self._send(f"!{pid}\n")
+
     def close(self) -> None:
-        """The worker is stopping: the watchdog kills what is still held and exits."""
+        """The worker is stopping: the watchdog kills what is still held and exits (a
+        shared one: what this process holds, and it runs on for the others)."""
         with self._lock:
             self._closed = True
             proc, self._proc = self._proc, None
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            try:
+                _write(channel, f"!{os.getpid()}\n")
+            except OSError:
+                pass  # gone: it killed what it held then
+            os.close(channel)
         if proc is not None:
             _close_quietly(proc)
             try:
@@ -192,10 +229,19 @@ class Watchdog:
     def _send(self, line: str) -> None:
         if self._closed:
             return
+        if self._channel is not None:
+            try:
+                _write(self._channel, line)
+                return
+            except OSError as exc:  # the shared one is gone: run one of our own
+                log.warning("the shared watchdog is gone (%s); starting this process's own",
+                            exc)
+                os.close(self._channel)
+                self._channel = None
         proc = self._proc
         if proc is not None and proc.poll() is None:
             try:
-                self._write(proc, line)
+                _write(proc.stdin.fileno() if proc.stdin else -1, line)
                 return
             except OSError:
                 pass  # gone meanwhile: a new one gets every group below
@@ -214,18 +260,22 @@ class Watchdog:
                 [sys.executable, "-I", "-S", os.path.abspath(__file__)],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
                 bufsize=0)
-            self._write(self._proc, "".join(
-                f"+{pgid} {deadline:.6f}\n" for pgid, deadline in self._held.items()))
+            assert self._proc.stdin is not None
+            _write(self._proc.stdin.fileno(), "".join(
+                _hold(pgid, deadline) for pgid, deadline in self._held.items()))
         except OSError as exc:
             log.error("cannot run the watchdog, commands may outlive their lease: %s", exc)
             self._proc = None
 
-    @staticmethod
-    def _write(proc: subprocess.Popen[bytes], text: str) -> None:
-        assert proc.stdin is not None
-        data = text.encode("ascii")
-        while data:
-            data = data[os.write(proc.stdin.fileno(), data):]
+
+def _hold(pgid: int, deadline: float) -> str:
+    return f"+{pgid} {deadline:.6f} {os.getpid()}\n"
+
+
+def _write(fd: int, text: str) -> None:
+    data = text.encode("ascii")
+    while data:
+        data = data[os.write(fd, data):]
 
 
 def _close_quietly(proc: subprocess.Popen[bytes]) -> None:
