@@ -5,6 +5,7 @@ the :class:`Result` its kind reports, the :class:`Outcome` the worker records.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
@@ -50,7 +51,10 @@ class Result(NamedTuple):
 
 
 class Guard(Protocol):
-    """Told the process group of a command once it runs, and once it has ended."""
+    """Told of a command before it starts (True: it can find it by ``env`` from then on),
+    its process group once it runs, and once it has ended."""
+
+    def starting(self, env: Mapping[str, str]) -> bool: ...
 
     def started(self, pgid: int) -> None: ...
 

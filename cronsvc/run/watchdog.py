@@ -20,24 +20,31 @@ The worker moves the deadline after each renewal that succeeded.
   it is close-on-exec and never inherited by commands): the watchdog SIGKILLs
   every group it holds and exits. It also does so when it finds itself
   orphaned, in case a forked child of the worker kept the pipe open.
+- Before it starts a command, the worker announces it: its fire and attempt,
+  which the command's environment carries, and the same deadline. Until the
+  group is held, a kill (at the deadline, or when the worker is gone) finds
+  the command's session by that environment in ``/proc``. So the moment
+  between a command's start and its registration is covered without a
+  wrapper: the command starts with a plain vfork and exec.
 
 Why a process and process groups: each command runs in a session of its own,
 so one killpg reaches its children and grandchildren, wherever they were
 reparented. A cgroup would hold even processes that leave their group, but
 needs a delegated subtree or root and exists only on Linux. A child subreaper
 (PR_SET_CHILD_SUBREAPER) keeps orphans under the worker, but does nothing once
-the worker itself is dead, and pdeathsig reaches only the direct child (it
-still covers the moment between the start of a command and its registration
-here). The watchdog runs in a session of its own too, so a signal to the
+the worker itself is dead, and pdeathsig reaches only the direct child (a
+command started without a watchdog, or not announced, gets it: see
+:mod:`cronsvc.run.processes`). The watchdog runs in a session of its own too, so a signal to the
 worker's process group does not take it down, and it depends on none of the
 worker's threads.
 
 What escapes: a process that leaves the command's group (setsid, setpgid, a
-daemon that double-forks into a new session); grandchildren started in the
-instant between the command's start and its registration, if the worker dies
-just then; everything, when the watchdog is frozen with the worker (a whole
-VM or host suspended: CLOCK_MONOTONIC does not run while it is). Processes a
-command leaves behind in its group when it exits on its own are not killed.
+daemon that double-forks into a new session); what the command started, if the
+worker dies between its start and its registration and the command itself has
+exited by then (the look in ``/proc`` finds a group by its leader); everything,
+when the watchdog is frozen with the worker (a whole VM or host suspended:
+CLOCK_MONOTONIC does not run while it is). Processes a command leaves behind
+in its group when it exits on its own are not killed.
 
 One watchdog may serve several worker processes (``cronsvc worker --processes N``,
 :mod:`cronsvc.worker.prefork`): their supervisor starts it and each worker process
@@ -45,107 +52,31 @@ writes to the same pipe, one message per ``write`` (shorter than PIPE_BUF, so ne
 mixed with another's). Each group is held for the process that started it; when that
 process is gone or stopping, every group it still holds is killed at once.
 
-Protocol, one ASCII line per message: ``+PGID DEADLINE OWNER`` holds a group for
-process OWNER, ``=PGID DEADLINE`` moves the deadline of a group still held, ``-PGID``
-releases it, ``!OWNER`` kills every group held for OWNER. Run as
-``python -m cronsvc.run.watchdog``; :class:`Watchdog` is the worker's end.
+The process and its protocol are in :mod:`cronsvc.run.watchdog_process`;
+:class:`Watchdog` is the worker's end.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import select
-import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 log = logging.getLogger("cronsvc.worker")
 
-# How often an idle watchdog checks whether its worker is still its parent.
-ORPHAN_CHECK = 2.0
+_PROCESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog_process.py")
+
+Mark = tuple[str, str]  # (fire id, attempt): what finds an announced command
 
 
 def margin(lease: float) -> float:
     """How long before a lease may lapse its command is killed: room for the kill to
     land, and for the clocks of the worker and Redis to disagree a little."""
     return min(1.0, lease / 5)
-
-
-# -- the watchdog process --------------------------------------------------------
-def serve(fd: int = 0) -> None:
-    """Read messages from ``fd`` until EOF, killing groups whose deadline passed."""
-    parent = os.getppid()
-    held: dict[int, float] = {}
-    owners: dict[int, int] = {}  # group -> the worker process it was held for
-    pending = b""
-    while True:
-        now = time.monotonic()
-        for pgid, deadline in list(held.items()):
-            if deadline <= now:
-                del held[pgid]
-                _kill(pgid, "its lease could not be renewed in time")
-        if os.getppid() != parent:
-            _kill_all(held, "its worker is gone")
-            return
-        wait = min([ORPHAN_CHECK, *(deadline - now for deadline in held.values())])
-        ready, _, _ = select.select([fd], [], [], max(wait, 0.0))
-        if not ready:
-            continue
-        data = os.read(fd, 65536)
-        if not data:
-            _kill_all(held, "its worker is gone")
-            return
-        *lines, pending = (pending + data).split(b"\n")
-        for line in lines:
-            _apply(line.decode("ascii", "replace"), held, owners)
-
-
-def _apply(line: str, held: dict[int, float], owners: dict[int, int]) -> None:
-    try:
-        op, pid = line[:1], int(line[1:].split()[0])
-        if op == "-":
-            held.pop(pid, None)
-        elif op == "!":  # a worker process is gone or stopping: what it holds goes too
-            for pgid in [g for g, owner in owners.items() if owner == pid and g in held]:
-                del held[pgid]
-                _kill(pgid, f"its worker process {pid} is gone")
-        elif op == "+" or (op == "=" and pid in held):
-            # A group killed at its deadline is not held again by a late renewal.
-            fields = line.split()
-            held[pid] = float(fields[1])
-            if op == "+":
-                owners[pid] = int(fields[2]) if len(fields) > 2 else 0
-    except (ValueError, IndexError):
-        _say(f"ignoring a malformed message: {line!r}")
-
-
-def _kill_all(held: dict[int, float], why: str) -> None:
-    for pgid in held:
-        _kill(pgid, why)
-    held.clear()
-
-
-def _kill(pgid: int, why: str) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return  # the whole group had ended already
-    except OSError as exc:
-        _say(f"cannot kill process group {pgid}: {exc}")
-        return
-    _say(f"killed process group {pgid}: {why}")
-
-
-def _say(text: str) -> None:
-    try:
-        print(f"cronsvc watchdog {os.getpid()}: {text}", file=sys.stderr, flush=True)
-    except OSError:
-        pass  # the worker's log is gone with it; killing still matters
 
 
 # -- the worker's end ------------------------------------------------------------
@@ -182,11 +113,22 @@ class Watchdog:
             proc = self._proc
             return None if proc is None or proc.stdin is None else proc.stdin.fileno()
 
-    def hold(self, pgid: int, deadline: float) -> None:
-        """Kill group ``pgid`` at ``deadline`` (monotonic), unless moved or released."""
+    def announce(self, mark: Mark, deadline: float) -> bool:
+        """Say that a command whose environment carries ``mark`` is starting: until it is
+        held, it is killed at ``deadline`` or with this process. False when no watchdog
+        runs to be told."""
+        with self._lock:
+            if self._closed or (self._channel is None and self.pid is None):
+                return False
+            self._send(f"?{os.getpid()} {deadline:.6f} {mark[0]} {mark[1]}\n")
+            return True
+
+    def hold(self, pgid: int, deadline: float, mark: Mark | None = None) -> None:
+        """Kill group ``pgid`` at ``deadline`` (monotonic), unless moved or released (the
+        command announced as ``mark``, if it was)."""
         with self._lock:
             self._held[pgid] = deadline
-            self._send(_hold(pgid, deadline))
+            self._send(_hold(pgid, deadline, mark))
 
     def renew(self, pgid: int, deadline: float) -> None:
         """Move the deadline of a group still held; nothing once it is released."""
@@ -257,7 +199,7 @@ class Watchdog:
             # -I -S: stdlib only, no user site or PYTHON* variables, a quicker start.
             # Its own session: a signal to the worker's process group leaves it running.
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", os.path.abspath(__file__)],
+                [sys.executable, "-I", "-S", _PROCESS],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
                 bufsize=0)
             assert self._proc.stdin is not None
@@ -268,8 +210,9 @@ class Watchdog:
             self._proc = None
 
 
-def _hold(pgid: int, deadline: float) -> str:
-    return f"+{pgid} {deadline:.6f} {os.getpid()}\n"
+def _hold(pgid: int, deadline: float, mark: Mark | None = None) -> str:
+    told = f" {mark[0]} {mark[1]}" if mark else ""
+    return f"+{pgid} {deadline:.6f} {os.getpid()}{told}\n"
 
 
 def _write(fd: int, text: str) -> None:
@@ -297,10 +240,20 @@ class Leash:
     watchdog: Watchdog
     deadline: Callable[[], float]
     pgid: int = 0
+    mark: Mark | None = None
+
+    def starting(self, env: Mapping[str, str]) -> bool:
+        """Announce the command about to start with ``env`` (its fire and attempt); False
+        when it cannot be found that way, so it must die with its worker otherwise."""
+        fire, attempt = env.get("CRONSVC_FIRE_ID", ""), env.get("CRONSVC_ATTEMPT", "")
+        if not fire or not attempt or any(c.isspace() for c in fire + attempt):
+            return False
+        self.mark = (fire, attempt)
+        return self.watchdog.announce(self.mark, self.deadline())
 
     def started(self, pgid: int) -> None:
         self.pgid = pgid
-        self.watchdog.hold(pgid, self.deadline())
+        self.watchdog.hold(pgid, self.deadline(), self.mark)
 
     def renewed(self) -> None:
         if self.pgid:
@@ -309,7 +262,3 @@ class Leash:
     def ended(self, pgid: int) -> None:
         self.watchdog.release(pgid)
 
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the worker: it decides
-    serve()
