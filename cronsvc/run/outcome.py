@@ -50,6 +50,12 @@ class Result(NamedTuple):
     error: str | None = None
 
 
+class Done(Protocol):
+    """What a run waits for: an :class:`threading.Event`, or what waits like one."""
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
 class Guard(Protocol):
     """Told of a command before it starts (True: it can find it by ``env`` from then on),
     its process group once it runs, and once it has ended."""
@@ -74,7 +80,7 @@ class Stop:
     guard: Guard | None = None
     outcomes: Outcomes | None = None
 
-    def wait(self, done: threading.Event) -> How:
+    def wait(self, done: Done) -> How:
         """Block until ``done``, a cancel or the deadline, and say which came first."""
         while True:
             if done.wait(self.next_look()):

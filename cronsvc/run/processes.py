@@ -123,16 +123,13 @@ def _supervise(proc: subprocess.Popen[bytes], stop: Stop) -> Result:
     """Wait for a started command, its cancel or its deadline; kill its group if need be."""
     assert proc.stdout is not None
     tail = _Tail(proc.stdout)
-    exited = threading.Event()
-
-    def reap() -> None:
-        proc.wait()  # a blocking waitpid: no polling while the job runs
-        exited.set()
-
-    threading.Thread(target=reap, name=f"cronsvc-wait-{proc.pid}", daemon=True).start()
-    how = stop.wait(exited)
-    if how != "done":
-        _kill_group(proc.pid, exited)
+    exited = _Exit(proc)
+    try:
+        how = stop.wait(exited)
+        if how != "done":
+            _kill_group(proc.pid, exited)
+    finally:
+        exited.close()
     output = tail.finish()
     rc = proc.returncode
     if how != "done":
@@ -171,7 +168,44 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def _kill_group(pgid: int, exited: threading.Event) -> None:
+class _Exit:
+    """A command's exit, to wait for with a timeout. On a pidfd where there is one (Linux
+    5.3): the waiting thread itself selects on it; else a thread of its own blocks in
+    waitpid. Either way nothing polls while the command runs."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        self._event: threading.Event | None = None
+        try:
+            self._fd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # no pidfd here: a thread reaps it
+            self._fd = -1
+            self._event = event = threading.Event()
+
+            def reap() -> None:
+                proc.wait()  # a blocking waitpid
+                event.set()
+
+            threading.Thread(target=reap, name=f"cronsvc-wait-{proc.pid}", daemon=True).start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once the command has exited (and is reaped), within ``timeout``."""
+        if self._event is not None:
+            return self._event.wait(timeout)
+        if self._proc.returncode is None:
+            ready, _, _ = select.select([self._fd], [], [], timeout)
+            if not ready:
+                return False
+            self._proc.wait()
+        return True
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _kill_group(pgid: int, exited: _Exit) -> None:
     """SIGTERM the group, give it KILL_GRACE to go, then SIGKILL what is left."""
     if not _signal_group(pgid, signal.SIGTERM):
         return
