@@ -3,6 +3,10 @@
 - Lag: the idle fleet of ``bench/lag.py`` (30 every-second jobs, 10 of them `command`
   jobs of ``true``), its `command` jobs' lag over a window; reference in the same run:
   APScheduler 3 running ``true`` with ``subprocess.run`` in this process.
+- Burst: :data:`BURST` commands started at once from as many threads of this process,
+  as a worker's slots start the `command` fires of one claim: how long until the last is
+  running. Reference, same run: the same commands started as a command the watchdog
+  cannot find is (no fire in its environment: pdeathsig through ``setpriv``).
 - CPU: :data:`FIRES` fires of a `command` job (``true``) queued due at once, drained by
   one worker process; the CPU time of its whole tree (the worker, the commands it
   started and reaped, its watchdog) divided by the fires, and the worker's own share.
@@ -13,19 +17,78 @@ Run: ``.venv/bin/python -m bench.spawn [--seconds 30] [--fires 2000]``
 
 from __future__ import annotations
 
+import os
 import resource
+import statistics
 import subprocess
+import threading
 import time
 
 import psutil
 
 from bench import common, lag
 from bench.common import Figure, K, Section
+from cronsvc.run.outcome import Stop
+from cronsvc.run.processes import run_group
+from cronsvc.run.watchdog import Leash, Watchdog
 from cronsvc.testing import published, wait_for
 
 FIRES = 2000
 CONCURRENCY = 8
+BURST = 10
+BURST_ROUNDS = 40
 JOBS = 10  # the fires are spread over jobs: one job's fires run one after another anyway
+
+
+class _Timed(Leash):
+    """A run's leash that notes when its command is running."""
+
+    at = 0.0
+
+    def started(self, pgid: int) -> None:
+        self.at = time.perf_counter()
+        super().started(pgid)
+
+
+def burst(dog: Watchdog, env: dict[str, str]) -> float:
+    """ms from the go until the last of BURST commands started at once is running."""
+    leashes = [_Timed(dog, lambda: time.monotonic() + 60) for _ in range(BURST)]
+    go = threading.Barrier(BURST + 1)
+
+    def run(leash: Leash) -> None:
+        go.wait()
+        run_group(["true"], None, env, Stop(threading.Event(), guard=leash))
+
+    threads = [threading.Thread(target=run, args=(leash,)) for leash in leashes]
+    for t in threads:
+        t.start()
+    t0 = time.perf_counter()
+    go.wait()
+    for t in threads:
+        t.join()
+    return (max(leash.at for leash in leashes) - t0) * 1000
+
+
+def bursts(rounds: int) -> tuple[list[float], list[float]]:
+    """Bursts of commands the watchdog finds by their fire, and of ones it cannot, in turn."""
+    dog = Watchdog()
+    dog.start()
+    fire = {**os.environ, "CRONSVC_FIRE_ID": "bench@1", "CRONSVC_ATTEMPT": "1"}
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("CRONSVC_")}
+    found: list[float] = []
+    unfound: list[float] = []
+    try:
+        for _ in range(rounds):
+            found.append(burst(dog, fire))
+            unfound.append(burst(dog, plain))
+    finally:
+        dog.close()
+    return found, unfound
+
+
+def spread(ms: list[float]) -> str:
+    ordered = sorted(ms)
+    return f"p50 {statistics.median(ordered):.1f} ms, p90 {common.percentile(ordered, 0.9):.1f} ms"
 
 
 def tree_cpu(worker: psutil.Process) -> tuple[float, float]:
@@ -87,6 +150,11 @@ def measure(seconds: float = 30.0, fires: int = FIRES) -> Section:
         "fire lag, idle, `command` jobs (10 of 30)", lag.summary(idle.lags["cmd"]),
         "p99 < 10 ms", "APScheduler 3, same jobs, this process: " + lag.summary(ref["cmd"]),
         p99 < 10))
+    found, unfound = bursts(BURST_ROUNDS)
+    section.figures.append(Figure(
+        f"{BURST} commands started at once: the last one running after", spread(found),
+        reference="commands the watchdog cannot find by their fire (setpriv): "
+                  + spread(unfound)))
     total, own, drained = command_cpu(fires)
     ref_cpu = reference_cpu(min(fires, 1000))
     section.figures.append(Figure(
@@ -96,6 +164,9 @@ def measure(seconds: float = 30.0, fires: int = FIRES) -> Section:
     section.notes.append(
         f"lag: {lag.WORKERS} workers --concurrency {lag.CONCURRENCY}, window {seconds:.0f} s, "
         f"{idle.expected:,} fires expected; {idle.problems}.")
+    section.notes.append(
+        f"burst: {BURST} threads of this process start `true` at once, {BURST_ROUNDS} "
+        "rounds of each kind, in turn, beside one watchdog.")
     section.notes.append(
         f"CPU: {fires:,} `command` fires of {JOBS} jobs queued due, one worker "
         f"--concurrency {CONCURRENCY}, drained in {drained:.1f} s; the tree counts the "
