@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,6 +81,11 @@ def test_n_processes_claim_as_one_worker_each_fire_once(fleet: Fleet, r: redis.R
     assert (info["slots"], info["pid"]) == (2, sup.pid)
     assert sorted(info["pids"]) == sorted(processes(sup.pid))  # type: ignore[arg-type]
     assert r.zrange(K.workers, 0, -1) == ["w"], "the fleet sees one worker"
+    status = subprocess.run(
+        [sys.executable, "-m", "cronsvc", "status", "--config", str(fleet.config),
+         "--redis-url", fleet.redis_url], capture_output=True, text=True, env=fleet.env)
+    assert "workers: 1 live" in status.stdout, status.stderr
+    assert f"{sup.pid} (2 processes)" in status.stdout
     Path(fleet.release).touch()
     wait_for(lambda: all(any(h["status"] == "ok" for h in history(r, "hold")
                              if h["fire"] == fid) for fid in fids),
