@@ -191,7 +191,8 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
                    "--concurrency (default: worker.async_concurrency in the file, 100).")
 @click.option("--processes", "-p", type=click.IntRange(min=1), default=None,
               help="Claim-and-run processes under one supervisor, each with --concurrency "
-                   "slots (default: worker.processes in the file, else one per core).")
+                   "slots (default: worker.processes in the file, else one per core it may "
+                   "run on).")
 @click.option("--lease", type=DURATION, default=None,
               help="Lease of a claimed fire, renewed while it runs (default 30s).")
 @click.option("--grace", type=DURATION, default=None,
@@ -232,7 +233,7 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
         sys.exit(_reloading(name, metrics_port, processes=processes, **options))
     forked = Forked.from_env()  # one process of a supervisor's
     job_file, client = _role(config, redis_url, log_format, (name or "worker").split("@")[0])
-    count = processes or job_file.config.worker.processes or os.cpu_count() or 1
+    count = processes or job_file.config.worker.processes or _cores()
     if forked is None and count > 1:
         sys.exit(_prefork(job_file, client, name or process_id(), count, metrics_port,
                           options))
@@ -262,6 +263,14 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     if reporter is not None:
         reporter.start(lambda: len(w.running()))
     w.run_forever()
+
+
+def _cores() -> int:
+    """The cores this process may run on (a container's cpuset, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _as_given(options: dict[str, Any]) -> list[str]:
