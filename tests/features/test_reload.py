@@ -158,9 +158,14 @@ def test_a_worker_of_several_processes_is_swapped_whole(tmp_path: Path, redis_ur
     with fleet.running(planner=True):
         fleet.worker("w", "--reload", "--processes", "2")
         wait_for(lambda: len(starts(fleet, MARKS[0])) >= 3, 60, message="v1 runs")
+        # Up once its first process reported the files it loaded (the other may run
+        # fires before): a change from then on is a swap.
+        wait_for(lambda: "file(s) of its code" in fleet.log("w"), 60,
+                 message=f"the worker to be up\n{fleet.logs()}")
         module.write_text(MODULE.format(mark=MARKS[1]))
-        wait_for(lambda: len(starts(fleet, MARKS[1])) >= 3, 60,
-                 message=f"v2 runs\n{fleet.logs()}")
+        # A swap starts three processes: a supervisor and its two.
+        wait_for(lambda: len(starts(fleet, MARKS[1])) >= 3, 120,
+                 message="v2 runs")
         wait_for(lambda: "old worker pid" in fleet.log("w"), 60,
                  message=f"the old worker to stop\n{fleet.logs()}")
     assert fleet.wait("w") == 0
