@@ -151,16 +151,21 @@ def summary(lags: list[int]) -> str:
     return f"p50 {common.ms(p50)}, p99 {common.ms(p99)}, max {common.ms(top)} ({len(lags):,} fires)"
 
 
+def idle_jobs() -> dict[str, dict[str, object]]:
+    """The idle fleet's 30 jobs: 10 `call`, 10 async `call`, 10 `command` every second."""
+    call = common.noop_job(EVERY_SECOND, catch_up="all")
+    jobs = {f"call-{i:02d}": call for i in range(10)}
+    jobs |= {f"async-{i:02d}": {**call, "call": "bench.jobs:async_noop"} for i in range(10)}
+    jobs |= {f"cmd-{i:02d}": {"cron": EVERY_SECOND, "command": ["true"], "catch_up": "all"}
+             for i in range(10)}
+    return jobs
+
+
 def measure(seconds: float = 60.0) -> Section:
     section = Section("Fire lag (start minus scheduled time)")
     call = common.noop_job(EVERY_SECOND, catch_up="all")
     loaded_jobs = {f"call-{i:04d}": call for i in range(1000)}
-    idle_jobs = {f"call-{i:02d}": call for i in range(10)}
-    idle_jobs |= {f"async-{i:02d}": {**call, "call": "bench.jobs:async_noop"}
-                  for i in range(10)}
-    idle_jobs |= {f"cmd-{i:02d}": {"cron": EVERY_SECOND, "command": ["true"], "catch_up": "all"}
-                  for i in range(10)}
-    idle = fleet_lag(idle_jobs, seconds)
+    idle = fleet_lag(idle_jobs(), seconds)
     ref_idle = apscheduler_lag({"call": 10, "cmd": 10}, seconds, threads=20)
     loaded = fleet_lag(loaded_jobs, seconds)
     ref_loaded = apscheduler_lag({"call": 1000}, seconds, threads=20)

@@ -27,6 +27,7 @@ from bench import (  # noqa: E402
     lag,
     recovery,
     schedules,
+    spawn,
     throughput,
     trigger,
     web,
@@ -66,6 +67,7 @@ def main() -> None:
     host = machine()
     sections = [
         guarded("fire lag", lambda: lag.measure(seconds)),
+        guarded("`command` fires", lambda: spawn.measure(seconds, 500 if opts.quick else 2000)),
         guarded("dispatch throughput", lambda: throughput.measure(fires)),
         guarded("dispatch into queues", lambda: dispatch.measure(
             *((2_000, 200, 20) if opts.quick else (20_000, 1_000, 300)))),

@@ -189,6 +189,10 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
 @click.option("--async-concurrency", type=click.IntRange(min=1), default=None,
               help="Async call jobs awaited at once on the worker's event loop, beside "
                    "--concurrency (default: worker.async_concurrency in the file, 100).")
+@click.option("--processes", "-p", type=click.IntRange(min=1), default=None,
+              help="Claim-and-run processes under one supervisor, each with --concurrency "
+                   "slots (default: worker.processes in the file, else one per core it may "
+                   "run on).")
 @click.option("--lease", type=DURATION, default=None,
               help="Lease of a claimed fire, renewed while it runs (default 30s).")
 @click.option("--grace", type=DURATION, default=None,
@@ -207,9 +211,9 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
 @metrics_port_option
 @friendly
 def worker(config: str | None, redis_url: str | None, concurrency: int | None,
-           async_concurrency: int | None, lease: float | None, grace: float | None,
-           pools: str | None, host: str | None, reload: bool, log_format: str,
-           name: str | None, metrics_port: int | None) -> None:
+           async_concurrency: int | None, processes: int | None, lease: float | None,
+           grace: float | None, pools: str | None, host: str | None, reload: bool,
+           log_format: str, name: str | None, metrics_port: int | None) -> None:
     """Claim due fires and run them; reload the file on change or SIGHUP.
     SIGTERM: finish running jobs; again: give them back."""
     from cronsvc.config.models import host_name, served_pool
@@ -218,13 +222,21 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     from cronsvc.presence import process_id
     from cronsvc.process.loaded import loaded_code
     from cronsvc.process.signals import on_stop_signals
+    from cronsvc.run.processes import die_with_parent
+    from cronsvc.worker.prefork import Forked
     from cronsvc.worker.worker import Worker
 
+    options = dict(config=config_path(config), redis_url=redis_url, concurrency=concurrency,
+                   async_concurrency=async_concurrency, lease=lease, grace=grace,
+                   pools=pools, host=host, log_format=log_format)
     if reload:
-        sys.exit(_reloading(name, metrics_port, config=config_path(config),
-                            redis_url=redis_url, concurrency=concurrency, lease=lease,
-                            grace=grace, pools=pools, host=host, log_format=log_format))
+        sys.exit(_reloading(name, metrics_port, processes=processes, **options))
+    forked = Forked.from_env()  # one process of a supervisor's
     job_file, client = _role(config, redis_url, log_format, (name or "worker").split("@")[0])
+    count = processes or job_file.config.worker.processes or _cores()
+    if forked is None and count > 1:
+        sys.exit(_prefork(job_file, client, name or process_id(), count, metrics_port,
+                          options))
     served = None
     if pools is not None:
         try:
@@ -236,15 +248,64 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     except ValueError as exc:
         raise BadArgument(f"--host: {exc}") from None
     worker_id = name or process_id()
-    reporter = loaded_code(job_file.config, worker_id)  # under --reload: the code it runs
+    if forked is not None:
+        forked.attach(die_with_parent)
+        worker_id = forked.worker_id
+    # Under --reload: the code it runs (the supervisor's first process tells it).
+    reporter = loaded_code(job_file.config, forked.of if forked else worker_id)
     w = Worker(job_file, client, concurrency=concurrency,
                async_concurrency=async_concurrency, lease=lease, grace=grace,
                worker_id=worker_id, metrics=start_metrics(metrics_port, metrics_host()),
-               pools=served, host=host)
+               pools=served, host=host,
+               watchdog=forked.watchdog_end() if forked else None,
+               report=forked.send if forked else None)
     on_stop_signals(w.stop, reload=w.request_reload)
     if reporter is not None:
         reporter.start(lambda: len(w.running()))
     w.run_forever()
+
+
+def _cores() -> int:
+    """The cores this process may run on (a container's cpuset, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _as_given(options: dict[str, Any]) -> list[str]:
+    """``cronsvc worker`` with each option given, as it was given."""
+    argv = [sys.executable, "-m", "cronsvc", "worker"]
+    for key, value in options.items():
+        if value is not None:
+            argv += [f"--{key.replace('_', '-')}", str(value)]
+    return argv
+
+
+def _prefork(job_file: JobFile, client: Redis, worker_id: str, processes: int,
+             metrics_port: int | None, options: dict[str, Any]) -> int:
+    """``cronsvc worker --processes N``: a supervisor of N worker processes that the fleet
+    sees as one worker (cronsvc/worker/prefork.py)."""
+    from cronsvc.keys import all_shards
+    from cronsvc.process.loaded import REPORT_ENV
+    from cronsvc.process.signals import on_stop_signals
+    from cronsvc.worker.prefork import Prefork
+
+    loaded = job_file.config
+
+    def argv(index: int) -> list[str]:  # process i serves its metrics on the port + i - 1
+        port = None if metrics_port is None else metrics_port + index - 1 if metrics_port else 0
+        return _as_given({**options, "processes": 1, "metrics_port": port})
+
+    report = os.environ.pop(REPORT_ENV, None)  # under --reload: the first process reports
+    os.environ["CRONSVC_METRICS_HOST"] = metrics_host()  # its processes inherit it
+    grace = options["grace"]
+    sup = Prefork(argv, processes, worker_id, client,
+                  all_shards(loaded.redis.shards, loaded.redis.prefix)[0],
+                  stop_timeout=(loaded.worker.grace if grace is None else grace) + 30,
+                  first_env={REPORT_ENV: report} if report else {})
+    on_stop_signals(sup.handle_stop, reload=sup.handle_reload)
+    return sup.run()
 
 
 def _reloading(name: str | None, metrics_port: int | None, **options: Any) -> int:
@@ -265,10 +326,7 @@ def _reloading(name: str | None, metrics_port: int | None, **options: Any) -> in
                              options["log_format"], (name or "worker").split("@")[0])
     loaded = job_file.config
     grace = options["grace"]
-    argv = [sys.executable, "-m", "cronsvc", "worker"]
-    for key, value in options.items():  # each option given, as it was given
-        if value is not None:
-            argv += [f"--{key.replace('_', '-')}", str(value)]
+    argv = _as_given(options)
     keys = all_shards(loaded.redis.shards, loaded.redis.prefix)[0]
 
     def registered(worker_id: str, pid: int) -> bool:

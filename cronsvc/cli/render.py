@@ -407,7 +407,7 @@ def status(s: Status) -> str:
         out.append(_indent(table(("WORKER", "LAST HEARTBEAT", "STATE", "BUSY", "PID", "FILE",
                                   "REDIS ERROR"), [
             (w.id, relative(w.last_seen_ms, s.now_ms), _state(w),
-             f"{w.info.get('busy', '?')}/{w.info.get('slots', '?')}", w.info.get("pid"),
+             f"{w.info.get('busy', '?')}/{w.info.get('slots', '?')}", _pid(w),
              "differs" if w.id in s.worker_gaps else ("same" if w.alive else NONE),
              _last_error(w, s.now_ms)) for w in s.workers])))
     if s.unrunnable:
@@ -429,6 +429,13 @@ def status(s: Status) -> str:
                  relative(int(u.get("last_ms") or 0), s.now_ms), u.get("error"))
                 for u in n["undelivered"][:20]])))
     return "\n".join(out)
+
+
+def _pid(w: Member) -> object:
+    """A worker's pid; with the number of its processes when it runs several."""
+    n = w.info.get("processes")
+    return f"{w.info.get('pid')} ({n} processes)" if isinstance(n, int) and n > 1 else \
+        w.info.get("pid")
 
 
 def then_words(then: str) -> str:

@@ -410,6 +410,8 @@ class WorkerSettings(_Frozen):
     kept per job."""
 
     concurrency: int = Field(default=4, ge=1)
+    # Claim-and-run processes of `cronsvc worker`, under one supervisor (None: one per core).
+    processes: int | None = Field(default=None, ge=1)
     # Async call runs at once: tasks on the worker's loop, holding no thread while they
     # wait, so far more than its slots (docs/job-file.md#async-calls).
     async_concurrency: int = Field(default=100, ge=1)

@@ -129,6 +129,8 @@ class Supervisor:
             return [*argv, "--host", self.web_host, "--port", str(self.web_port),
                     *self.web_args]
         argv += ["--name", name]
+        if role == "worker":  # workers of their own: a host's processes, on one host
+            argv += ["--processes", "1"]
         if role == "worker" and self.concurrency:
             argv += ["--concurrency", str(self.concurrency)]
         if role == "worker" and self.reload:

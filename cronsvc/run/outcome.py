@@ -5,6 +5,7 @@ the :class:`Result` its kind reports, the :class:`Outcome` the worker records.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
@@ -50,8 +51,17 @@ class Result(NamedTuple):
     error: str | None = None
 
 
+class Done(Protocol):
+    """What a run waits for: an :class:`threading.Event`, or what waits like one."""
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
 class Guard(Protocol):
-    """Told the process group of a command once it runs, and once it has ended."""
+    """Told of a command before it starts (True: it can find it by ``env`` from then on),
+    its process group once it runs, and once it has ended."""
+
+    def starting(self, env: Mapping[str, str]) -> bool: ...
 
     def started(self, pgid: int) -> None: ...
 
@@ -74,7 +84,7 @@ class Stop:
     outcomes: Outcomes | None = None
     output: Kept | None = None
 
-    def wait(self, done: threading.Event) -> How:
+    def wait(self, done: Done) -> How:
         """Block until ``done``, a cancel or the deadline, and say which came first."""
         while True:
             if done.wait(self.next_look()):

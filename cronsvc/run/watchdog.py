@@ -20,48 +20,57 @@ The worker moves the deadline after each renewal that succeeded.
   it is close-on-exec and never inherited by commands): the watchdog SIGKILLs
   every group it holds and exits. It also does so when it finds itself
   orphaned, in case a forked child of the worker kept the pipe open.
+- Before it starts a command, the worker announces it: its fire and attempt,
+  which the command's environment carries, and the same deadline. Until the
+  group is held, a kill (at the deadline, or when the worker is gone) finds
+  the command's session by that environment in ``/proc``. So the moment
+  between a command's start and its registration is covered without a
+  wrapper: the command starts with a plain vfork and exec.
 
 Why a process and process groups: each command runs in a session of its own,
 so one killpg reaches its children and grandchildren, wherever they were
 reparented. A cgroup would hold even processes that leave their group, but
 needs a delegated subtree or root and exists only on Linux. A child subreaper
 (PR_SET_CHILD_SUBREAPER) keeps orphans under the worker, but does nothing once
-the worker itself is dead, and pdeathsig reaches only the direct child (it
-still covers the moment between the start of a command and its registration
-here). The watchdog runs in a session of its own too, so a signal to the
+the worker itself is dead, and pdeathsig reaches only the direct child (a
+command started without a watchdog, or not announced, gets it: see
+:mod:`cronsvc.run.processes`). The watchdog runs in a session of its own too, so a signal to the
 worker's process group does not take it down, and it depends on none of the
 worker's threads.
 
 What escapes: a process that leaves the command's group (setsid, setpgid, a
-daemon that double-forks into a new session); grandchildren started in the
-instant between the command's start and its registration, if the worker dies
-just then; everything, when the watchdog is frozen with the worker (a whole
-VM or host suspended: CLOCK_MONOTONIC does not run while it is). Processes a
-command leaves behind in its group when it exits on its own are not killed.
+daemon that double-forks into a new session); what the command started, if the
+worker dies between its start and its registration and the command itself has
+exited by then (the look in ``/proc`` finds a group by its leader); everything,
+when the watchdog is frozen with the worker (a whole VM or host suspended:
+CLOCK_MONOTONIC does not run while it is). Processes a command leaves behind
+in its group when it exits on its own are not killed.
 
-Protocol, one ASCII line per message: ``+PGID DEADLINE`` holds a group,
-``=PGID DEADLINE`` moves the deadline of a group still held, ``-PGID``
-releases it. Run as ``python -m cronsvc.run.watchdog``; :class:`Watchdog` is the
-worker's end.
+One watchdog may serve several worker processes (``cronsvc worker --processes N``,
+:mod:`cronsvc.worker.prefork`): their supervisor starts it and each worker process
+writes to the same pipe, one message per ``write`` (shorter than PIPE_BUF, so never
+mixed with another's). Each group is held for the process that started it; when that
+process is gone or stopping, every group it still holds is killed at once.
+
+The process and its protocol are in :mod:`cronsvc.run.watchdog_process`;
+:class:`Watchdog` is the worker's end.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import select
-import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 log = logging.getLogger("cronsvc.worker")
 
-# How often an idle watchdog checks whether its worker is still its parent.
-ORPHAN_CHECK = 2.0
+_PROCESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog_process.py")
+
+Mark = tuple[str, str]  # (fire id, attempt): what finds an announced command
 
 
 def margin(lease: float) -> float:
@@ -70,81 +79,20 @@ def margin(lease: float) -> float:
     return min(1.0, lease / 5)
 
 
-# -- the watchdog process --------------------------------------------------------
-def serve(fd: int = 0) -> None:
-    """Read messages from ``fd`` until EOF, killing groups whose deadline passed."""
-    parent = os.getppid()
-    held: dict[int, float] = {}
-    pending = b""
-    while True:
-        now = time.monotonic()
-        for pgid, deadline in list(held.items()):
-            if deadline <= now:
-                del held[pgid]
-                _kill(pgid, "its lease could not be renewed in time")
-        if os.getppid() != parent:
-            _kill_all(held, "its worker is gone")
-            return
-        wait = min([ORPHAN_CHECK, *(deadline - now for deadline in held.values())])
-        ready, _, _ = select.select([fd], [], [], max(wait, 0.0))
-        if not ready:
-            continue
-        data = os.read(fd, 65536)
-        if not data:
-            _kill_all(held, "its worker is gone")
-            return
-        *lines, pending = (pending + data).split(b"\n")
-        for line in lines:
-            _apply(line.decode("ascii", "replace"), held)
-
-
-def _apply(line: str, held: dict[int, float]) -> None:
-    try:
-        op, pgid = line[:1], int(line[1:].split()[0])
-        if op == "-":
-            held.pop(pgid, None)
-        elif op == "+" or (op == "=" and pgid in held):
-            # A group killed at its deadline is not held again by a late renewal.
-            held[pgid] = float(line.split()[1])
-    except (ValueError, IndexError):
-        _say(f"ignoring a malformed message: {line!r}")
-
-
-def _kill_all(held: dict[int, float], why: str) -> None:
-    for pgid in held:
-        _kill(pgid, why)
-    held.clear()
-
-
-def _kill(pgid: int, why: str) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return  # the whole group had ended already
-    except OSError as exc:
-        _say(f"cannot kill process group {pgid}: {exc}")
-        return
-    _say(f"killed process group {pgid}: {why}")
-
-
-def _say(text: str) -> None:
-    try:
-        print(f"cronsvc watchdog {os.getpid()}: {text}", file=sys.stderr, flush=True)
-    except OSError:
-        pass  # the worker's log is gone with it; killing still matters
-
-
 # -- the worker's end ------------------------------------------------------------
 class Watchdog:
     """The worker's handle on its watchdog process: started by :meth:`start` or the first
     :meth:`hold`, started again (holding every group again) when it is found dead. Never raises:
     without a watchdog, a command still dies with its worker's direct child."""
 
-    def __init__(self) -> None:
+    def __init__(self, channel: int | None = None) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._held: dict[int, float] = {}
         self._closed = False
+        # The write end of a watchdog this process shares with others (their supervisor
+        # runs it); None: this process runs its own.
+        self._channel = channel
 
     @property
     def pid(self) -> int | None:
@@ -155,14 +103,32 @@ class Watchdog:
         """Start the watchdog now rather than at the first command: a worker killed while
         its first command starts must find its watchdog running already."""
         with self._lock:
-            if not self._closed and self.pid is None:
+            if not self._closed and self._channel is None and self.pid is None:
                 self._start()
 
-    def hold(self, pgid: int, deadline: float) -> None:
-        """Kill group ``pgid`` at ``deadline`` (monotonic), unless moved or released."""
+    def channel(self) -> int | None:
+        """The write end of the running watchdog's pipe, for worker processes to share it
+        (it stays this object's: they get a copy)."""
+        with self._lock:
+            proc = self._proc
+            return None if proc is None or proc.stdin is None else proc.stdin.fileno()
+
+    def announce(self, mark: Mark, deadline: float) -> bool:
+        """Say that a command whose environment carries ``mark`` is starting: until it is
+        held, it is killed at ``deadline`` or with this process. False when no watchdog
+        runs to be told."""
+        with self._lock:
+            if self._closed or (self._channel is None and self.pid is None):
+                return False
+            self._send(f"?{os.getpid()} {deadline:.6f} {mark[0]} {mark[1]}\n")
+            return True
+
+    def hold(self, pgid: int, deadline: float, mark: Mark | None = None) -> None:
+        """Kill group ``pgid`` at ``deadline`` (monotonic), unless moved or released (the
+        command announced as ``mark``, if it was)."""
         with self._lock:
             self._held[pgid] = deadline
-            self._send(f"+{pgid} {deadline:.6f}\n")
+            self._send(_hold(pgid, deadline, mark))
 
     def renew(self, pgid: int, deadline: float) -> None:
         """Move the deadline of a group still held; nothing once it is released."""
@@ -177,11 +143,24 @@ class Watchdog:
             if self._held.pop(pgid, None) is not None:
                 self._send(f"-{pgid}\n")
 
+    def gone(self, pid: int) -> None:
+        """Worker process ``pid``, which shared this watchdog, is gone: kill what it held."""
+        with self._lock:
+            self._send(f"!{pid}\n")
+
     def close(self) -> None:
-        """The worker is stopping: the watchdog kills what is still held and exits."""
+        """The worker is stopping: the watchdog kills what is still held and exits (a
+        shared one: what this process holds, and it runs on for the others)."""
         with self._lock:
             self._closed = True
             proc, self._proc = self._proc, None
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            try:
+                _write(channel, f"!{os.getpid()}\n")
+            except OSError:
+                pass  # gone: it killed what it held then
+            os.close(channel)
         if proc is not None:
             _close_quietly(proc)
             try:
@@ -192,10 +171,19 @@ class Watchdog:
     def _send(self, line: str) -> None:
         if self._closed:
             return
+        if self._channel is not None:
+            try:
+                _write(self._channel, line)
+                return
+            except OSError as exc:  # the shared one is gone: run one of our own
+                log.warning("the shared watchdog is gone (%s); starting this process's own",
+                            exc)
+                os.close(self._channel)
+                self._channel = None
         proc = self._proc
         if proc is not None and proc.poll() is None:
             try:
-                self._write(proc, line)
+                _write(proc.stdin.fileno() if proc.stdin else -1, line)
                 return
             except OSError:
                 pass  # gone meanwhile: a new one gets every group below
@@ -211,21 +199,26 @@ class Watchdog:
             # -I -S: stdlib only, no user site or PYTHON* variables, a quicker start.
             # Its own session: a signal to the worker's process group leaves it running.
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", os.path.abspath(__file__)],
+                [sys.executable, "-I", "-S", _PROCESS],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
                 bufsize=0)
-            self._write(self._proc, "".join(
-                f"+{pgid} {deadline:.6f}\n" for pgid, deadline in self._held.items()))
+            assert self._proc.stdin is not None
+            _write(self._proc.stdin.fileno(), "".join(
+                _hold(pgid, deadline) for pgid, deadline in self._held.items()))
         except OSError as exc:
             log.error("cannot run the watchdog, commands may outlive their lease: %s", exc)
             self._proc = None
 
-    @staticmethod
-    def _write(proc: subprocess.Popen[bytes], text: str) -> None:
-        assert proc.stdin is not None
-        data = text.encode("ascii")
-        while data:
-            data = data[os.write(proc.stdin.fileno(), data):]
+
+def _hold(pgid: int, deadline: float, mark: Mark | None = None) -> str:
+    told = f" {mark[0]} {mark[1]}" if mark else ""
+    return f"+{pgid} {deadline:.6f} {os.getpid()}{told}\n"
+
+
+def _write(fd: int, text: str) -> None:
+    data = text.encode("ascii")
+    while data:
+        data = data[os.write(fd, data):]
 
 
 def _close_quietly(proc: subprocess.Popen[bytes]) -> None:
@@ -247,10 +240,20 @@ class Leash:
     watchdog: Watchdog
     deadline: Callable[[], float]
     pgid: int = 0
+    mark: Mark | None = None
+
+    def starting(self, env: Mapping[str, str]) -> bool:
+        """Announce the command about to start with ``env`` (its fire and attempt); False
+        when it cannot be found that way, so it must die with its worker otherwise."""
+        fire, attempt = env.get("CRONSVC_FIRE_ID", ""), env.get("CRONSVC_ATTEMPT", "")
+        if not fire or not attempt or any(c.isspace() for c in fire + attempt):
+            return False
+        self.mark = (fire, attempt)
+        return self.watchdog.announce(self.mark, self.deadline())
 
     def started(self, pgid: int) -> None:
         self.pgid = pgid
-        self.watchdog.hold(pgid, self.deadline())
+        self.watchdog.hold(pgid, self.deadline(), self.mark)
 
     def renewed(self) -> None:
         if self.pgid:
@@ -259,7 +262,3 @@ class Leash:
     def ended(self, pgid: int) -> None:
         self.watchdog.release(pgid)
 
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the worker: it decides
-    serve()

@@ -56,7 +56,10 @@ class Fleet:
         return {"cron": cron, "call": call, "kwargs": {"path": self.ledger}, **options}
 
     def start(self, role: str, name: str, *args: str) -> subprocess.Popen[bytes]:
-        """``python -m cronsvc <role> --name <name> <args>`` on the file and the Redis."""
+        """``python -m cronsvc <role> --name <name> <args>`` on the file and the Redis; a
+        worker of one process (``--processes 1``) unless ``args`` say how many."""
+        if role == "worker" and not any(a.startswith(("--processes", "-p")) for a in args):
+            args = (*args, "--processes", "1")
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         argv = [sys.executable, "-m", "cronsvc", role, "--config", str(self.config),
                 "--redis-url", self.redis_url, "--name", name, *args]

@@ -28,6 +28,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -106,6 +107,8 @@ class Worker:
         metrics: Metrics | None = None,
         pools: tuple[str, ...] | None = None,
         host: str | None = None,
+        watchdog: Watchdog | None = None,
+        report: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         # Reloaded on change and SIGHUP (a Config built in code never changes).
         self.job_file = config if isinstance(config, JobFile) else JobFile.fixed(config)
@@ -146,7 +149,10 @@ class Worker:
         self.metrics.worker_slots(self._busy, self.concurrency)
         self.leases = Leases(self, margin(self.lease_ms / 1000))
         self.live = LiveOutput(client, lambda: self.results.retention_ms)
-        self._watchdog = Watchdog()
+        # One process of several (cronsvc.worker.prefork): a watchdog shared with the
+        # others, and presence told to their supervisor, which writes one for them all.
+        self._watchdog = watchdog or Watchdog()
+        self.report = report
 
     # -- public ------------------------------------------------------------
     def stop(self) -> None:
@@ -489,10 +495,13 @@ class Worker:
                 "host": self.host,
                 "last_error": self.errors.as_info()}
         try:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.zadd(keys.workers, {self.worker_id: self.server_now()})
-            pipe.hset(keys.worker_info, self.worker_id, compact(info))
-            pipe.execute()
+            if self.report is not None:
+                self.report(info)
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.zadd(keys.workers, {self.worker_id: self.server_now()})
+                pipe.hset(keys.worker_info, self.worker_id, compact(info))
+                pipe.execute()
             # Redis lost what this worker holds (a restart without persistence, a flush):
             # until it is written again, the claim script gives this worker nothing. Only
             # once written and not yet due again: new definitions (a start, an edit) are not

@@ -150,3 +150,29 @@ def test_code_broken_at_start_waits_for_a_fix(tmp_path: Path, redis_url: str) ->
         wait_for(lambda: starts(fleet, MARKS[0]), 60, message=f"the fix runs\n{fleet.logs()}")
     assert re.search(r"code changed: \S*mytasks\.py; worker pid \d+ up", fleet.log("w"))
     assert "Traceback" not in fleet.log("w")
+
+
+def test_a_worker_of_several_processes_is_swapped_whole(tmp_path: Path, redis_url: str) -> None:
+    fleet, module = fleet_on(tmp_path, redis_url)
+    module.write_text(MODULE.format(mark=MARKS[0]))
+    with fleet.running(planner=True):
+        fleet.worker("w", "--reload", "--processes", "2")
+        wait_for(lambda: len(starts(fleet, MARKS[0])) >= 3, 60, message="v1 runs")
+        # Up once its first process reported the files it loaded (the other may run
+        # fires before): a change from then on is a swap.
+        wait_for(lambda: "file(s) of its code" in fleet.log("w"), 60,
+                 message=f"the worker to be up\n{fleet.logs()}")
+        module.write_text(MODULE.format(mark=MARKS[1]))
+        # A swap starts three processes: a supervisor and its two.
+        wait_for(lambda: len(starts(fleet, MARKS[1])) >= 3, 120,
+                 message="v2 runs")
+        wait_for(lambda: "old worker pid" in fleet.log("w"), 60,
+                 message=f"the old worker to stop\n{fleet.logs()}")
+    assert fleet.wait("w") == 0
+    began = starts(fleet)
+    counts = collections.Counter(e["fire"] for e in began)
+    assert [f for f, c in counts.items() if c > 1] == []
+    # Each version ran in the processes of its own worker, the first named w, the next w~2.
+    assert {e["worker"].split("/")[0] for e in began if e["mark"] == MARKS[0]} == {"w"}
+    assert {e["worker"].split("/")[0] for e in began if e["mark"] == MARKS[1]} == {"w~2"}
+    assert {e["worker"].split("/")[1] for e in began} <= {"1", "2"}

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -96,29 +97,85 @@ def test_the_watchdog_kills_everything_it_holds_when_its_worker_is_killed(  # ty
     tree = groups()
     pids = members(tree.pid)
     # A stand-in worker: holds the group with a far deadline, says so, then waits.
-    worker = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
-            import sys, time
-            from cronsvc.run.watchdog import Watchdog
-            dog = Watchdog()
-            dog.hold({tree.pid}, time.monotonic() + 600)
-            print(dog.pid, flush=True)
-            sys.stdin.read()
-        """)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT)
-    try:
+    with stand_in(f"""
+        dog = Watchdog()
+        dog.hold({tree.pid}, time.monotonic() + 600)
+        print(dog.pid, flush=True)
+    """) as worker:
         assert worker.stdout is not None
         dog = int(worker.stdout.readline())
         # Not in the worker's process group: a kill of that group leaves it to clean up.
         assert os.getsid(dog) == dog and os.getpgid(dog) != os.getpgid(worker.pid)
         assert len(members(tree.pid)) == 3
-        worker.kill()
-        worker.wait()
-        wait_for(lambda: all(gone(pid) for pid in pids), message="the whole tree to be killed")
-        wait_for(lambda: gone(dog), message="the watchdog to exit")
+        killed(worker, dog, pids)
+
+
+@contextmanager
+def stand_in(code: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A stand-in worker running ``code`` (what it prints is the test's to read), then
+    waiting until it is killed; killed at the end in any case."""
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import os, subprocess, sys, time\n"
+         "from cronsvc.run.watchdog import Watchdog\n"
+         f"{textwrap.dedent(code)}\nsys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        yield worker
     finally:
         worker.kill()
         worker.wait()
+
+
+def killed(worker: subprocess.Popen[bytes], dog: int, pids: list[int]) -> None:
+    """Kill the stand-in worker: every process of ``pids`` and its watchdog must end."""
+    worker.kill()
+    worker.wait()
+    wait_for(lambda: all(gone(pid) for pid in pids), message="the whole tree to be killed")
+    wait_for(lambda: gone(dog), message="the watchdog to exit")
+
+
+def marked(fire: str, attempt: int) -> dict[str, str]:
+    """The environment a command of that fire and attempt starts with."""
+    return {**os.environ, "CRONSVC_FIRE_ID": fire, "CRONSVC_ATTEMPT": str(attempt)}
+
+
+def test_an_announced_command_never_held_is_found_and_killed_at_its_deadline() -> None:
+    dog = Watchdog()
+    dog.start()
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        assert dog.announce(("job@1", "1"), time.monotonic() + 0.3)
+        # Its worker never says which group: the watchdog finds it by its environment.
+        for attempt in (1, 2):  # attempt 2 was not announced: it runs on
+            started.append(subprocess.Popen(TREE, env=marked("job@1", attempt),
+                                            start_new_session=True))
+        announced, other = started
+        wait_for(lambda: len(members(other.pid)) == 3, message="the trees to start")
+        wait_for(lambda: not members(announced.pid), message="the announced tree to die")
+        assert len(members(other.pid)) == 3
+    finally:
+        dog.close()
+        for proc in started:
+            if members(proc.pid):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_a_command_announced_and_not_held_yet_dies_with_its_killed_worker() -> None:
+    # A stand-in worker killed in the instant between a command's start and its
+    # registration: it announces the command, starts it, and never holds its group.
+    with stand_in(f"""
+        dog = Watchdog()
+        dog.start()
+        dog.announce(("job@1", "1"), time.monotonic() + 600)
+        env = {{**os.environ, "CRONSVC_FIRE_ID": "job@1", "CRONSVC_ATTEMPT": "1"}}
+        tree = subprocess.Popen({TREE!r}, env=env, start_new_session=True)
+        print(dog.pid, tree.pid, flush=True)
+    """) as worker:
+        assert worker.stdout is not None
+        dog, leader = map(int, worker.stdout.readline().split())
+        wait_for(lambda: len(members(leader)) == 3, message="the tree to start")
+        killed(worker, dog, members(leader))
 
 
 # -- real workers ------------------------------------------------------------------
