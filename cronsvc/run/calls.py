@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronsvc.run.awaits import Awaited
-from cronsvc.run.capture import Output, capturing, kept
+from cronsvc.run.capture import RUN_OUTPUT, Output, install, kept
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
 from cronsvc.run.outcome import OUTPUT_CAP, SLICE, How
 
@@ -156,14 +156,18 @@ def _invoke(job: Any, ctx: FireContext, stop: threading.Event) -> CallResult:
         fn, takes_ctx = resolve(job.call)
     except ImportProblem as exc:
         return CallResult(ok=False, error=str(exc))
-    kwargs = dict(job.kwargs)
+    kwargs = job.kwargs
     if takes_ctx:
+        kwargs = {**kwargs}
         kwargs.setdefault("ctx", ctx)
-    with capturing(out):
-        try:
-            result = fn(*job.args, **kwargs)
-        except BaseException as exc:  # SystemExit and friends must not escape a worker thread
-            return raised(exc, out)
+    install()  # capturing(out), spelled out: a generator's context costs a no-op call more
+    token = RUN_OUTPUT.set(out)
+    try:
+        result = fn(*job.args, **kwargs)
+    except BaseException as exc:  # SystemExit and friends must not escape a worker thread
+        return raised(exc, out)
+    finally:
+        RUN_OUTPUT.reset(token)
     if inspect.iscoroutine(result):
         return _await_here(result, ctx, stop, out)
     return returned(result, out)

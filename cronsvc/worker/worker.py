@@ -34,7 +34,7 @@ import redis
 
 from cronsvc.clock import SYSTEM, Clock, monotonic
 from cronsvc.config.jobfile import JobFile
-from cronsvc.config.models import Config
+from cronsvc.config.models import Config, Job
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
@@ -124,6 +124,7 @@ class Worker:
         self.host = host or config.worker.host or this_host()
         self._queues = self._queues_of(config)
         self._any_async = any_async(config)
+        self._async_jobs: dict[str, tuple[Job, bool]] = {}  # name -> (job, runs_async)
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
@@ -338,13 +339,21 @@ class Worker:
         # The lease began after claimed_at, the moment the claim was sent.
         run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
                       renewed_at=claimed_at)
-        run.on_loop = claim.unreadable is None and runs_async(job)
+        run.on_loop = claim.unreadable is None and self._runs_async(job)
         with self._lock:
             self._running[run.key] = run
         if run.on_loop:
             self._launch(run)
         else:
             self._pool.submit(self._run, run)
+
+    def _runs_async(self, job: Job) -> bool:
+        """:func:`runs_async`, asked once per job of the config in force (it resolves the
+        target of a call job)."""
+        hit = self._async_jobs.get(job.name)
+        if hit is None or hit[0] is not job:
+            hit = self._async_jobs[job.name] = (job, runs_async(job))
+        return hit[1]
 
     def _context(self, run: Running) -> FireContext:
         claim = run.claim
