@@ -19,6 +19,7 @@ from typing import Any
 from cronsvc.clock import monotonic
 from cronsvc.run.capture import Output, capturing
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
+from cronsvc.run.flag import Flag
 from cronsvc.run.loop import SHARED, Loop
 from cronsvc.run.outcome import How
 
@@ -39,7 +40,7 @@ class Awaited:
         self._task: asyncio.Task[Any] | None = None
         self._cancelled = False  # asked before the task existed
         self._timed_out = False
-        self.stopping = threading.Event()  # what cronsvc.stopping() reads inside the task
+        self.stopping = Flag()  # what cronsvc.stopping() reads inside the task
         loop.call(self._begin)
 
     def cancel(self) -> None:

@@ -440,11 +440,12 @@ class Worker:
         with self._lock:
             return list(self._running.values())
 
-    def free(self, run: Running) -> None:
-        """Forget a run whose result is recorded (or that never started)."""
+    def free(self, *runs: Running) -> None:
+        """Forget runs whose result is recorded (or that never started)."""
         with self._lock:
-            self._running.pop(run.key, None)
-        self.runs_finished += 1
+            for run in runs:
+                self._running.pop(run.key, None)
+            self.runs_finished += len(runs)
 
     def wake(self) -> None:
         """Make the claim loop look at Redis now."""
