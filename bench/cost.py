@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ import redis
 from bench import common
 from bench.claim import ceiling, prepare
 from bench.common import Figure, K, Section
-from cronsvc.store.scripts import Scripts
+from cronsvc.store.scripts import Scripts, load_sources
 from cronsvc.testing import Fleet, wait_for
 
 WORKERS = 2
@@ -100,6 +100,8 @@ class Cost:
     redis_us: float
     worker_sys_us: float = 0.0  # of worker_us, in the kernel
     calls: float = 0.0  # script calls per fire
+    #: per command, server µs and calls per fire (INFO commandstats)
+    commands: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @contextmanager
@@ -148,18 +150,28 @@ def drain(kind: str, fires: int, profile: str | None = None, code: str | None = 
             with profiling(pids[0], profile):
                 before = [tree_cpu(p) for p in (*pids, redis_pid)]
                 sys0 = sum(tree_cpu(p, True) for p in pids)
-                calls0 = script_calls(r)
+                calls0, stats0 = script_calls(r), command_usec(r)
                 r.rename(STAGED, K.queue)
                 r.publish(K.wakeup, "bench")
                 rate, seconds = drained(r, fires)
                 after = [tree_cpu(p) for p in (*pids, redis_pid)]
                 sys1 = sum(tree_cpu(p, True) for p in pids)
                 calls = script_calls(r) - calls0
+                stats = {c: (u - stats0.get(c, (0, 0))[0], n - stats0.get(c, (0, 0))[1])
+                         for c, (u, n) in command_usec(r).items()}
             left = r.zcard(K.queue) + r.zcard(K.working)
         assert left == 0, f"{left} fires left"
     used = [(a - b) / fires * 1e6 for a, b in zip(after, before, strict=True)]
     return Cost(kind, fires, rate, seconds, sum(used[:-1]), used[-1],
-                (sys1 - sys0) / fires * 1e6, calls / fires)
+                (sys1 - sys0) / fires * 1e6, calls / fires,
+                {c: (u / fires, n / fires) for c, (u, n) in stats.items() if n})
+
+
+def command_usec(r: redis.Redis) -> dict[str, tuple[int, int]]:
+    """Per command the µs the server spent in it so far and its calls (INFO commandstats;
+    the commands a script runs count under their own names, and in its EVALSHA too)."""
+    return {name.removeprefix("cmdstat_"): (int(v["usec"]), int(v["calls"]))
+            for name, v in r.info("commandstats").items()}
 
 
 def script_calls(r: redis.Redis) -> int:
@@ -234,12 +246,46 @@ def dispatched(kind: str, fires: int) -> Cost:
 
 def claim_ceiling(fires: int) -> float:
     """The claim script's ceiling on ``fires`` fires of ``JOBS`` jobs, batches of 100."""
-    with common.redis_server() as (_, r):
+    return script_cost(fires)[0]
+
+
+def script_cost(fires: int, lua: Path | None = None, with_ack: bool = False
+                ) -> tuple[float, float]:
+    """The ceiling of the claim script (and the ack script, ``with_ack``) of the ``lua``
+    directory (default: this tree's) on ``fires`` fires of ``JOBS`` jobs, batches of 100:
+    fires per second, and redis-server CPU µs per fire meanwhile."""
+    with common.redis_server() as (server, r):
         s = Scripts(r)
+        if lua is not None:
+            s.sources = load_sources(lua)
+            s._scripts = {n: r.register_script(src.text) for n, src in s.sources.items()}
         prepare(r, s, fires, JOBS, common.server_ms(r) - DAY_MS)
         queued = [str(fid) for fid in r.zrange(K.queue, 0, -1)]
-        r.script_load(s.sources["claim"].text)
-        return ceiling(r, s, queued, CONCURRENCY, False)
+        for name in ("claim", "ack"):
+            r.script_load(s.sources[name].text)
+        pid = common.server_pid(server)
+        before = tree_cpu(pid)
+        rate = ceiling(r, s, queued, CONCURRENCY, with_ack)
+        return rate, (tree_cpu(pid) - before) / fires * 1e6
+
+
+def compare_scripts(code: str, fires: int, rounds: int) -> Section:
+    """The claim and claim + ack ceilings of the scripts in ``code``/lua and of this
+    tree's, interleaved, ``rounds`` each."""
+    section = Section(f"Script cost, {code}/lua against this tree's")
+    for with_ack in (False, True):
+        runs: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+        for _ in range(rounds):
+            runs["before"].append(script_cost(fires, Path(code) / "lua", with_ack))
+            runs["after"].append(script_cost(fires, None, with_ack))
+        for name, costs in runs.items():
+            section.figures.append(Figure(
+                f"{name}: {'claim + ack' if with_ack else 'claim'} ceiling, redis-server CPU "
+                "per fire", f"{common.rate(statistics.median(c[0] for c in costs))} fires/s, "
+                f"{statistics.median(c[1] for c in costs):.1f} µs",
+                reference="runs: " + "; ".join(f"{common.rate(a)}/s {b:.1f} µs"
+                                               for a, b in costs)))
+    return section
 
 
 def measure(fires: int = 50_000, kinds: str = "call,async,command,celery,rq,dramatiq",
@@ -276,6 +322,11 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,celery,rq,dram
                 "no-op `call` drain over the claim ceiling", f"{ratio:.2f}",
                 f">= {RATIO_TARGET}", f"{common.rate(c.rate)} fires/s; ceiling "
                 f"{common.rate(ceiling_rate)} fires/s", ratio >= RATIO_TARGET))
+            top = sorted(c.commands.items(), key=lambda kv: -kv[1][0])[:8]
+            section.notes.append(
+                "no-op `call`, redis-server time per fire by command (INFO commandstats; "
+                "evalsha includes the commands its scripts run): " + ", ".join(
+                    f"{name} {us:.2f} µs ({n:.2f} calls)" for name, (us, n) in top))
         else:
             section.notes.append(f"{name}: redis-server {c.redis_us:.1f} µs per fire"
                                  + (f", {c.calls:.3f} script calls per fire" if c.calls else ""))
@@ -317,7 +368,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     opts = ap.parse_args(argv)
     if opts.compare:
-        for kind in opts.kinds.split(","):
+        compare_scripts(opts.compare, opts.fires, opts.rounds).print()
+        for kind in filter(None, opts.kinds.split(",")):
             compare(opts.compare, kind, opts.fires, opts.rounds).print()
         return
     if opts.top:

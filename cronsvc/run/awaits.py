@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cronsvc.clock import monotonic
-from cronsvc.run.capture import Output, capturing
+from cronsvc.run.capture import RUN_OUTPUT, Output, install
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
 from cronsvc.run.flag import Flag
 from cronsvc.run.loop import SHARED, Loop
@@ -75,14 +74,17 @@ class Awaited:
     async def _guarded(self) -> tuple[How, Any, BaseException | None]:
         CURRENT_FIRE.set(self._ctx)
         STOP_EVENT.set(self.stopping)
-        with capturing(self._out):
-            try:
-                return "done", await self._awaitable, None
-            except asyncio.CancelledError:
-                self.stopping.set()
-                return ("timeout" if self._timed_out else "cancelled"), None, None
-            except BaseException as exc:  # SystemExit and friends must not end the loop
-                return "done", None, exc
+        # capturing(self._out), spelled out: the task's context is its own, so it is set
+        # for the task only (a generator's context costs a no-op call more).
+        install()
+        RUN_OUTPUT.set(self._out)
+        try:
+            return "done", await self._awaitable, None
+        except asyncio.CancelledError:
+            self.stopping.set()
+            return ("timeout" if self._timed_out else "cancelled"), None, None
+        except BaseException as exc:  # SystemExit and friends must not end the loop
+            return "done", None, exc
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         if task.cancelled():  # cancelled before its first step: the awaitable never ran
