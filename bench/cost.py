@@ -33,7 +33,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -49,7 +48,7 @@ from bench import common
 from bench.claim import ceiling, prepare
 from bench.common import Figure, K, Section
 from cronsvc.store.scripts import Scripts, load_sources
-from cronsvc.testing import Fleet, wait_for
+from cronsvc.testing import wait_for
 
 WORKERS = 2
 CONCURRENCY = 100
@@ -139,7 +138,7 @@ def drain(kind: str, fires: int, profile: str | None = None, code: str | None = 
         prepare(r, Scripts(r), fires, JOBS, common.server_ms(r) - DAY_MS)
         r.rename(K.queue, STAGED)
         worker = {"history": fires // JOBS + 10, "async_concurrency": CONCURRENCY}
-        with fleet(server.url, jobs, worker, code) as f:
+        with common.fleet(server.url, jobs, code, worker=worker) as f:
             for i in range(WORKERS):
                 f.worker(f"worker-{i}", "--concurrency", str(CONCURRENCY))
             common.wait_workers(r, WORKERS)
@@ -180,21 +179,6 @@ def script_calls(r: redis.Redis) -> int:
     return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
 
 
-@contextmanager
-def fleet(url: str, jobs: dict[str, Any], worker: dict[str, Any], code: str | None
-          ) -> Iterator[Fleet]:
-    if code is None:
-        with common.fleet(url, jobs, worker=worker) as f:
-            yield f
-        return
-    with tempfile.TemporaryDirectory(prefix="cronsvc-fleet-") as tmp:
-        f = Fleet(Path(tmp), url, jobs, pythonpath=[code], worker=worker)
-        try:
-            yield f
-        finally:
-            f.stop_all()
-
-
 def compare(code: str, kind: str, fires: int, rounds: int) -> Section:
     """Drains by the code in ``code`` and by this tree, interleaved, ``rounds`` each: the
     same machine state weighs on both alike."""
@@ -219,6 +203,54 @@ def compare(code: str, kind: str, fires: int, rounds: int) -> Section:
         f"{rounds} drains of {fires:,} fires each, medians; load average at the start "
         f"{', '.join(f'{x:.2f}' for x in load)}, at the end "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return section
+
+
+def compare_lag(code: str, seconds: float, rounds: int) -> Section:
+    """Loaded lag (bench/lag.py: 1,000 `call` jobs every second) by the code in ``code``
+    and by this tree, interleaved."""
+    from bench.lag import fleet_lag, loaded_jobs
+
+    section = Section(f"Loaded lag, {code} against this tree")
+    load = os.getloadavg()
+    runs: dict[str, list[tuple[float, float, float]]] = {"before": [], "after": []}
+    for _ in range(rounds):
+        for name, where in (("before", code), ("after", None)):
+            run = fleet_lag(loaded_jobs(), seconds, code=where)
+            assert run.clean, run.problems
+            runs[name].append(common.lag_summary(run.lags["call"]))
+    for name, lags in runs.items():
+        section.figures.append(Figure(
+            f"{name}: loaded lag p99, 1,000 `call` jobs every second",
+            " / ".join(f"{p99:.0f} ms" for _, p99, _ in lags), "< 50 ms",
+            "p50: " + " / ".join(f"{p50:.0f} ms" for p50, _, _ in lags),
+            max(p99 for _, p99, _ in lags) < 50))
+    section.notes.append(f"{rounds} windows of {seconds:.0f} s each, interleaved; load "
+                         f"average at the start {', '.join(f'{x:.2f}' for x in load)}, at "
+                         f"the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return section
+
+
+def compare_burst(code: str, n: int, rounds: int) -> Section:
+    """The burst of bench/schedules.py (``n`` schedules due in one second, 2 workers) by
+    the code in ``code`` and by this tree, interleaved."""
+    from bench.schedules import drain as burst
+
+    section = Section(f"Burst of {n:,} schedules, {code} against this tree")
+    load = os.getloadavg()
+    for _ in range(rounds):
+        for name, where in (("before", code), ("after", None)):
+            with common.redis_server() as (server, r):
+                part = Section(name)
+                # 5,000 upserts/s: slower than any upsert measured, so they end in time
+                seconds = burst(part, server, r, n, 5_000.0, where)
+            figure = part.figures[0]
+            figure.name = f"{name}: {figure.name}"
+            figure.value = f"{seconds:.1f} s; " + figure.value
+            section.figures.append(figure)
+    section.notes.append(f"interleaved; load average at the start "
+                         f"{', '.join(f'{x:.2f}' for x in load)}, at the end "
+                         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return section
 
 
@@ -366,7 +398,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="drains by the cronsvc of DIR (another version's copy) and by this "
                          "tree, interleaved")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lag", type=float, default=0.0, metavar="SECONDS",
+                    help="with --compare: loaded lag windows of SECONDS")
+    ap.add_argument("--burst", type=int, default=0, metavar="N",
+                    help="with --compare: bursts of N schedules")
     opts = ap.parse_args(argv)
+    if opts.compare and (opts.lag or opts.burst):
+        if opts.lag:
+            compare_lag(opts.compare, opts.lag, opts.rounds).print()
+        if opts.burst:
+            compare_burst(opts.compare, opts.burst, opts.rounds).print()
+        return
     if opts.compare:
         compare_scripts(opts.compare, opts.fires, opts.rounds).print()
         for kind in filter(None, opts.kinds.split(",")):
