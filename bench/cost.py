@@ -21,6 +21,13 @@ redis-server of their own.
 ``bench/profiles/NAME.svg`` (a flame graph) and ``NAME.txt`` (collapsed stacks), whose top
 costs ``--top NAME`` sums.
 
+``--compare DIR`` measures two versions on the same machine state: the claim and ack
+scripts' ceilings with ``DIR/lua`` and with this tree's, then drains of each ``--kinds``
+by workers running the cronsvc of ``DIR`` (a copy of another version, e.g. ``git archive
+main cronsvc lua bench | tar -x -C DIR``) and by this tree's, interleaved, ``--rounds``
+each; with ``--lag SECONDS`` instead the loaded lag of ``bench/lag.py``, with ``--burst
+N`` the burst of ``bench/schedules.py``.
+
 Run: ``.venv/bin/python -m bench.cost [--fires 50000] [--kinds call,async,command,rq]``
 """
 

@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import (  # noqa: E402
+    cost,
     dispatch,
     fill,
     idle,
@@ -67,6 +68,7 @@ def main() -> None:
     sections = [
         guarded("fire lag", lambda: lag.measure(seconds)),
         guarded("dispatch throughput", lambda: throughput.measure(fires)),
+        guarded("cost of a fire", lambda: cost.measure(fires // 2)),
         guarded("dispatch into queues", lambda: dispatch.measure(
             *((2_000, 200, 20) if opts.quick else (20_000, 1_000, 300)))),
         guarded("planner fill", fill.measure),
