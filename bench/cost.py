@@ -192,6 +192,7 @@ def compare(code: str, kind: str, fires: int, rounds: int) -> Section:
     section = Section(f"Cost of a fire, {code} against this tree ({kind})")
     load = os.getloadavg()
     runs: dict[str, list[Cost]] = {"before": [], "after": []}
+    fires = max(int(fires * KINDS[kind][1]), 1_000)
     for _ in range(rounds):
         runs["before"].append(drain(kind, fires, code=code))
         runs["after"].append(drain(kind, fires))

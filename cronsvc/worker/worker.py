@@ -293,8 +293,7 @@ class Worker:
             # The server's clock is the only clock: remember how far ours is off.
             self.offset_ms = int(res.now_ms + (t1 - t0) * 500 - self.clock.now_ms())
             # Start first: recording drops talks to Redis, and a claim must not age meanwhile.
-            for claim in res.claimed:
-                self._start(keys, claim, t0)
+            self._start(keys, res.claimed, t0)
             for claim in res.claimed:
                 if claim.before is not None:
                     self.results.reclaimed(keys, claim)
@@ -328,24 +327,34 @@ class Worker:
         each = any(k.pool == mine for k in self._queues)
         return [*self.pools, *([EACH_HOST, mine] if each else [])]
 
-    def _start(self, keys: Keys, claim: Claim, claimed_at: float) -> None:
-        job = self.config.jobs.get(claim.job)
-        if job is None:
-            # Redis names the job; only this worker's own config says what it runs. The claim
-            # only gives it fires of definitions it holds, so this is a reload in between:
-            # give the fire back at once, attempt not counted, for a worker that has it.
-            self._hand_back(keys, claim)
-            return
-        # The lease began after claimed_at, the moment the claim was sent.
-        run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
-                      renewed_at=claimed_at)
-        run.on_loop = claim.unreadable is None and self._runs_async(job)
+    def _start(self, keys: Keys, claims: list[Claim], claimed_at: float) -> None:
+        """Start the runs of one claim's fires: held under one lock, then handed to the
+        slots or the loop; a fire of a job this file lacks is handed back after."""
+        runs, unknown = [], []
+        for claim in claims:
+            job = self.config.jobs.get(claim.job)
+            if job is None:
+                unknown.append(claim)
+                continue
+            # The lease began after claimed_at, the moment the claim was sent.
+            run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
+                          renewed_at=claimed_at)
+            run.on_loop = claim.unreadable is None and self._runs_async(job)
+            runs.append(run)
         with self._lock:
-            self._running[run.key] = run
-        if run.on_loop:
-            self._launch(run)
-        else:
-            self._pool.submit(self._run, run)
+            for run in runs:
+                self._running[run.key] = run
+        for run in runs:
+            if run.on_loop:
+                self._launch(run)
+            else:
+                self._pool.submit(self._run, run)
+        for claim in unknown:
+            # Redis names the job; only this worker's own config says what it runs. The
+            # claim only gives it fires of definitions it holds, so this is a reload in
+            # between: give the fire back at once, attempt not counted, for a worker that
+            # has it.
+            self._hand_back(keys, claim)
 
     def _runs_async(self, job: Job) -> bool:
         """:func:`runs_async`, asked once per job of the config in force (it resolves the
