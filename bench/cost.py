@@ -377,6 +377,14 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,celery,rq,dram
     return section
 
 
+#: frames every sample of a thread passes through (its start, the CLI, the loops that wait
+#: for work): left out of the inclusive counts, which they would top
+FRAMING = ("(threading.py", "(click/core.py", "(<frozen runpy>", "(cronsvc/__main__.py",
+           "(cronsvc/cli/main.py", "(cronsvc/cli/options.py", "Slots._serve ",
+           "Worker.run_forever ", "Worker._loop ", "Results.record_all ",
+           "Results._record_batch ")
+
+
 def top_costs(name: str, count: int = 15) -> tuple[list[tuple[str, float]], ...]:
     """Where the samples of profile ``name`` (collapsed stacks) went, as shares of all:
     by function, itself or below it (a function called from several places counts once
@@ -391,6 +399,8 @@ def top_costs(name: str, count: int = 15) -> tuple[list[tuple[str, float]], ...]
         if frames:
             leaf[frames[-1]] += int(n)
         for frame in {f.partition(":")[0] for f in frames}:
+            if frame.startswith(FRAMING) or frame.endswith(FRAMING):
+                continue
             inclusive[frame] += int(n)
     return tuple([(frame, n / total) for frame, n in c.most_common(count)]
                  for c in (inclusive, leaf))
