@@ -102,10 +102,12 @@ def redis_server(**kwargs: Any) -> Iterator[tuple[RedisServer, redis.Redis]]:
 
 
 @contextmanager
-def fleet(url: str, jobs: dict[str, Any], **top: Any) -> Iterator[Fleet]:
-    """A job file and the planner and worker processes a benchmark starts on it."""
+def fleet(url: str, jobs: dict[str, Any], code: str | None = None, **top: Any
+          ) -> Iterator[Fleet]:
+    """A job file and the planner and worker processes a benchmark starts on it; they run
+    the cronsvc of ``code`` (a copy of another version of the repository) if given."""
     with tempfile.TemporaryDirectory(prefix="cronsvc-fleet-") as tmp:
-        f = Fleet(Path(tmp), url, jobs, **top)
+        f = Fleet(Path(tmp), url, jobs, pythonpath=[code] if code else (), **top)
         try:
             yield f
         finally:

@@ -67,10 +67,12 @@ def kind(job: str) -> str:
     return job.split("-", 1)[0]
 
 
-def fleet_lag(jobs: dict[str, dict[str, object]], seconds: float, warmup: float = 5.0) -> LagRun:
-    """Run a planner and WORKERS workers on ``jobs``; lags of the fires due in a window."""
+def fleet_lag(jobs: dict[str, dict[str, object]], seconds: float, warmup: float = 5.0,
+              code: str | None = None) -> LagRun:
+    """Run a planner and WORKERS workers on ``jobs``; lags of the fires due in a window
+    (``code``: the processes run the cronsvc found there, see ``common.fleet``)."""
     with common.redis_server() as (server, r), common.fleet(
-        server.url, jobs, planner={"horizon": 60}, worker={"history": 1000}
+        server.url, jobs, code, planner={"horizon": 60}, worker={"history": 1000}
     ) as f:
         f.start("planner", "planner", "--tick", "5")
         for i in range(WORKERS):
@@ -161,13 +163,17 @@ def idle_jobs() -> dict[str, dict[str, object]]:
     return jobs
 
 
+def loaded_jobs() -> dict[str, dict[str, object]]:
+    """The loaded fleet's jobs: 1,000 no-op `call` jobs every second."""
+    call = common.noop_job(EVERY_SECOND, catch_up="all")
+    return {f"call-{i:04d}": call for i in range(1000)}
+
+
 def measure(seconds: float = 60.0) -> Section:
     section = Section("Fire lag (start minus scheduled time)")
-    call = common.noop_job(EVERY_SECOND, catch_up="all")
-    loaded_jobs = {f"call-{i:04d}": call for i in range(1000)}
     idle = fleet_lag(idle_jobs(), seconds)
     ref_idle = apscheduler_lag({"call": 10, "cmd": 10}, seconds, threads=20)
-    loaded = fleet_lag(loaded_jobs, seconds)
+    loaded = fleet_lag(loaded_jobs(), seconds)
     ref_loaded = apscheduler_lag({"call": 1000}, seconds, threads=20)
     aps = "APScheduler 3, same jobs, this process: "
     rows = (

@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import (  # noqa: E402
+    cost,
     dispatch,
     fill,
     idle,
@@ -69,6 +70,7 @@ def main() -> None:
         guarded("fire lag", lambda: lag.measure(seconds)),
         guarded("`command` fires", lambda: spawn.measure(seconds, 500 if opts.quick else 2000)),
         guarded("dispatch throughput", lambda: throughput.measure(fires)),
+        guarded("cost of a fire", lambda: cost.measure(fires // 2)),
         guarded("dispatch into queues", lambda: dispatch.measure(
             *((2_000, 200, 20) if opts.quick else (20_000, 1_000, 300)))),
         guarded("planner fill", fill.measure),

@@ -157,7 +157,11 @@ def planner_cpu(section: Section, server: Any, r: redis.Redis, path: Path,
         met=planner <= 0.05))
 
 
-def drain(section: Section, server: Any, r: redis.Redis, n: int, rate: float) -> None:
+def drain(section: Section, server: Any, r: redis.Redis, n: int, rate: float,
+          code: str | None = None) -> float:
+    """Upsert ``n`` schedules due in one second, let 2 workers drain them; the seconds from
+    their due time to the last claim (``code``: the workers run the cronsvc found there,
+    see ``common.fleet``)."""
     path = job_file(Path(server.data_dir))
     client = Client(server.url, config=str(path))
     client.publish_config()
@@ -183,7 +187,7 @@ def drain(section: Section, server: Any, r: redis.Redis, n: int, rate: float) ->
     r.zadd(K.queue, dict(queued))
     if common.server_ms(r) > due - 5000:
         raise RuntimeError("setup took too long for the burst's due time")
-    with common.fleet(server.url, {}) as f:
+    with common.fleet(server.url, {}, code) as f:
         f.config.write_text(path.read_text())
         for i in range(WORKERS):
             f.worker(f"worker-{i}", "--concurrency", str(CONCURRENCY))
@@ -202,6 +206,7 @@ def drain(section: Section, server: Any, r: redis.Redis, n: int, rate: float) ->
         f"(ratio {per_second / top:.2f})", met=per_second / top >= 0.4))
     section.notes.append(f"{n:,} burst schedules upserted in {setup_s:.0f} s before their "
                          "second; the drain ends when the last fire is claimed")
+    return drained_s
 
 
 if __name__ == "__main__":

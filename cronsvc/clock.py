@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any, Protocol
 
 
@@ -98,6 +99,7 @@ def parse_iso_ms(text: str) -> int:
     return dt_to_ms(datetime.fromisoformat(text.replace("Z", "+00:00")))
 
 
+@lru_cache(maxsize=4096)  # a worker's line per run: fires share due times
 def iso_utc(ms: int) -> str:
     """ISO 8601 with a Z, millisecond precision only when needed; the raw number for a
     time no calendar holds (a fire id anyone may write into Redis)."""

@@ -139,18 +139,44 @@ end
 -- 2. Due fires, in due order; every fire examined is claimed, dropped, or left queued (for
 -- a worker that holds its definition, or for a slot). Without the last, the examined ones
 -- are exactly the first ranks of the queue.
+-- The scan is read and split as far as it is needed: the first slice alone, the rest of it
+-- only once a slice falls short or a 'catch_up latest' fire asks for its owner's last fire
+-- due (nothing writes the queue before step 3, so the ranks read later are the same).
 local examined, skipped, leave, fires = 0, false, {}, {}
 if #claimed < batch then
-  fires = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, scan)
-  local parsed, latest = {}, {}  -- latest: the last cron fire due of each owner
-  for i, fid in ipairs(fires) do
-    local f = fire_parts(fid)  -- false: set aside when examined
-    parsed[i] = f
-    if f and not f.oneoff and (latest[f.owner] or -1) < f.due then latest[f.owner] = f.due end
+  local want = batch - #claimed
+  fires = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, want)
+  local complete = #fires < want or want >= scan  -- the whole scan is read
+  local parsed, latest = {}, nil  -- latest: the last cron fire due of each owner
+  local function read_rest()
+    if complete then return end
+    complete = true
+    local n = #fires
+    local more = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', n, scan - n)
+    for i, fid in ipairs(more) do fires[n + i] = fid end
   end
-  while #claimed < batch and examined < #fires do
+  local function split(first, last)
+    for i = first, last do
+      if parsed[i] == nil then parsed[i] = fire_parts(fires[i]) end  -- false: set aside
+    end
+  end
+  local function latest_of(owner)
+    if not latest then
+      read_rest()
+      split(1, #fires)
+      latest = {}
+      for _, f in ipairs(parsed) do
+        if f and not f.oneoff and (latest[f.owner] or -1) < f.due then latest[f.owner] = f.due end
+      end
+    end
+    return latest[owner]
+  end
+  while #claimed < batch do
+    if examined >= #fires then read_rest() end
+    if examined >= #fires then break end
     -- One slice at a time, the size still missing: drops are rare, so usually one slice.
     local first, last = examined + 1, math.min(#fires, examined + batch - #claimed)
+    split(first, last)
     policy.load(parsed, first, last)
     local used = redis.call('HMGET', attempts, unpack(fires, first, last))
     for i = first, last do
@@ -168,7 +194,7 @@ if #claimed < batch then
         reason = 'missed'
       elseif not p.held then
         if now - f.due > unheld_ms then reason = 'definition not held' else wait = 'wait' end
-      elseif not n and not f.oneoff and p.catch_up == 'latest' and latest[f.owner] > f.due then
+      elseif not n and not f.oneoff and p.catch_up == 'latest' and latest_of(f.owner) > f.due then
         reason = 'catch_up latest'
       else
         -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
@@ -217,11 +243,14 @@ if skipped and (examined >= scan or #claimed >= batch)
     and (next_ms < 0 or next_ms > now + RESCAN_MS) then
   next_ms = now + RESCAN_MS  -- more may be due past what this call looked at
 end
-local out = {now, next_ms}
+local out, n = {now, next_ms}, 2
 for _, part in ipairs({{claimed, 6}, {record.dropped, 2}, {record.aside, 2}}) do
-  out[#out + 1] = #part[1]
-  for _, row in ipairs(part[1]) do
-    for j = 1, part[2] do out[#out + 1] = row[j] end
+  local rows, width = part[1], part[2]
+  n = n + 1
+  out[n] = #rows
+  for _, row in ipairs(rows) do
+    for j = 1, width do out[n + j] = row[j] end
+    n = n + width
   end
 end
 return out

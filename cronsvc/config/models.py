@@ -239,10 +239,11 @@ class Job(KindFields, _When):
                              f"{self.overlap} allows one run at a time)")
         return self
 
-    @property
+    @cached_property
     def kind(self) -> str:
         """The key of the job's kind in :data:`cronsvc.kinds.KINDS`: ``command`` (a
-        process), ``call`` (a Python function in the worker)..."""
+        process), ``call`` (a Python function in the worker)... (asked of every fire: found
+        once)."""
         return next(key for key in KINDS if getattr(self, key) is not None)
 
     @property

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cronsvc.clock import monotonic
 from cronsvc.run import tracecontext
-from cronsvc.run.capture import capturing
+from cronsvc.run.capture import RUN_OUTPUT, install
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
+from cronsvc.run.flag import Flag
 from cronsvc.run.loop import SHARED, Loop
 from cronsvc.run.outcome import How
 from cronsvc.run.output import Kept
@@ -41,7 +41,7 @@ class Awaited:
         self._task: asyncio.Task[Any] | None = None
         self._cancelled = False  # asked before the task existed
         self._timed_out = False
-        self.stopping = threading.Event()  # what cronsvc.stopping() reads inside the task
+        self.stopping = Flag()  # what cronsvc.stopping() reads inside the task
         loop.call(self._begin)
 
     def cancel(self) -> None:
@@ -77,14 +77,17 @@ class Awaited:
         CURRENT_FIRE.set(self._ctx)
         STOP_EVENT.set(self.stopping)
         tracecontext.attach(self._ctx.trace)  # the task's own context, gone with it
-        with capturing(self._out):
-            try:
-                return "done", await self._awaitable, None
-            except asyncio.CancelledError:
-                self.stopping.set()
-                return ("timeout" if self._timed_out else "cancelled"), None, None
-            except BaseException as exc:  # SystemExit and friends must not end the loop
-                return "done", None, exc
+        # The run's output is the current one: the task's context is its own, so it is set
+        # for the task only.
+        install()
+        RUN_OUTPUT.set(self._out)
+        try:
+            return "done", await self._awaitable, None
+        except asyncio.CancelledError:
+            self.stopping.set()
+            return ("timeout" if self._timed_out else "cancelled"), None, None
+        except BaseException as exc:  # SystemExit and friends must not end the loop
+            return "done", None, exc
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         if task.cancelled():  # cancelled before its first step: the awaitable never ran

@@ -32,7 +32,7 @@ from typing import Any
 
 from cronsvc.run import tracecontext
 from cronsvc.run.awaits import Awaited
-from cronsvc.run.capture import capturing, kept
+from cronsvc.run.capture import RUN_OUTPUT, install, kept
 from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
 from cronsvc.run.outcome import OUTPUT_CAP, SLICE, How
 from cronsvc.run.output import Kept, kept_of
@@ -165,14 +165,18 @@ def _invoke(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | Non
         fn, takes_ctx = resolve(job.call)
     except ImportProblem as exc:
         return CallResult(ok=False, error=str(exc))
-    kwargs = dict(job.kwargs)
+    kwargs = job.kwargs
     if takes_ctx:
+        kwargs = {**kwargs}
         kwargs.setdefault("ctx", ctx)
-    with capturing(out):
-        try:
-            result = fn(*job.args, **kwargs)
-        except BaseException as exc:  # SystemExit and friends must not escape a worker thread
-            return raised(exc, out)
+    install()  # then the run's output is the current one, for the call only
+    token = RUN_OUTPUT.set(out)
+    try:
+        result = fn(*job.args, **kwargs)
+    except BaseException as exc:  # SystemExit and friends must not escape a worker thread
+        return raised(exc, out)
+    finally:
+        RUN_OUTPUT.reset(token)
     if inspect.iscoroutine(result):
         return _await_here(result, ctx, stop, out)
     return returned(result, out)

@@ -22,25 +22,12 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, TextIO
 
 from cronsvc.run.output import Kept
 
 RUN_OUTPUT: contextvars.ContextVar[Kept | None] = contextvars.ContextVar(
     "cronsvc_run_output", default=None)
-
-
-@contextmanager
-def capturing(out: Kept) -> Iterator[None]:
-    """Send what this thread or task prints and logs to ``out`` within the block."""
-    install()
-    token = RUN_OUTPUT.set(out)
-    try:
-        yield
-    finally:
-        RUN_OUTPUT.reset(token)
 
 
 def kept(out: Kept, tail: str) -> str:

@@ -43,10 +43,16 @@ def integer(value: Any) -> int | None:
         return None
 
 
+# Made once: json.dumps with any option makes an encoder per call (a history record per
+# run, a payload per fire).
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+_RECORD = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
 def compact(value: Any) -> str:
     """JSON without spaces: what cronsvc stores (a payload is always JSON, strings
     included, so that it decodes back as it was)."""
-    return json.dumps(value, separators=(",", ":"))
+    return _COMPACT(value)
 
 
 def record_json(record: Any) -> str:
@@ -54,4 +60,4 @@ def record_json(record: Any) -> str:
     any value JSON has no type for written as its ``str``."""
     if isinstance(record, str | bytes):
         return text(record)
-    return json.dumps(record, separators=(",", ":"), default=str)
+    return _RECORD(record)

@@ -44,9 +44,10 @@ UNHELD_MS = 600_000
 CLAIM_FIELDS = 6  # per claimed fire in the claim script's reply
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A fire this worker now holds; ``token`` is its attempt number and fencing token."""
+class Claim(NamedTuple):
+    """A fire this worker now holds; ``token`` is its attempt number and fencing token.
+    (A named tuple: one is made per fire claimed, and a frozen dataclass takes some times
+    longer to make.)"""
 
     fire_id: str
     job: str
@@ -157,18 +158,23 @@ def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int,
     return keys, args
 
 
-def _claimed(k: Keys, fields: Sequence[Any]) -> Claim:
-    """One claimed fire of the claim script's reply. Its payload and the lapsed holder's
-    claim are stored JSON: one that is not, written there by hand, must not stop the claim
-    loop (the fire then fails, saying why; a claim that does not read is no holder)."""
-    fid, payload, before = text(fields[0]), fields[4], fields[5]
+def _claimed(k: Keys, res: Sequence[Any], i: int) -> Claim:
+    """The claimed fire at ``res[i:i + CLAIM_FIELDS]`` of the claim script's reply. Its
+    payload and the lapsed holder's claim are stored JSON: one that is not, written there
+    by hand, must not stop the claim loop (the fire then fails, saying why; a claim that
+    does not read is no holder)."""
+    fid, payload, before = res[i], res[i + 4], res[i + 5]
+    if not isinstance(fid, str):
+        fid = text(fid)
+    if not payload and not before:  # most fires: no payload, no holder before
+        return Claim(fid, job_of(fid), int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1)
     value, unreadable = None, None
     if payload:
         try:
             value = json.loads(payload)
         except ValueError:
             unreadable = named(k.payloads, fid, f"its payload is not JSON: {shown(text(payload))}")
-    return Claim(fid, job_of(fid), int(fields[1]), int(fields[2]), fields[3] == 1, value,
+    return Claim(fid, job_of(fid), int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1, value,
                  json_object(before) if before else None, unreadable)
 
 
@@ -338,8 +344,7 @@ class Scripts:
         # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
         # m, m * (fire, why), a, a * (member, key)
         n = int(res[2])
-        claimed = [_claimed(keys, res[i:i + CLAIM_FIELDS])
-                   for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS)]
+        claimed = [_claimed(keys, res, i) for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS)]
         at = 3 + CLAIM_FIELDS * n
         m = int(res[at])
         drops = res[at + 1:at + 1 + 2 * m]

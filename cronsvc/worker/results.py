@@ -59,7 +59,7 @@ class ResultsHolder(Protocol):
     offset_ms: int  # the server's clock minus this machine's, as of the last claim
     hard_stopped: threading.Event  # runs stop now; nothing waits on Redis any more
 
-    def free(self, run: Running) -> None: ...
+    def free(self, *runs: Running) -> None: ...
 
     def noted(self, exc: BaseException) -> None: ...
 
@@ -165,8 +165,7 @@ class Results:
                 log.exception("result of %s not recorded", run.claim.fire_id)
         for (keys, cap), items in acks.items():
             self._ack(keys, cap, items)
-        for run, _ in batch:
-            self.w.free(run)
+        self.w.free(*(run for run, _ in batch))
 
     def _finish(self, run: Running, outcome: Outcome, acks: Acks) -> None:
         """Record a failure or a release now; add a success to ``acks``."""

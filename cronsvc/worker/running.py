@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from cronsvc.config.models import Job
 from cronsvc.history import Cancel, HistoryRecord
 from cronsvc.keys import Keys
+from cronsvc.run.flag import Flag
 from cronsvc.run.watchdog import Leash
 from cronsvc.store.scripts import Claim
 
@@ -22,7 +23,7 @@ class Running:
     claim: Claim
     job: Job
     keys: Keys
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=Flag)  # made per fire: cheap
     cancel_reason: Cancel | None = None
     started_ms: int = 0
     claimed_at: float = 0.0  # local monotonic time the claim was sent

@@ -35,7 +35,7 @@ import redis
 
 from cronsvc.clock import SYSTEM, Clock, monotonic
 from cronsvc.config.jobfile import JobFile
-from cronsvc.config.models import Config
+from cronsvc.config.models import Config, Job
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
@@ -129,6 +129,7 @@ class Worker:
         self.host = host or config.worker.host or this_host()
         self._queues = self._queues_of(config)
         self._any_async = any_async(config)
+        self._async_jobs: dict[str, tuple[Job, bool]] = {}  # name -> (job, runs_async)
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
@@ -303,8 +304,7 @@ class Worker:
             # The server's clock is the only clock: remember how far ours is off.
             self.offset_ms = int(res.now_ms + (t1 - t0) * 500 - self.clock.now_ms())
             # Start first: recording drops talks to Redis, and a claim must not age meanwhile.
-            for claim in res.claimed:
-                self._start(keys, claim, t0)
+            self._start(keys, res.claimed, t0)
             for claim in res.claimed:
                 if claim.before is not None:
                     self.results.reclaimed(keys, claim)
@@ -338,24 +338,42 @@ class Worker:
         each = any(k.pool == mine for k in self._queues)
         return [*self.pools, *([EACH_HOST, mine] if each else [])]
 
-    def _start(self, keys: Keys, claim: Claim, claimed_at: float) -> None:
-        job = self.config.jobs.get(claim.job)
-        if job is None:
-            # Redis names the job; only this worker's own config says what it runs. The claim
-            # only gives it fires of definitions it holds, so this is a reload in between:
-            # give the fire back at once, attempt not counted, for a worker that has it.
-            self._hand_back(keys, claim)
-            return
-        # The lease began after claimed_at, the moment the claim was sent.
-        run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
-                      renewed_at=claimed_at)
-        run.on_loop = claim.unreadable is None and runs_async(job)
+    def _start(self, keys: Keys, claims: list[Claim], claimed_at: float) -> None:
+        """Start the runs of one claim's fires: held under one lock, then handed to the
+        slots or the loop; a fire of a job this file lacks is handed back after."""
+        runs, unknown = [], []
+        for claim in claims:
+            job = self.config.jobs.get(claim.job)
+            if job is None:
+                unknown.append(claim)
+                continue
+            # The lease began after claimed_at, the moment the claim was sent.
+            run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
+                          renewed_at=claimed_at)
+            run.on_loop = claim.unreadable is None and self._runs_async(job)
+            runs.append(run)
         with self._lock:
-            self._running[run.key] = run
-        if run.on_loop:
-            self._launch(run)
-        else:
-            self._pool.submit(self._run, run)
+            for run in runs:
+                self._running[run.key] = run
+        for run in runs:
+            if run.on_loop:
+                self._launch(run)
+            else:
+                self._pool.submit(self._run, run)
+        for claim in unknown:
+            # Redis names the job; only this worker's own config says what it runs. The
+            # claim only gives it fires of definitions it holds, so this is a reload in
+            # between: give the fire back at once, attempt not counted, for a worker that
+            # has it.
+            self._hand_back(keys, claim)
+
+    def _runs_async(self, job: Job) -> bool:
+        """:func:`runs_async`, asked once per job of the config in force (it resolves the
+        target of a call job)."""
+        hit = self._async_jobs.get(job.name)
+        if hit is None or hit[0] is not job:
+            hit = self._async_jobs[job.name] = (job, runs_async(job))
+        return hit[1]
 
     def _context(self, run: Running) -> FireContext:
         claim = run.claim
@@ -446,12 +464,14 @@ class Worker:
         with self._lock:
             return list(self._running.values())
 
-    def free(self, run: Running) -> None:
-        """Forget a run whose result is recorded (or that never started)."""
+    def free(self, *runs: Running) -> None:
+        """Forget runs whose result is recorded (or that never started)."""
         with self._lock:
-            self._running.pop(run.key, None)
-        self.runs_finished += 1
-        self.hooks.recorded(run.claim.fire_id, run.claim.token)
+            for run in runs:
+                self._running.pop(run.key, None)
+        self.runs_finished += len(runs)
+        for run in runs:
+            self.hooks.recorded(run.claim.fire_id, run.claim.token)
 
     def wake(self) -> None:
         """Make the claim loop look at Redis now."""

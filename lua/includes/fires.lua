@@ -63,8 +63,15 @@ do
       or match(rest, '^![%w][%w_.:/%-]*$') ~= nil
   end
   function fire_parts(fid)
+    -- Most fires are '<job>@<due_ms>': one match says so and splits them.
+    local job, due_s = match(fid, '^([%w][%w_.%-]*)@(%d+)$')
+    if job and #due_s <= 15 then
+      return {fid = fid, job = job, due_s = due_s, due = tonumber(due_s), oneoff = false,
+        owner = job}
+    end
     if not well_formed(fid) then return false end
-    local job, due_s, oneoff, sid = split_fire(fid)
+    local oneoff, sid
+    job, due_s, oneoff, sid = split_fire(fid)
     return {fid = fid, job = job, due_s = due_s, due = tonumber(due_s), oneoff = oneoff,
       sid = sid, owner = owner_of(fid, job)}
   end

@@ -266,6 +266,15 @@ def test_claim_catch_up_latest_runs_only_the_newest(s: Scripts) -> None:
     assert res.dropped == [(fire_id("a", d), "catch_up latest") for d in minutes(1, 2)]
 
 
+def test_claim_catch_up_latest_sees_past_the_fires_it_takes(s: Scripts) -> None:
+    # A claim of one reads its first slice alone: the newer fires past it are read when the
+    # oldest asks for its job's last fire, and the slices that follow take them from there.
+    setup_job(s, dues=(1, 2, 3), catch_up="latest")
+    res = s.claim(K, "w", batch=1, scan_limit=10, now_ms=T0 + 3 * MIN + 5)
+    assert [c.fire_id for c in res.claimed] == [fire_id("a", T0 + 3 * MIN)]
+    assert res.dropped == [(fire_id("a", d), "catch_up latest") for d in minutes(1, 2)]
+
+
 def test_claim_deadline_judges_first_starts_only(s: Scripts) -> None:
     setup_job(s, dues=(1,), deadline=30_000)
     c = s.claim(K, "w", batch=1, now_ms=T0 + MIN).claimed[0]
