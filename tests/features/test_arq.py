@@ -74,7 +74,7 @@ class ArqFleet:
         if planner:
             self.start("planner", "planner", "--tick", "1")
         for name in workers:
-            self.start("worker", name, "--lease", "3s")
+            self.start("worker", name, "--lease", "3s", "--processes", "1")
         try:
             yield self
         finally:
@@ -171,7 +171,7 @@ def test_a_dispatcher_killed_after_its_send_is_followed_by_the_same_job_run_once
         wait_for(lambda: arq_redis.zscore("arq:queue", fire) is not None,
                  message="the job in arq's queue")
         fleet.kill("w1")
-        fleet.start("worker", "w2", "--lease", "3s")
+        fleet.start("worker", "w2", "--lease", "3s", "--processes", "1")
         # Each enqueue_job WATCHes the job's key (nothing else on this server does, before
         # an arq worker runs): the second is w2 sending the same job again.
         wait_for(lambda: watches(arq_redis) == 2, timeout=60, message="w2 sent it again")
