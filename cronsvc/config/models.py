@@ -43,7 +43,7 @@ from cronsvc.policy import Policy
 from cronsvc.run.output import DEFAULT_OUTPUT, OUTPUT_RETENTION_MS
 from cronsvc.schedule.calendars import day_rules, mapping_rules
 from cronsvc.schedule.expand import Spec, validate_cron, zone
-from cronsvc.sizes import parse_size
+from cronsvc.sizes import format_size, parse_size
 
 #: A job file is a few KB, 10,000 jobs about 1 MB: a bigger one is a mistake or an attack.
 MAX_FILE_BYTES = 4 * 2**20
@@ -422,6 +422,8 @@ class WorkerSettings(_Frozen):
     grace: Seconds = 30.0
     history: int = Field(default=100, ge=1, le=HISTORY_MAX)
     output: Size = DEFAULT_OUTPUT  # what a run keeps of its output, unless its job says
+    # The most any job of this file may keep (its `output` included): the fleet's cap.
+    output_max: Size = OUTPUT_MAX
     output_retention: Seconds = OUTPUT_RETENTION_MS / 1000  # how long a fire's outputs stay
 
     @field_validator("pools", mode="before")
@@ -668,6 +670,7 @@ def parse_partly(text: str, source: str, collect: Collector = collect_declared
     calendars = {name: rules for name, rules in _calendars(report, data.get("calendars")).items()
                  if rules is not None}
     worker = sections.get("worker") or WorkerSettings()
+    _outputs_capped(report, jobs, worker)
     jobs = {name: job.model_copy(update={
         "output": job.output or worker.output,
         "slot_limits": tuple((tag, limits[tag]) for tag in job.tags if tag in limits),
@@ -823,6 +826,19 @@ def _job_calendar(report: Report, job: Job, named: dict[str, tuple[str, ...]]
     rules = () if job.skip is None else _calendar_rules(
         report, ("jobs", job.name, "skip"), job.skip, named) or ()
     return day_rules(rules, job.business_days, job.only)
+
+
+def _outputs_capped(report: Report, jobs: dict[str, Job], worker: WorkerSettings) -> None:
+    """No job, nor the worker section's default, keeps more output than ``output_max``."""
+    cap = format_size(worker.output_max)
+    if worker.output > worker.output_max:
+        report.add(("worker", "output"), f"{format_size(worker.output)} is over "
+                                         f"worker.output_max ({cap})")
+    for name, job in jobs.items():
+        if job.output is not None and job.output > worker.output_max:
+            report.add(("jobs", name, "output"), f"{format_size(job.output)} is over "
+                                                f"worker.output_max ({cap}), the most a job "
+                                                "of this file may keep")
 
 
 def _limits(report: Report, value: object) -> dict[str, int]:

@@ -295,3 +295,29 @@ def test_installed_command_reports_errors(tmp_path: Path) -> None:
     assert done.stdout == "" and "Traceback" not in done.stderr
     assert done.stderr.splitlines()[0] == (
         "schedules.yaml:3: jobs.a.cron: '61 * * * *': minute 61 out of range 0-59")
+
+
+def test_a_job_keeps_no_more_output_than_the_fleet_cap() -> None:
+    text = """\
+        worker:
+          output: 128KiB
+          output_max: 64KiB
+        jobs:
+          small:
+            cron: "30 * * * *"
+            command: ["true"]
+            output: 32KiB
+          big:
+            cron: "30 * * * *"
+            command: ["true"]
+            output: 1MiB
+        """
+    assert problems(text) == [
+        "s.yaml:2: worker.output: 128.0 KiB is over worker.output_max (64.0 KiB)",
+        "s.yaml:12: jobs.big.output: 1.0 MiB is over worker.output_max (64.0 KiB), the most "
+        "a job of this file may keep"]
+    within = dedent(text.replace("128KiB", "16KiB").replace("1MiB", "64KiB"))
+    jobs = parse_config(within + "  plain: {cron: '30 * * * *', command: ['true']}\n",
+                        "s.yaml").jobs
+    assert {name: job.output for name, job in jobs.items()} == {
+        "small": 32 * 1024, "big": 64 * 1024, "plain": 16 * 1024}
