@@ -101,11 +101,12 @@ def runs_async(job: Any) -> bool:
 
 def launch(
     job: Any, ctx: FireContext, cancel: threading.Event, done: Callable[[Outcome], None],
-    clock: Clock = SYSTEM,
+    clock: Clock = SYSTEM, feed: Feed | None = None,
 ) -> Callable[[], None]:
     """Start a fire of a job that :func:`runs_async` on the worker's loop; `done` is told
-    its outcome once, on the loop's thread. Returns what stops it early (`cancel` is
-    only read here: the caller calls the returned function when it sets it)."""
+    its outcome once, on the loop's thread. What it prints is fed to ``feed`` as it comes.
+    Returns what stops it early (`cancel` is only read here: the caller calls the returned
+    function when it sets it)."""
     started_ms = clock.now_ms()
     t0 = monotonic()
 
@@ -117,7 +118,8 @@ def launch(
         return lambda: None
     deadline = None if job.timeout is None else t0 + job.timeout
     try:
-        return KINDS[job.kind].start(job, ctx, Stop(cancel, job.timeout, deadline), finished)
+        return KINDS[job.kind].start(job, ctx, Stop(cancel, job.timeout, deadline,
+                                                    output=kept_of(job, feed)), finished)
     except Exception as exc:  # the worker must get an outcome, whatever went wrong
         finished(Result("failed", error=f"{type(exc).__name__}: {exc}"))
         return lambda: None

@@ -81,7 +81,7 @@ class Call(Kind):
             else:  # what it printed until it was stopped is kept
                 done(stop.stopped(how)._replace(output=res.output))
 
-        return start_awaited(job, ctx, stop.deadline, ended)
+        return start_awaited(job, ctx, stop.deadline, ended, stop.output)
 
     def shown(self, job: Any) -> dict[str, Any]:
         return {"call": job.call, "args": list(job.args), "kwargs": dict(job.kwargs)}

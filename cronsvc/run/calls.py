@@ -201,10 +201,12 @@ def _await_here(coro: Any, ctx: FireContext, stop: threading.Event, out: Kept) -
 
 
 def start_awaited(job: Any, ctx: FireContext, deadline: float | None,
-                  ended: Callable[[How, CallResult], None]) -> Callable[[], None]:
+                  ended: Callable[[How, CallResult], None],
+                  out: Kept | None = None) -> Callable[[], None]:
     """Start an ``async def`` target as a task on the worker's loop; ``ended`` is told how
-    it ended, on the loop's thread. Returns what cancels it (from any thread)."""
-    out = kept_of(job)
+    it ended, on the loop's thread; what it prints goes to ``out`` (a keeper of the job's
+    size if None). Returns what cancels it (from any thread)."""
+    out = out or kept_of(job)
     try:
         fn, takes_ctx = resolve(job.call)
         kwargs = dict(job.kwargs)

@@ -390,13 +390,15 @@ class Worker:
             self._ended(run, None)
             return
         ctx = self.hooks.started(run.job, self._context(run))
+        feed = self.live.open(run.keys.live(run.claim.fire_id), run.claim.token)
 
         def done(outcome: Outcome) -> None:
+            self.live.close(feed)  # writes only for a run that streamed: its last output
             self.hooks.ended(run.job, ctx, outcome)
             self._ended(run, outcome)
 
         # Set before the cancel is looked at: a stop in between cancels it either way.
-        run.on_stop = launch(run.job, ctx, run.cancel, done, clock=self.clock)
+        run.on_stop = launch(run.job, ctx, run.cancel, done, clock=self.clock, feed=feed)
         if run.cancel.is_set():
             run.on_stop()
 

@@ -172,6 +172,31 @@ def test_show_follow_prints_output_while_the_run_goes_then_its_outcome(
     assert "attempt 1: failed on w1" in failed.stdout and "(exit code 3)" in failed.stdout
 
 
+def test_an_async_calls_output_is_followed_live_too(
+    fleet: Callable[..., Fleet], tmp_path: Path
+) -> None:
+    release = tmp_path / "release"
+    f = fleet({"chatty": {"cron": NEVER, "call": "tests.support.async_calls:chatty",
+                          "kwargs": {"tag": "async", "release": str(release)}}})
+    f.worker("w1")
+    fid = f.trigger("chatty")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "cronsvc", "show", fid, "--follow", "--config", str(f.config),
+         "--redis-url", f.redis_url], stdout=subprocess.PIPE, env=f.env, text=True)
+    assert follower.stdout is not None
+    seen = []
+    for line in follower.stdout:
+        seen.append(line)
+        if line == "async: printed\n":
+            break
+    # Awaiting its release on the worker's loop: what the follower printed came live.
+    assert f.client().fire(fid).state == "running", seen
+    release.touch()
+    rest, _ = follower.communicate(timeout=60)
+    assert follower.returncode == 0, rest
+    assert "async: after the wait\n" in rest and "attempt 1: ok on w1" in rest, rest
+
+
 def test_the_fire_page_shows_a_runs_output_live_then_its_attempt(
     fleet: Callable[..., Fleet], tmp_path: Path, redis_url: str, browser: Any
 ) -> None:
