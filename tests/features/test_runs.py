@@ -137,13 +137,9 @@ def gated(gate: Path, then: str = "exit 0") -> dict[str, Any]:
                        f"echo 'line 2'; {then}"}
 
 
-def test_show_follow_prints_output_while_the_run_goes_then_its_outcome(
-    fleet: Callable[..., Fleet], tmp_path: Path
-) -> None:
-    gate = tmp_path / "gate"
-    f = fleet({"slow": gated(gate), "broken": gated(gate, "exit 3")})
-    f.worker("w1")
-    fid = f.trigger("slow")
+def following(f: Fleet, fid: str, until: str) -> subprocess.Popen[str]:
+    """``cronsvc show FID --follow``, read until it printed the line ``until`` while the
+    run is still going: what it printed came live. The rest is the caller's to read."""
     follower = subprocess.Popen(
         [sys.executable, "-m", "cronsvc", "show", fid, "--follow", "--config", str(f.config),
          "--redis-url", f.redis_url], stdout=subprocess.PIPE, env=f.env, text=True)
@@ -151,10 +147,20 @@ def test_show_follow_prints_output_while_the_run_goes_then_its_outcome(
     seen = []
     for line in follower.stdout:
         seen.append(line)
-        if line == "line 1\n":
+        if line == until:
             break
-    # The run is still going: what the follower printed came live.
     assert f.client().fire(fid).state == "running", seen
+    return follower
+
+
+def test_show_follow_prints_output_while_the_run_goes_then_its_outcome(
+    fleet: Callable[..., Fleet], tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    f = fleet({"slow": gated(gate), "broken": gated(gate, "exit 3")})
+    f.worker("w1")
+    fid = f.trigger("slow")
+    follower = following(f, fid, "line 1\n")
     gate.touch()
     rest, _ = follower.communicate(timeout=60)
     assert follower.returncode == 0, rest
@@ -180,17 +186,7 @@ def test_an_async_calls_output_is_followed_live_too(
                           "kwargs": {"tag": "async", "release": str(release)}}})
     f.worker("w1")
     fid = f.trigger("chatty")
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "cronsvc", "show", fid, "--follow", "--config", str(f.config),
-         "--redis-url", f.redis_url], stdout=subprocess.PIPE, env=f.env, text=True)
-    assert follower.stdout is not None
-    seen = []
-    for line in follower.stdout:
-        seen.append(line)
-        if line == "async: printed\n":
-            break
-    # Awaiting its release on the worker's loop: what the follower printed came live.
-    assert f.client().fire(fid).state == "running", seen
+    follower = following(f, fid, "async: printed\n")  # awaiting its release on the loop
     release.touch()
     rest, _ = follower.communicate(timeout=60)
     assert follower.returncode == 0, rest
