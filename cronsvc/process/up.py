@@ -28,6 +28,10 @@ RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before giving u
 RESTART_WINDOW = 60.0
 
 
+#: What `cronsvc up` tells its planner and workers the dashboard's address is.
+WEB_URL_VAR = "CRONSVC_WEB_URL"
+
+
 def embedded_url_file(state_dir: Path = STATE_DIR) -> Path:
     return state_dir / URL_FILE
 
@@ -158,6 +162,11 @@ class Supervisor:
             self.redis_url = self.server.url
             log.info("embedded redis-server %s (data in %s)", self.redis_url,
                      self.server.data_dir)
+        if self.web_port is not None:
+            # The dashboard's address, for the jobs of the file (an `http` job's
+            # ${CRONSVC_WEB_URL}/healthz): the port may be any, `make run PORT=...`.
+            host = "127.0.0.1" if self.web_host in ("0.0.0.0", "") else self.web_host
+            os.environ[WEB_URL_VAR] = f"http://{host}:{self.web_port}"
         # Ids must be unique across the fleet: `up` may run on several hosts.
         here = process_id()
         self.children = [Child("planner", self._argv("planner", f"planner@{here}"))]

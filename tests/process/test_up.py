@@ -63,7 +63,10 @@ def _get_json(url: str) -> object:
 def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.jsonl"
     proc = start_up(tmp_path, {"tick": {"cron": "* * * * * *", "call": RECORD,
-                                        "kwargs": {"path": str(ledger)}}}, "--workers", "1")
+                                        "kwargs": {"path": str(ledger)}},
+                               # The dashboard's address is told to the jobs, whatever port.
+                               "health": {"every": "1s", "http": {
+                                   "url": "${CRONSVC_WEB_URL}/healthz"}}}, "--workers", "1")
     log = tmp_path / "up.log"
     with killed_if_left(proc):
         wait_for(lambda: len(read_ledger(ledger)) >= 2, timeout=40,
@@ -75,6 +78,7 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
                                 message="the dashboard's address in the log")
         jobs = wait_for(lambda: _get_json(f"{dashboard}api/v1/jobs"), message="the dashboard")
         assert "tick" in json.dumps(jobs)
+        wait_for(lambda: " ok health@" in log.read_text(), message="the dashboard's health")
         # Client() with no URL finds the embedded server, as the CLI does.
         found = subprocess.run([sys.executable, "-c", "from cronsvc import Client\n"
                                 "c = Client()\nprint(c.redis.connection_pool.connection_kwargs"
@@ -82,7 +86,8 @@ def test_up_runs_jobs_on_an_embedded_redis_and_stops_it_on_ctrl_c(tmp_path: Path
                                env={k: v for k, v in child_env().items()
                                     if k != "CRONSVC_REDIS_URL"}, capture_output=True,
                                timeout=60)
-        assert found.stdout.split() == [url.rsplit(":", 1)[1].split("/")[0], "['tick']"], found
+        assert found.stdout.split(maxsplit=1) == [url.rsplit(":", 1)[1].split("/")[0],
+                                                  "['health', 'tick']\n"], found
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, log.read_text()
     assert not (tmp_path / ".cronsvc" / "redis.url").exists()
