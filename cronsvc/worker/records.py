@@ -43,11 +43,27 @@ def log_outcome(
     )
 
 
-def log_dropped(log: logging.Logger, worker: str, fid: str, status: str, reason: str) -> None:
-    """A fire the claim did not run: a warning when it missed its time or died, which
-    needs a look; skipped or queued by the job's own policy or a pause is the normal way."""
+#: Fires of one job dropped for one reason in one claim that are named one by one; more
+#: are said in one line (their ids at DEBUG).
+NAMED_DROPS = 3
+
+
+def log_dropped(log: logging.Logger, worker: str, job: str, fires: list[tuple[str, int]],
+                status: str, reason: str) -> None:
+    """Fires of ``job`` the claim did not run, for one reason: a warning when they missed
+    their time or died, which needs a look; skipped or queued by the job's own policy or a
+    pause is the normal way. A few are named each; more are counted in one line, with the
+    first and last due times."""
     level = logging.WARNING if status in ("missed", "dead") else logging.INFO
-    log.log(level, "%s %s (%s)", status, fid, reason, extra={"fire": fid, "worker": worker})
+    if len(fires) > NAMED_DROPS:
+        dues = sorted(due for _, due in fires)
+        why = "" if reason == status else f" ({reason})"
+        log.log(level, "%s %d fires of %s, due %s to %s%s", status, len(fires), job,
+                iso_utc(dues[0]), iso_utc(dues[-1]), why,
+                extra={"fire": fires[0][0], "worker": worker})
+    each = level if len(fires) <= NAMED_DROPS else logging.DEBUG
+    for fid, _ in fires:
+        log.log(each, "%s %s (%s)", status, fid, reason, extra={"fire": fid, "worker": worker})
 
 
 def lost_record(claim: Claim, before: dict[str, Any]) -> HistoryRecord:

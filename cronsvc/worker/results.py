@@ -98,16 +98,23 @@ class Results:
         w.metrics.reclaimed(claim.job)
         self._queue.put(Note(keys, claim.job, lost_record(claim, before)))
 
-    def dropped(self, fid: str, reason: str) -> None:
-        """The claim script dropped a fire: write its history line (from this thread, which
-        rides out an outage; the claim loop must not)."""
+    def dropped(self, fires: list[tuple[str, str]]) -> None:
+        """The claim script dropped these fires (id, reason): write their history lines
+        (from this thread, which rides out an outage; the claim loop must not) and say
+        so, one line per job and reason however many fires (a fleet back from a night away
+        misses a job's every fire at once)."""
         w = self.w
-        record = drop_record(fid, reason, w.worker_id)
-        job = record["job"]
-        keys = keys_for(job, w.config.redis.shards, w.config.redis.prefix)
-        self._queue.put(Note(keys, job, record))
-        log_dropped(log, w.worker_id, fid, record["status"], drop_explained(reason))
-        w.metrics.dropped(job, reason)
+        said: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+        for fid, reason in fires:
+            record = drop_record(fid, reason, w.worker_id)
+            job = record["job"]
+            keys = keys_for(job, w.config.redis.shards, w.config.redis.prefix)
+            self._queue.put(Note(keys, job, record))
+            said.setdefault((job, record["status"], drop_explained(reason)), []).append(
+                (fid, record["scheduled"] or 0))
+            w.metrics.dropped(job, reason)
+        for (job, status, why), dropped in said.items():
+            log_dropped(log, w.worker_id, job, dropped, status, why)
 
     def close(self) -> None:
         """Record what is queued, then end the thread (or, if it never started, record it

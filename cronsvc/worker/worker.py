@@ -308,8 +308,8 @@ class Worker:
             for claim in res.claimed:
                 if claim.before is not None:
                     self.results.reclaimed(keys, claim)
-            for fid, reason in res.dropped:
-                self.results.dropped(fid, reason)
+            if res.dropped:
+                self.results.dropped(res.dropped)
             for member, key in res.aside:  # the script kept it: said once, here
                 log.warning("set aside %s (`cronsvc malformed` lists it)",
                             named(key, member, "not a fire id"))

@@ -58,3 +58,21 @@ def test_normal_events_are_info_and_lost_definitions_a_warning(
         assert " WARNING " in warned
         wait_for(lambda: r.keys("cron:held:*"), message="the definitions written again")
         (tmp_path / "ledger.jsonl.release").touch()
+
+
+def test_fires_missed_in_bulk_are_said_in_one_line(tmp_path: Path, redis_url: str) -> None:
+    fleet = Fleet(tmp_path, redis_url, {"tick": {"every": "1s", "command": ["true"],
+                                                 "starting_deadline": "1s"}})
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+
+    def overdue() -> int:  # fires of tick past their starting deadline, on Redis's clock
+        seconds, micros = r.time()
+        return int(r.zcount("cron:queue", 0, seconds * 1000 + micros // 1000 - 2000))
+
+    with fleet.running():  # a planner, no worker yet: the fleet was away
+        wait_for(lambda: overdue() >= 5, timeout=40, message="five fires of tick overdue")
+        fleet.worker("w1")
+        (said,) = wait_for(lambda: lines(fleet, r"missed \d+ fires of tick"), timeout=40,
+                           message="the missed fires said at once")
+    assert re.search(r" WARNING missed \d+ fires of tick, due \S+Z to \S+Z$", said), said
+    assert not lines(fleet, r"missed tick@"), "each fire named besides"
