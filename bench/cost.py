@@ -116,7 +116,9 @@ def profiling(pid: int, name: str | None) -> Iterator[None]:
     if name is None:
         yield
         return
-    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        sys.exit("--profile needs py-spy: `pip install -e '.[dev]'` (it is in the dev extra)")
     PROFILES.mkdir(exist_ok=True)
     # --gil: only the thread holding the GIL is sampled, so the samples are where the
     # interpreter spends its CPU, not where threads wait.
@@ -339,10 +341,10 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,celery,rq,dram
         else:
             n = max(int(fires * KINDS[kind][1]), 1_000)
             costs.append(drain(kind, n, profile or None if kind == "call" else None))
-    top = ceiling_rate = claim_ceiling(fires)
+    ceiling_rate = claim_ceiling(fires)
     for c in costs:
         target = TARGETS.get(c.kind)
-        ratio = c.rate / top
+        ratio = c.rate / ceiling_rate
         name = {"async": "async `call`", "command": "`command` (true)"}.get(
             c.kind, f"`{c.kind}`" if c.kind in DISPATCH else "no-op `call`")
         kernel = f", {c.worker_sys_us:.1f} of them in the kernel" if c.worker_sys_us else ""
@@ -362,11 +364,11 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,celery,rq,dram
                 "no-op `call` drain over the claim ceiling", f"{ratio:.2f}",
                 f">= {RATIO_TARGET}", f"{common.rate(c.rate)} fires/s; ceiling "
                 f"{common.rate(ceiling_rate)} fires/s", ratio >= RATIO_TARGET))
-            top = sorted(c.commands.items(), key=lambda kv: -kv[1][0])[:8]
+            busiest = sorted(c.commands.items(), key=lambda kv: -kv[1][0])[:8]
             section.notes.append(
                 "no-op `call`, redis-server time per fire by command (INFO commandstats; "
                 "evalsha includes the commands its scripts run): " + ", ".join(
-                    f"{name} {us:.2f} µs ({n:.2f} calls)" for name, (us, n) in top))
+                    f"{name} {us:.2f} µs ({n:.2f} calls)" for name, (us, n) in busiest))
         else:
             section.notes.append(f"{name}: redis-server {c.redis_us:.1f} µs per fire"
                                  + (f", {c.calls:.3f} script calls per fire" if c.calls else ""))
