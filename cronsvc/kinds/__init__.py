@@ -99,6 +99,12 @@ def runs_async(job: Any) -> bool:
     return KINDS[job.kind].runs_async(job)
 
 
+def starts_processes(job: Any) -> bool:
+    """Whether fires of `job` start processes, to be held through :func:`execute`'s
+    ``guard`` (a job of another kind needs none)."""
+    return KINDS[job.kind].starts_processes
+
+
 def launch(
     job: Any, ctx: FireContext, cancel: threading.Event, done: Callable[[Outcome], None],
     clock: Clock = SYSTEM, feed: Feed | None = None,

@@ -39,7 +39,7 @@ from cronsvc.config.models import Config, Job
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
-from cronsvc.kinds import execute, launch, prepare, runs_async
+from cronsvc.kinds import execute, launch, prepare, runs_async, starts_processes
 from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.metrics.traces import traces
@@ -414,8 +414,9 @@ class Worker:
         claim = run.claim
         ctx = self._context(run)
         outcome = None
-        # Every run is offered the leash; a kind whose runs start processes holds them on it.
-        run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
+        # A kind whose runs start processes holds them on the run's leash.
+        if starts_processes(run.job):
+            run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
         try:
             if self.leases.still_held(run):
                 outcome = self._execute(run, ctx)
@@ -471,6 +472,8 @@ class Worker:
         with self._lock:
             for run in runs:
                 self._running.pop(run.key, None)
+        for run in runs:
+            run.forget()
         self.runs_finished += len(runs)
         for run in runs:
             self.hooks.recorded(run.claim.fire_id, run.claim.token)
