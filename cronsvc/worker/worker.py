@@ -404,7 +404,10 @@ class Worker:
 
     def _ended(self, run: Running, outcome: Outcome | None) -> None:
         run.ended = True
-        self._wake.set()
+        # Its slot is free: the claim loop looks again. Set already, the loop has yet to
+        # clear it, and it counts the free slots after it does.
+        if not self._wake.is_set():
+            self._wake.set()
         if outcome is None:
             self.free(run)
         else:
