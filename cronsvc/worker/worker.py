@@ -47,6 +47,7 @@ from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.context import FireContext
 from cronsvc.run.hooks import Hooks
+from cronsvc.run.made import made
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
@@ -377,10 +378,10 @@ class Worker:
 
     def _context(self, run: Running) -> FireContext:
         claim = run.claim
-        return FireContext(
-            job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
+        return made(
+            FireContext, job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
             attempt=claim.token, worker=self.worker_id, payload=claim.payload,
-            schedule=schedule_of(claim.fire_id),
+            schedule=schedule_of(claim.fire_id), trace=None,
         )
 
     def _launch(self, run: Running) -> None:
