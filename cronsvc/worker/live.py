@@ -2,8 +2,9 @@
 
 Each run gets a :class:`LiveFeed`, told every chunk its process or its call writes; it
 joins the feeds the worker writes from at its first chunk, so a run that prints nothing
-costs no more than the feed. One thread per worker writes what the feeds gathered, every :data:`FLUSH_EVERY` seconds, in
-one pipeline for all its runs, to a stream per fire (``Keys.live``): entries
+costs no more than the feed. One thread per worker writes what the feeds gathered, every
+:data:`FLUSH_EVERY` seconds, in one pipeline for all its runs, to a stream per fire
+(``Keys.live``): entries
 ``{attempt, text}``, then ``{attempt, end}`` once the run is over, the stream capped at
 :data:`LIVE_ENTRIES`, expiring after the output retention while a run goes and
 :data:`KEPT_AFTER_END_MS` after its end. A run streams only once
