@@ -141,3 +141,39 @@ def test_definitions_lost_from_redis_are_written_again_and_fires_claimed(
     w.write_held()
     [claim] = w.scripts.claim(K, "w", held=held).claimed
     assert claim.fire_id == fid
+
+
+def test_a_blocking_call_holds_back_no_other_fire_while_a_slot_is_free(
+    tmp_path: Path, redis_url: str, r: redis.Redis
+) -> None:
+    ledger, release = tmp_path / "ledger", tmp_path / "release"
+    cfg = tmp_path / "jobs.yaml"
+    cfg.write_text(
+        "jobs:\n"
+        "  stuck:\n"
+        "    cron: '0 0 1 1 *'\n"
+        "    call: cronsvc.testing.ledger:block\n"
+        f"    args: [{str(ledger)!r}, {str(release)!r}]\n"
+        "  quick:\n"
+        "    cron: '0 0 1 1 *'\n"
+        "    call: tests.support.calls:nothing\n"
+    )
+    client = Client(redis_url, config=str(cfg))
+    client.publish_config()
+    worker = Worker(load_config(cfg), connect(redis_url), worker_id="a", concurrency=2,
+                    grace=0)
+    thread = threading.Thread(target=worker.run_forever, daemon=True)
+    try:
+        # Queued together, the blocking one first: claimed at once, one thread takes it.
+        client.trigger("stuck")
+        for _ in range(5):
+            client.trigger("quick")
+        thread.start()
+        wait_for(lambda: len(r.lrange(K.history("quick"), 0, -1)) == 5,
+                 message="the quick fires recorded while the first blocks")
+        assert r.lrange(K.history("stuck"), 0, -1) == []  # still running
+    finally:
+        release.touch()
+        worker.stop()
+        worker.stop()
+        wait_for(lambda: not thread.is_alive(), message="the worker to stop")
