@@ -223,6 +223,7 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     from cronsvc.process.loaded import loaded_code
     from cronsvc.process.signals import on_stop_signals
     from cronsvc.run.processes import die_with_parent
+    from cronsvc.worker import heap
     from cronsvc.worker.prefork import Forked
     from cronsvc.worker.worker import Worker
 
@@ -262,6 +263,7 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     on_stop_signals(w.stop, reload=w.request_reload)
     if reporter is not None:
         reporter.start(lambda: len(w.running()))
+    heap.settle()  # what it loaded, out of the cycle collector's sight
     w.run_forever()
 
 

@@ -28,6 +28,7 @@ from cronsvc.kinds.kind import Kind
 from cronsvc.run import tracecontext
 from cronsvc.run.context import FireContext
 from cronsvc.run.dispatch import Outcomes
+from cronsvc.run.made import made
 from cronsvc.run.outcome import Guard, Outcome, Result, Stop
 from cronsvc.run.output import Feed, kept_of
 
@@ -83,20 +84,34 @@ def execute(
         if cancel.is_set():
             result = Result("cancelled", error="cancelled before start")
         else:
-            result = KINDS[job.kind].run(job, ctx, Stop(cancel, job.timeout, deadline, guard,
-                                                        outcomes, kept_of(job, feed)))
+            result = KINDS[job.kind].run(job, ctx, made(
+                Stop, cancel=cancel, timeout=job.timeout, deadline=deadline, guard=guard,
+                outcomes=outcomes, output=kept_of(job, feed)))
     except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
         result = Result("failed", error=f"{type(exc).__name__}: {exc}")
     finally:
         tracecontext.detach(token)
     duration_ms = int((monotonic() - t0) * 1000)
-    return Outcome(result.status, started_ms, duration_ms, *result[1:])
+    return outcome_of(result, started_ms, duration_ms)
+
+
+def outcome_of(result: Result, started_ms: int, duration_ms: int) -> Outcome:
+    """What the worker records of a run of a kind that reported ``result``."""
+    return made(Outcome, status=result.status, started_ms=started_ms,
+                duration_ms=duration_ms, exit_code=result.exit_code, output=result.output,
+                error=result.error)
 
 
 def runs_async(job: Any) -> bool:
     """Whether fires of `job` run on the worker's event loop (:func:`launch`), holding no
     slot thread while they wait, rather than through :func:`execute`."""
     return KINDS[job.kind].runs_async(job)
+
+
+def starts_processes(job: Any) -> bool:
+    """Whether fires of `job` start processes, to be held through :func:`execute`'s
+    ``guard`` (a job of another kind needs none)."""
+    return KINDS[job.kind].starts_processes
 
 
 def launch(
@@ -111,15 +126,16 @@ def launch(
     t0 = monotonic()
 
     def finished(result: Result) -> None:
-        done(Outcome(result.status, started_ms, int((monotonic() - t0) * 1000), *result[1:]))
+        done(outcome_of(result, started_ms, int((monotonic() - t0) * 1000)))
 
     if cancel.is_set():
         finished(Result("cancelled", error="cancelled before start"))
         return lambda: None
     deadline = None if job.timeout is None else t0 + job.timeout
     try:
-        return KINDS[job.kind].start(job, ctx, Stop(cancel, job.timeout, deadline,
-                                                    output=kept_of(job, feed)), finished)
+        return KINDS[job.kind].start(job, ctx, made(
+            Stop, cancel=cancel, timeout=job.timeout, deadline=deadline, guard=None,
+            outcomes=None, output=kept_of(job, feed)), finished)
     except Exception as exc:  # the worker must get an outcome, whatever went wrong
         finished(Result("failed", error=f"{type(exc).__name__}: {exc}"))
         return lambda: None

@@ -57,6 +57,7 @@ class Command(Kind):
     hint = "command (a program to run)"
     fields = CommandFields
     per_job = frozenset({"command"})
+    starts_processes = True
 
     def run(self, job: Any, ctx: FireContext, stop: Stop) -> Result:
         argv = ["/bin/sh", "-c", " ".join(job.command)] if job.shell else list(job.command)

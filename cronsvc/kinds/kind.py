@@ -61,6 +61,9 @@ class Kind(ABC):
     fields: ClassVar[type[Fields]]
     #: Its keys that cannot have a default (under ``defaults:``): what a job is.
     per_job: ClassVar[frozenset[str]]
+    #: Whether its runs start processes, which the worker's watchdog then holds (through
+    #: the run's ``guard``): a run of another kind is given no guard.
+    starts_processes: ClassVar[bool] = False
 
     def problem(self, job: Any) -> str | None:
         """Why ``job``, of this kind or another, misuses this kind's options (checked once

@@ -233,9 +233,8 @@ def _close_quietly(proc: subprocess.Popen[bytes]) -> None:
 @dataclass
 class Leash:
     """One run's process group, held by the watchdog until ``deadline()``, the moment the
-    run's lease may lapse. Every run is given one (as the executor's guard); a kind that
-    starts processes tells it when the group exists and when it has ended (a command),
-    others leave it holding nothing."""
+    run's lease may lapse. A run of a kind that starts processes (a command) is given one as
+    the executor's guard, and tells it when the group exists and when it has ended."""
 
     watchdog: Watchdog
     deadline: Callable[[], float]

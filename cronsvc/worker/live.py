@@ -1,8 +1,10 @@
 """A run's output while it goes: what ``cronsvc show FIRE --follow`` and the fire page read.
 
-Each run of a command gets a :class:`LiveFeed`, told every chunk its process writes. One
-thread per worker writes what the feeds gathered, every :data:`FLUSH_EVERY` seconds, in
-one pipeline for all its runs, to a stream per fire (``Keys.live``): entries
+Each run gets a :class:`LiveFeed`, told every chunk its process or its call writes; it
+joins the feeds the worker writes from at its first chunk, so a run that prints nothing
+costs no more than the feed. One thread per worker writes what the feeds gathered, every
+:data:`FLUSH_EVERY` seconds, in one pipeline for all its runs, to a stream per fire
+(``Keys.live``): entries
 ``{attempt, text}``, then ``{attempt, end}`` once the run is over, the stream capped at
 :data:`LIVE_ENTRIES`, expiring after the output retention while a run goes and
 :data:`KEPT_AFTER_END_MS` after its end. A run streams only once
@@ -39,15 +41,18 @@ KEPT_AFTER_END_MS = 60_000
 class LiveFeed:
     """The output of one run not yet written to its fire's stream."""
 
-    def __init__(self, key: str, attempt: int) -> None:
+    def __init__(self, key: str, attempt: int, output: LiveOutput) -> None:
         self.key = key
         self.attempt = attempt
         self.since = monotonic()
         self.streamed = False  # something went to the stream: its end must too
+        self._output: LiveOutput | None = output  # until it joins its feeds (or is closed)
         self._pending = bytearray()
         self._lock = threading.Lock()
 
     def add(self, chunk: bytes) -> None:
+        if self._output is not None:
+            self._output.join(self)
         with self._lock:
             # Bounded, whatever the run prints between two writes: the stream is a view.
             if len(self._pending) < 4 * ENTRY_MAX:
@@ -88,15 +93,22 @@ class LiveOutput:
 
     def open(self, key: str, attempt: int) -> LiveFeed:
         """The feed of a run starting now: attempt ``attempt`` of the fire of stream ``key``."""
-        feed = LiveFeed(key, attempt)
+        return LiveFeed(key, attempt, self)
+
+    def join(self, feed: LiveFeed) -> None:
+        """A feed has output: write it from now on (unless its run is over)."""
         with self._lock:
-            self._feeds.add(feed)
-        return feed
+            if feed._output is not None:
+                feed._output = None
+                self._feeds.add(feed)
 
     def close(self, feed: LiveFeed) -> None:
         """The run is over: if it streamed, write the rest of its output and its end now,
         before its result (a follower sees the end, then the outcome)."""
         with self._lock:
+            if feed._output is not None:  # never printed: the writer never saw it
+                feed._output = None
+                return
             self._feeds.discard(feed)
         with self._writing:
             if feed.streamed:

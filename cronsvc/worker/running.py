@@ -40,6 +40,13 @@ class Running:
         # A fire this worker lost and then reclaimed itself is held twice, by two tokens.
         return (self.claim.fire_id, self.claim.token)
 
+    def forget(self) -> None:
+        """Its result is recorded: let go of its leash and its task's stop, which refer
+        back to it. Unbroken, each such loop is garbage only the cycle collector finds, and
+        what a fire leaves behind would cost it a share of full collections."""
+        self.leash = None
+        self.on_stop = None
+
     def stop(self, reason: Cancel) -> None:
         """Ask the run to end, saying why (its history status)."""
         self.cancel_reason = reason

@@ -39,7 +39,7 @@ from cronsvc.config.models import Config, Job
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
-from cronsvc.kinds import execute, launch, prepare, runs_async
+from cronsvc.kinds import execute, launch, prepare, runs_async, starts_processes
 from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.metrics.traces import traces
@@ -47,6 +47,7 @@ from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.context import FireContext
 from cronsvc.run.hooks import Hooks
+from cronsvc.run.made import made
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
@@ -377,10 +378,10 @@ class Worker:
 
     def _context(self, run: Running) -> FireContext:
         claim = run.claim
-        return FireContext(
-            job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
+        return made(
+            FireContext, job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
             attempt=claim.token, worker=self.worker_id, payload=claim.payload,
-            schedule=schedule_of(claim.fire_id),
+            schedule=schedule_of(claim.fire_id), trace=None,
         )
 
     def _launch(self, run: Running) -> None:
@@ -404,7 +405,10 @@ class Worker:
 
     def _ended(self, run: Running, outcome: Outcome | None) -> None:
         run.ended = True
-        self._wake.set()
+        # Its slot is free: the claim loop looks again. Set already, the loop has yet to
+        # clear it, and it counts the free slots after it does.
+        if not self._wake.is_set():
+            self._wake.set()
         if outcome is None:
             self.free(run)
         else:
@@ -414,8 +418,9 @@ class Worker:
         claim = run.claim
         ctx = self._context(run)
         outcome = None
-        # Every run is offered the leash; a kind whose runs start processes holds them on it.
-        run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
+        # A kind whose runs start processes holds them on the run's leash.
+        if starts_processes(run.job):
+            run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
         try:
             if self.leases.still_held(run):
                 outcome = self._execute(run, ctx)
@@ -471,6 +476,8 @@ class Worker:
         with self._lock:
             for run in runs:
                 self._running.pop(run.key, None)
+        for run in runs:
+            run.forget()
         self.runs_finished += len(runs)
         for run in runs:
             self.hooks.recorded(run.claim.fire_id, run.claim.token)

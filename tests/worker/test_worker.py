@@ -93,18 +93,22 @@ def test_a_claim_still_held_at_its_late_start_runs(
     assert r.zscore(K.working, fid) is None
 
 
-def test_a_stopped_worker_gives_back_the_fire_of_a_call_that_ignores_its_cancel(
-    tmp_path: Path, redis_url: str, r: redis.Redis
-) -> None:
+def blocking_file(tmp_path: Path, job: str, more: str = "") -> tuple[Path, Path, Path]:
+    """A job file whose ``job`` blocks until released (then ``more`` jobs); the file, the
+    ledger its run writes to and the file that releases it."""
     ledger, release = tmp_path / "ledger", tmp_path / "release"
     cfg = tmp_path / "jobs.yaml"
     cfg.write_text(
-        "jobs:\n"
-        "  stubborn:\n"
-        "    cron: '0 0 1 1 *'\n"
-        "    call: cronsvc.testing.ledger:block\n"
-        f"    args: [{str(ledger)!r}, {str(release)!r}]\n"
+        f"jobs:\n  {job}:\n    cron: '0 0 1 1 *'\n    call: cronsvc.testing.ledger:block\n"
+        f"    args: [{str(ledger)!r}, {str(release)!r}]\n{more}"
     )
+    return cfg, ledger, release
+
+
+def test_a_stopped_worker_gives_back_the_fire_of_a_call_that_ignores_its_cancel(
+    tmp_path: Path, redis_url: str, r: redis.Redis
+) -> None:
+    cfg, ledger, release = blocking_file(tmp_path, "stubborn")
     client = Client(redis_url, config=str(cfg))
     client.publish_config()
     worker = Worker(load_config(cfg), connect(redis_url), worker_id="a", grace=0)
@@ -141,3 +145,29 @@ def test_definitions_lost_from_redis_are_written_again_and_fires_claimed(
     w.write_held()
     [claim] = w.scripts.claim(K, "w", held=held).claimed
     assert claim.fire_id == fid
+
+
+def test_a_blocking_call_holds_back_no_other_fire_while_a_slot_is_free(
+    tmp_path: Path, redis_url: str, r: redis.Redis
+) -> None:
+    quick = "  quick:\n    cron: '0 0 1 1 *'\n    call: tests.support.calls:nothing\n"
+    cfg, _, release = blocking_file(tmp_path, "stuck", quick)
+    client = Client(redis_url, config=str(cfg))
+    client.publish_config()
+    worker = Worker(load_config(cfg), connect(redis_url), worker_id="a", concurrency=2,
+                    grace=0)
+    thread = threading.Thread(target=worker.run_forever, daemon=True)
+    try:
+        # Queued together, the blocking one first: claimed at once, one thread takes it.
+        client.trigger("stuck")
+        for _ in range(5):
+            client.trigger("quick")
+        thread.start()
+        wait_for(lambda: len(r.lrange(K.history("quick"), 0, -1)) == 5,
+                 message="the quick fires recorded while the first blocks")
+        assert r.lrange(K.history("stuck"), 0, -1) == []  # still running
+    finally:
+        release.touch()
+        worker.stop()
+        worker.stop()
+        wait_for(lambda: not thread.is_alive(), message="the worker to stop")
