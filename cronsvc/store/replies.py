@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from cronsvc.history import encoded
+
 
 def text(value: Any) -> str:
     """A reply as ``str``, whether the connection decodes responses or not."""
@@ -60,4 +62,4 @@ def record_json(record: Any) -> str:
     any value JSON has no type for written as its ``str``."""
     if isinstance(record, str | bytes):
         return text(record)
-    return _RECORD(record)
+    return encoded(record) or _RECORD(record)
