@@ -148,11 +148,15 @@ def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int,
     keys = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
             k.failing]
     args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS, int(retention_ms)]
+    histories: dict[str, str] = {}  # a batch holds many fires of a job
     for fid, token, job, record, *rest in items:
-        ran_key, entry = _ran(k, fid, job)
+        history = histories.get(job)
+        if history is None:
+            history = histories[job] = k.history(job)
+        ran_key, entry = ran_entry(k, fid) or (history, "")
         started = record.get("started") if isinstance(record, dict) else None
         output = rest[1] if len(rest) > 1 and started is not None else ""
-        keys += (k.history(job), ran_key, k.output(fid))
+        keys += (history, ran_key, k.output(fid))
         args += (fid, int(token), job, record if isinstance(record, str) else record_json(record),
                  rest[0] if rest else "", entry, output, int(started or 0))
     return keys, args
@@ -182,6 +186,23 @@ def _ran(k: Keys, fid: str, job: str) -> tuple[str, bytes | str]:
     """The record-of-runs key and entry a script that ends ``fid`` takes; for a fire that
     is not recorded, its job's history (a key of the shard, never appended to) and ''."""
     return ran_entry(k, fid) or (k.history(job), "")
+
+
+def _round_trip(client: redis.Redis, command: tuple[Any, ...]) -> Any:
+    """Send ``command`` on a connection of ``client``'s pool and read its reply, with the
+    client's retries of a lost connection, as its own commands have."""
+    packed = [hiredis.pack_command(command)]
+    pool = client.connection_pool
+    conn = pool.get_connection()
+
+    def send() -> Any:
+        conn.send_packed_command(packed)
+        return conn.read_response()
+
+    try:
+        return conn.retry.call_with_retry(send, lambda _: conn.disconnect())
+    finally:
+        pool.release(conn)
 
 
 class Scripts:
@@ -398,9 +419,29 @@ class Scripts:
         out: list[str | None] = []
         for i in range(0, len(items), ACK_CHUNK):
             chunk = items[i:i + ACK_CHUNK]
-            res = self.run("ack", *ack_call(k, chunk, history_cap, retention_ms))
+            res = self.run_packed("ack", *ack_call(k, chunk, history_cap, retention_ms))
             out += [None if r == 1 else text(r) for r in res]
         return out
+
+    def run_packed(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """:meth:`run`, the command packed in one go by hiredis: redis-py's packer looks at
+        every argument first, and an ack of a few hundred fires has thousands. A client
+        that routes by key (a cluster) or holds one connection runs it the usual way."""
+        client = self.client
+        if not isinstance(client, redis.Redis) or client.connection is not None:
+            return self.run(name, keys, args)
+        src, script = self.sources[name], self._scripts[name]
+        src.check_keys(len(keys))
+        try:
+            try:
+                return _round_trip(client, ("EVALSHA", script.sha, len(keys), *keys, *args))
+            except redis.exceptions.NoScriptError:
+                self._load(script, keys[0])
+                return _round_trip(client, ("EVALSHA", script.sha, len(keys), *keys, *args))
+        except redis.ResponseError as exc:
+            if is_outage(exc):
+                raise
+            raise script_error(exc) from exc
 
     def fail(
         self, keys: Keys, fire_id: str, token: int, job: str, record: Any,
