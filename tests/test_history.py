@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from cronsvc.errors import BadArgument
-from cronsvc.history import Cancel, Drop, drop_explained, drop_status, record
+from cronsvc.history import FIELDS as RECORD_FIELDS
+from cronsvc.history import Cancel, Drop, drop_explained, drop_status, encoded, record
+from cronsvc.store.replies import record_json
 
 FIELDS = ["fire", "job", "status", "reason", "scheduled", "started", "duration_ms", "attempt",
           "worker", "exit_code", "output"]
@@ -82,3 +85,34 @@ def test_cancel_values(cancel: Cancel, value: str) -> None:
 
 def test_every_cancel_is_in_the_table() -> None:
     assert [c.value for c in Cancel] == ["replaced", "lease lost", "shutdown"]
+
+
+def test_the_record_fields_are_the_contract_in_order() -> None:
+    assert list(RECORD_FIELDS) == FIELDS
+
+
+@pytest.mark.parametrize("r", [
+    record("a@1000", "ok", started=1003, duration_ms=0, attempt=1, worker="w-1@host:42"),
+    record("a@1000!s1", "failed", reason='exit "3"\n\u2028\x00', started=-5, duration_ms=7,
+           attempt=2, worker=None, exit_code=-9, output="é€😀\\/" + "x" * 500),
+    record("ünï@1000#t", "lost", job="ünï", scheduled=1000, reason="lease lost: worker ?"),
+    record("a@1000", "ok", scheduled=2**70, started=0),
+])
+def test_a_record_is_encoded_as_json_writes_it(r: dict[str, Any]) -> None:
+    expected = json.dumps(r, separators=(",", ":"))
+    assert encoded(r) == expected
+    assert record_json(r) == expected
+    assert json.loads(expected) == r
+
+
+@pytest.mark.parametrize("r", [
+    record("a@1000", "ok", attempt=True),  # JSON true, not 1
+    record("a@1000", "ok", duration_ms=1.5),  # type: ignore[arg-type]
+    record("a@1000", "ok", output=["x"]),  # type: ignore[arg-type]
+    {**record("a@1000", "ok"), "extra": 1},
+    dict(reversed(record("a@1000", "ok").items())),
+    {"fire": "a@1000"},
+])
+def test_what_is_not_a_plain_record_is_left_to_json(r: dict[str, Any]) -> None:
+    assert encoded(r) is None
+    assert record_json(r) == json.dumps(r, separators=(",", ":"), default=str)

@@ -7,13 +7,20 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from json.encoder import encode_basestring_ascii
+from typing import Any, cast
 
-from cronsvc.run.capture import OutsideRuns
+from cronsvc.run.capture import RUN_OUTPUT, OutsideRuns
 
 # Fields a run line carries, so a shipper can index them.
 RUN_FIELDS = ("job", "fire", "attempt", "worker")
+
+
+# Made once: json.dumps with separators makes an encoder per call (a line per run).
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+_str = encode_basestring_ascii
 
 
 class JsonFormatter(logging.Formatter):
@@ -30,7 +37,60 @@ class JsonFormatter(logging.Formatter):
                 out[name] = getattr(record, name)
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, separators=(",", ":"))
+        return _COMPACT(out)
+
+    def line(self, created: float, level: str, logger: str, msg: str,
+             fields: dict[str, Any]) -> str:
+        """What :meth:`format` makes of a record made at ``created`` (time.time()) with
+        these fields, made without one."""
+        second = int(created)
+        if second != self._second[0]:
+            self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)))
+        out = [f'{{"ts":"{self._second[1]}.{int((created - second) * 1000):03d}Z","level":',
+               _str(level.lower()), ',"logger":', _str(logger), ',"msg":', _str(msg)]
+        for name in RUN_FIELDS:
+            if name in fields:
+                v = fields[name]
+                if v.__class__ is str:
+                    out += (',"', name, '":', _str(v))
+                elif v.__class__ is int:
+                    out += (',"', name, '":', int.__repr__(v))
+                else:  # another type: as json writes it
+                    out += (',"', name, '":', _COMPACT(v))
+        out.append("}")
+        return "".join(out)
+
+    _second: tuple[int, str] = (-1, "")  # the last second's time
+
+
+class LineFormatter(logging.Formatter):
+    """The readable line: ``TIME [NAME ]LEVEL MESSAGE``."""
+
+    DATEFMT = "%H:%M:%S"
+
+    def __init__(self, prefix: str = "") -> None:
+        self.made = f"%(asctime)s {prefix}%(levelname)s %(message)s"
+        super().__init__(self.made, self.DATEFMT)
+        self.prefix = prefix
+        self._second: tuple[int, Any, str] = (-1, None, "")  # the last second's time
+
+    def intact(self) -> bool:
+        """Still formatting as made (nobody changed its format or time format)."""
+        return (self._fmt == self.made and self.datefmt == self.DATEFMT
+                and type(self._style) is logging.PercentStyle and self._style._fmt == self.made)
+
+    def line(self, created: float, level: str, logger: str, msg: str,
+             fields: dict[str, Any]) -> str:
+        """What :meth:`format` makes of a record made at ``created`` with this message."""
+        second, converter, asctime = self._second
+        if second != int(created) or converter is not self.converter:
+            converter = self.converter
+            asctime = time.strftime(self.DATEFMT, converter(created))
+            self._second = (int(created), converter, asctime)
+        return f"{asctime} {self.prefix}{level} {msg}"
+
+
+Formatters = JsonFormatter | LineFormatter
 
 
 _held = threading.local()  # this thread's lines held by batched_lines(), per handler
@@ -62,6 +122,53 @@ class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self.release()
 
 
+#: Writes one line (message, its fields) where logging would; see :func:`line_writer`.
+LineWriter = Callable[[str, dict[str, Any]], None]
+
+
+def line_writer(logger: logging.Logger, level: int) -> LineWriter | None:
+    """A writer of ``logger``'s lines at ``level`` that makes each line as logging would
+    and holds it as :class:`LineHandler` does, without logging's LogRecord, formatter and
+    handler calls (most of what a worker spends on its line per run); None unless that is
+    all logging would do with them right now: inside :func:`batched_lines`, the level
+    enabled, no filter on the way but :class:`OutsideRuns` (outside any run), and the
+    only handler to see them one LineHandler set up by :func:`setup_logging`. A user's own
+    handler, filter, logger class or record factory gets the lines through logging.
+    Asked once per batch of lines: what logging is set to do may change meanwhile."""
+    held: dict[LineHandler, list[str]] | None = getattr(_held, "lines", None)
+    if (held is None or type(logger) is not logging.Logger
+            or logging.getLogRecordFactory() is not logging.LogRecord
+            or not logger.isEnabledFor(level)):
+        return None
+    handler: LineHandler | None = None
+    node: logging.Logger | None = logger
+    while node is not None:
+        if node.disabled or node.filters:
+            return None
+        for h in node.handlers:
+            if level >= h.level:
+                if handler is not None or type(h) is not LineHandler:  # not a subclass
+                    return None
+                handler = cast(LineHandler, h)
+        node = node.parent if node.propagate else None
+    if handler is None or not all(type(f) is OutsideRuns for f in handler.filters):
+        return None
+    if RUN_OUTPUT.get() is not None:  # OutsideRuns would drop them
+        return None
+    fmt = handler.formatter
+    if not (type(fmt) is JsonFormatter or (type(fmt) is LineFormatter and fmt.intact())):
+        return None
+    line, name, levelname = fmt.line, logger.name, logging.getLevelName(level)
+    terminator, clock = handler.terminator, time.time
+
+    def write(msg: str, fields: dict[str, Any]) -> None:
+        # Looked up per line: a warning in between writes the handler's list and drops it.
+        held.setdefault(handler, []).append(  # type: ignore[union-attr]
+            line(clock(), levelname, name, msg, fields) + terminator)
+
+    return write
+
+
 @contextmanager
 def batched_lines() -> Iterator[None]:
     """Hold the log lines of this thread until the block ends, then write them."""
@@ -84,9 +191,7 @@ def setup_logging(fmt: str = "human", name: str = "", level: int = logging.INFO)
         handler.setFormatter(JsonFormatter())
     else:
         prefix = f"{name} " if name else ""
-        handler.setFormatter(
-            logging.Formatter(f"%(asctime)s {prefix}%(levelname)s %(message)s", "%H:%M:%S")
-        )
+        handler.setFormatter(LineFormatter(prefix))
     # A worker logs a line per run: skip what no line shows (the logging HOWTO's
     # "Optimization" knobs: caller frame, thread, process and task names).
     logging._srcfile = None  # type: ignore[attr-defined]

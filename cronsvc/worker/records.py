@@ -7,6 +7,7 @@ from typing import Any
 
 from cronsvc.clock import iso_utc
 from cronsvc.history import HistoryRecord, drop_explained, drop_status, record
+from cronsvc.process.logs import LineWriter
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.output import excerpt
 from cronsvc.store.scripts import Claim
@@ -29,18 +30,43 @@ def drop_record(fid: str, reason: str, worker: str) -> HistoryRecord:
 
 
 def log_outcome(
-    log: logging.Logger, worker: str, claim: Claim, outcome: Outcome, lag_ms: int, note: str = ""
+    log: logging.Logger, worker: str, claim: Claim, outcome: Outcome, lag_ms: int, note: str = "",
+    write: LineWriter | None = None,
 ) -> None:
+    """The run's line: INFO for a success, else a WARNING. ``write`` (from
+    :func:`~cronsvc.process.logs.line_writer`) writes an INFO line without logging's
+    machinery, the same line."""
     level = logging.INFO if outcome.status == "ok" else logging.WARNING
     extra = f" exit={outcome.exit_code}" if outcome.exit_code not in (None, 0) else ""
     error = f" error={outcome.error!r}" if outcome.error else ""
-    log.log(
-        level,
-        "%s %s attempt=%d scheduled=%s lag=%dms took=%dms%s%s%s",
-        outcome.status, claim.fire_id, claim.token, iso_utc(claim.due_ms), lag_ms,
-        outcome.duration_ms, extra, error, f" ({note})" if note else "",
-        extra={"job": claim.job, "fire": claim.fire_id, "attempt": claim.token, "worker": worker},
-    )
+    args = (outcome.status, claim.fire_id, claim.token, _scheduled(claim.due_ms), lag_ms,
+            outcome.duration_ms, extra, error, f" ({note})" if note else "")
+    fields = {"job": claim.job, "fire": claim.fire_id, "attempt": claim.token, "worker": worker}
+    if write is not None and level == logging.INFO:
+        write(RUN_LINE % args, fields)
+    else:
+        log.log(level, RUN_LINE, *args, extra=fields)
+
+
+RUN_LINE = "%s %s attempt=%d scheduled=%s lag=%dms took=%dms%s%s%s"
+_seconds: dict[int, str] = {}  # due second -> its ISO time without the Z: a run line each
+
+
+def _scheduled(ms: int) -> str:
+    """:func:`iso_utc` of a due time, the second's part remembered (its strftime is most
+    of the cost, and a batch holds many fires of a second)."""
+    if not 0 <= ms < _YEAR_9000:
+        return iso_utc(ms)
+    second, milli = divmod(ms, 1000)
+    head = _seconds.get(second)
+    if head is None:
+        if len(_seconds) >= 4096:
+            _seconds.clear()
+        head = _seconds[second] = iso_utc(second * 1000)[:-1]
+    return f"{head}.{milli:03d}Z" if milli else head + "Z"
+
+
+_YEAR_9000 = 221_845_392_000_000
 
 
 #: Fires of one job dropped for one reason in one claim that are named one by one; more

@@ -21,7 +21,7 @@ from cronsvc.history import Cancel, HistoryRecord, drop_explained
 from cronsvc.keys import Keys, keys_for
 from cronsvc.metrics.counters import NoMetrics
 from cronsvc.policy import Policy
-from cronsvc.process.logs import batched_lines
+from cronsvc.process.logs import batched_lines, line_writer
 from cronsvc.run.outcome import Outcome
 from cronsvc.store.faults import REDIS_ERRORS, describe, is_outage
 from cronsvc.store.scripts import Claim, Scripts
@@ -230,15 +230,17 @@ class Results:
             return
         if any(bounded(run.job) for run, _, _ in items):
             w.wake()  # a slot is free: a fire waiting for it starts now, not at the next look
+        write = line_writer(log, logging.INFO)
+        worker, offset, finished = w.worker_id, w.offset_ms, w.metrics.run_finished
         for (run, outcome, record), ok in zip(items, recorded, strict=True):
             claim = run.claim
             if not ok:
                 log.warning("%s: result not recorded, lease taken over (attempt %d)",
                             claim.fire_id, claim.token)
                 continue
-            lag = self.lag(run, outcome)
-            log_outcome(log, w.worker_id, claim, outcome, lag)
-            w.metrics.run_finished(claim, record["status"], lag, run.job.kind)
+            lag = outcome.started_ms + offset - claim.due_ms  # as self.lag
+            log_outcome(log, worker, claim, outcome, lag, write=write)
+            finished(claim, record["status"], lag, run.job.kind)
 
     def history_cap(self, job: str) -> int:
         """Records the history of ``job`` keeps: its own ``history``, else the worker's."""

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from cronsvc.process.logs import batched_lines, setup_logging
+from cronsvc.process.logs import batched_lines, line_writer, setup_logging
+from cronsvc.run.capture import RUN_OUTPUT
 from cronsvc.run.outcome import Outcome
+from cronsvc.run.output import Kept
 from cronsvc.store.scripts import Claim
 from cronsvc.worker.records import log_outcome
 
@@ -73,3 +76,86 @@ def test_batched_lines_are_written_at_the_end_of_the_block_in_order(
     assert capsys.readouterr().err.endswith(" worker-1 INFO four\n")
     log.info("five")  # outside a block: at once
     assert capsys.readouterr().err.endswith(" worker-1 INFO five\n")
+
+
+@pytest.mark.parametrize("fmt", ["human", "json"])
+@pytest.mark.parametrize("outcome", [OK, FAILED])
+def test_a_run_line_written_without_logging_is_logging_s_line(
+    fmt: str, outcome: Outcome, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    setup_logging(fmt, "worker-1")
+    log = logging.getLogger("cronsvc.worker")
+    written = []
+    for now in (1_700_000_000.0, 1_700_000_000.999, 1_700_000_001.5):
+        monkeypatch.setattr(time, "time", lambda now=now: now)  # the lines' time
+        for fast in (False, True):
+            with batched_lines():
+                write = line_writer(log, logging.INFO) if fast else None
+                assert (write is not None) is fast
+                log_outcome(log, "worker-1@host:42", CLAIM, outcome, 4, note="retry",
+                            write=write)
+            written.append(capsys.readouterr().err)
+    assert written[0] and written[0].endswith("\n")
+    assert written[0::2] == written[1::2]  # the same line, at each time
+    assert len(set(written)) == (3 if fmt == "json" else 2)  # the human line: to the second
+
+
+def test_run_lines_go_through_logging_when_a_user_s_handler_is_there(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    setup_logging("human", "worker-1")
+    log = logging.getLogger("cronsvc.worker")
+    seen: list[logging.LogRecord] = []
+    mine = logging.Handler()
+    mine.emit = seen.append  # type: ignore[method-assign]
+    try:
+        for where in (log, logging.getLogger("cronsvc"), logging.getLogger()):
+            where.addHandler(mine)
+            with batched_lines():
+                write = line_writer(log, logging.INFO)
+                assert write is None
+                log_outcome(log, "w", CLAIM, OK, 4, write=write)
+            where.removeHandler(mine)
+            assert seen.pop().getMessage().startswith("ok backup@1700000000000 attempt=2 ")
+            assert " worker-1 INFO ok backup@1700000000000 " in capsys.readouterr().err
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+@pytest.mark.parametrize("change", ["handler filter", "logger filter", "handler level",
+                                    "disabled", "another formatter", "not batched"])
+def test_anything_else_than_cronsvc_s_own_set_up_takes_logging_s_way(change: str) -> None:
+    setup_logging("human", "worker-1")
+    log, handler = logging.getLogger("cronsvc.worker"), logging.getLogger().handlers[0]
+    with batched_lines():
+        assert line_writer(log, logging.INFO) is not None
+    try:
+        if change == "handler filter":
+            handler.addFilter(logging.Filter("elsewhere"))
+        elif change == "logger filter":
+            log.addFilter(logging.Filter("elsewhere"))
+        elif change == "handler level":
+            handler.setLevel(logging.WARNING)
+        elif change == "disabled":
+            logging.disable(logging.INFO)
+        elif change == "another formatter":
+            handler.setFormatter(logging.Formatter("%(message)s"))
+        if change == "not batched":
+            assert line_writer(log, logging.INFO) is None
+        else:
+            with batched_lines():
+                assert line_writer(log, logging.INFO) is None
+    finally:
+        logging.disable(logging.NOTSET)
+        log.filters.clear()
+
+
+def test_inside_a_run_the_worker_s_lines_are_not_written_fast() -> None:
+    setup_logging("human", "worker-1")
+    token = RUN_OUTPUT.set(Kept())
+    try:
+        with batched_lines():
+            assert line_writer(logging.getLogger("cronsvc.worker"), logging.INFO) is None
+    finally:
+        RUN_OUTPUT.reset(token)
