@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from json.encoder import encode_basestring_ascii
 from typing import Any, cast
 
-from cronsvc.run.capture import RUN_OUTPUT, OutsideRuns
+from cronsvc.run.capture import RUN_OUTPUT, OutsideRuns, outside_runs_ignored
 
 # Fields a run line carries, so a shipper can index them.
 RUN_FIELDS = ("job", "fire", "attempt", "worker")
@@ -132,7 +132,8 @@ def line_writer(logger: logging.Logger, level: int) -> LineWriter | None:
     handler calls (most of what a worker spends on its line per run); None unless that is
     all logging would do with them right now: inside :func:`batched_lines`, the level
     enabled, no filter on the way but :class:`OutsideRuns` (outside any run), and the
-    only handler to see them one LineHandler set up by :func:`setup_logging`. A user's own
+    only handler to see them one LineHandler set up by :func:`setup_logging` (and the one
+    that takes the records of runs, which ignores these). A user's own
     handler, filter, logger class or record factory gets the lines through logging.
     Asked once per batch of lines: what logging is set to do may change meanwhile."""
     held: dict[LineHandler, list[str]] | None = getattr(_held, "lines", None)
@@ -146,7 +147,7 @@ def line_writer(logger: logging.Logger, level: int) -> LineWriter | None:
         if node.disabled or node.filters:
             return None
         for h in node.handlers:
-            if level >= h.level:
+            if level >= h.level and not outside_runs_ignored(h):
                 if handler is not None or type(h) is not LineHandler:  # not a subclass
                     return None
                 handler = cast(LineHandler, h)

@@ -90,6 +90,12 @@ class OutsideRuns(logging.Filter):
 
 
 _HANDLER = _RunHandler()
+
+
+def outside_runs_ignored(handler: logging.Handler) -> bool:
+    """``handler`` is the one :func:`install` put on the root logger, as it was made: it
+    does nothing with a record emitted outside a run."""
+    return handler is _HANDLER and type(handler) is _RunHandler and not handler.filters
 _install_lock = threading.Lock()
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from cronsvc.process.logs import batched_lines, line_writer, setup_logging
-from cronsvc.run.capture import RUN_OUTPUT
+from cronsvc.run.capture import RUN_OUTPUT, install
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.output import Kept
 from cronsvc.store.scripts import Claim
@@ -159,3 +159,18 @@ def test_inside_a_run_the_worker_s_lines_are_not_written_fast() -> None:
             assert line_writer(logging.getLogger("cronsvc.worker"), logging.INFO) is None
     finally:
         RUN_OUTPUT.reset(token)
+
+
+def test_the_handler_of_runs_records_does_not_stop_the_fast_way() -> None:
+    setup_logging("human", "worker-1")
+    install()  # as a worker running call jobs has it: a handler that takes runs' records
+    root = logging.getLogger()
+    assert len(root.handlers) == 2
+    with batched_lines():
+        assert line_writer(logging.getLogger("cronsvc.worker"), logging.INFO) is not None
+    root.handlers[1].addFilter(logging.Filter("x"))  # not as made: logging's way
+    try:
+        with batched_lines():
+            assert line_writer(logging.getLogger("cronsvc.worker"), logging.INFO) is None
+    finally:
+        root.handlers[1].filters.clear()
