@@ -43,9 +43,11 @@ def log_outcome(
             outcome.duration_ms, extra, error, f" ({note})" if note else "")
     fields = {"job": claim.job, "fire": claim.fire_id, "attempt": claim.token, "worker": worker}
     if write is not None and level == logging.INFO:
-        write(RUN_LINE % args, fields)
-    else:
-        log.log(level, RUN_LINE, *args, extra=fields)
+        try:
+            return write(RUN_LINE % args, fields)
+        except Exception:  # logging's way reports it (Handler.handleError)
+            pass
+    log.log(level, RUN_LINE, *args, extra=fields)
 
 
 RUN_LINE = "%s %s attempt=%d scheduled=%s lag=%dms took=%dms%s%s%s"

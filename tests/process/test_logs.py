@@ -174,3 +174,15 @@ def test_the_handler_of_runs_records_does_not_stop_the_fast_way() -> None:
             assert line_writer(logging.getLogger("cronsvc.worker"), logging.INFO) is None
     finally:
         root.handlers[1].filters.clear()
+
+
+def test_a_fast_line_that_cannot_be_written_goes_through_logging(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    setup_logging("human", "worker-1")
+
+    def broken(msg: str, fields: dict[str, object]) -> None:
+        raise ValueError("no")
+
+    log_outcome(logging.getLogger("cronsvc.worker"), "w", CLAIM, OK, 4, write=broken)
+    assert " worker-1 INFO ok backup@1700000000000 attempt=2 " in capsys.readouterr().err
