@@ -144,17 +144,19 @@ def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int,
     """The KEYS and ARGV of ``lua/ack-8+.lua`` on shard ``k`` for ``(fire, token, job,
     record[, then[, output]])`` items: per fire its job's history, its record of runs and
     its outputs (``output``, the whole of what the run kept, written where the record has a
-    start)."""
+    start). A run that kept no output names its history as its outputs' key, and no start:
+    the script reads neither then, and the call carries no new string for them."""
     keys = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
             k.failing]
     args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS, int(retention_ms)]
     for fid, token, job, record, *rest in items:
+        history = k.history(job)
         ran_key, entry = _ran(k, fid, job)
         started = record.get("started") if isinstance(record, dict) else None
         output = rest[1] if len(rest) > 1 and started is not None else ""
-        keys += (k.history(job), ran_key, k.output(fid))
+        keys += (history, ran_key, k.output(fid) if output else history)
         args += (fid, int(token), job, record if isinstance(record, str) else record_json(record),
-                 rest[0] if rest else "", entry, output, int(started or 0))
+                 rest[0] if rest else "", entry, output, int(started) if output else "")
     return keys, args
 
 
