@@ -347,6 +347,27 @@ def test_ack_after_takeover_is_lease_lost_and_leaves_the_new_claim(s: Scripts,
     assert s.ack_many(K, [(old.fire_id, 1, "a", {}), (new.fire_id, 2, "a", "{}")]) == [False, True]
 
 
+def test_an_ack_batch_keeps_each_fires_output_and_chain_as_its_own(s: Scripts,
+                                                                     r: redis.Redis) -> None:
+    # Only some fires of a batch trigger jobs or kept output: each goes to its own fire.
+    setup_job(s, dues=(1, 2, 3, 4))
+    claims = s.claim(K, "w", batch=4, now_ms=T0 + 5 * MIN).claimed
+    assert len(claims) == 4
+    items: list[tuple[str, int, str, dict[str, object], str, str]] = []
+    for n, c in enumerate(claims):
+        record = {"fire": c.fire_id, "status": "ok", "started": T0 + MIN + n, "duration_ms": 1}
+        items.append((c.fire_id, c.token, "a", record, "next" if n == 1 else "",
+                      f"printed by {n}" if n in (1, 2) else ""))
+    assert s.ack_many(K, items) == [True] * 4
+    assert {c.fire_id: r.hgetall(K.output(c.fire_id)) for c in claims} == {
+        claims[0].fire_id: {}, claims[1].fire_id: {str(T0 + MIN + 1): "printed by 1"},
+        claims[2].fire_id: {str(T0 + MIN + 2): "printed by 2"}, claims[3].fire_id: {}}
+    chains = [json.loads(e) for e in r.lrange(K.outbox, 0, -1)]
+    assert [(e["event"], e["fire"], e["next"]) for e in chains] == [
+        ("chain", claims[1].fire_id, "next")]
+    assert r.llen(K.history("a")) == 4 and r.zcard(K.working) == 0
+
+
 def test_fail_retries_with_backoff_then_dead_letters(s: Scripts, r: redis.Redis) -> None:
     setup_job(s, dues=(1,), attempts=2)
     fid = fire_id("a", T0 + MIN)
