@@ -14,6 +14,11 @@
 --                      token, due (digits), reclaimed, payload or '', before or ''
 --     write(working, attempts, claims, payloads)  write the leases; the payload of a
 --                      one-off fire (in hash payloads) goes into its row
+-- Keys.attempts also holds one field that is no fire, ATTEMPTS_PIN (cronsvc/keys.py, its
+-- twin), whose value is longer than Redis keeps in a compact hash (hash-max-ziplist-value,
+-- 64 bytes): the hash stays a hash table. A compact one is scanned whole on every lookup,
+-- and a claim and an ack look up each fire (the claim's are mostly not there): with 100
+-- fires in flight that scan was a fifth of their cost.
 -- @include bulk.lua
 local function leases_of(worker, now, lease_ms)
   -- Lua formats numbers with sprintf on every use: the ones used per fire are made once.
@@ -21,14 +26,16 @@ local function leases_of(worker, now, lease_ms)
   local head = '{"worker":' .. cjson.encode(worker) .. ',"token":'
   local tail = ',"claimed_at":' .. string.format('%d', now)
   -- One flat table a fire, no table per fire: the reply is this table itself.
-  local w_args, a_args, c_args, rows, n = {}, {}, {}, {false, false, false}, 0
+  local w_args, c_args, rows, n = {}, {}, {false, false, false}, 0
+  local a_args = {'~pin', 'not a fire: a value this long keeps the hash a hash table, not a'
+    .. ' compact list scanned on every lookup (lua/includes/leases.lua)'}
 
   local function take(fid, due, token, reclaimed, before, payload)
     local token_s = token == 1 and '1' or tostring(token)
     local i, r = 2 * n, 3 + 6 * n  -- the lists grow by a fixed step a fire: no length asked
     n = n + 1
     w_args[i + 1], w_args[i + 2] = lease_until, fid
-    a_args[i + 1], a_args[i + 2] = fid, token_s
+    a_args[i + 3], a_args[i + 4] = fid, token_s
     c_args[i + 1] = fid
     c_args[i + 2] = head .. token_s .. ',"due":' .. due .. tail
       .. (reclaimed == 1 and ',"reclaimed":true}' or '}')
