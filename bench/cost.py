@@ -22,11 +22,11 @@ redis-server of their own.
 costs ``--top NAME`` sums.
 
 ``--compare DIR`` measures two versions on the same machine state: the claim and ack
-scripts' ceilings with ``DIR/lua`` and with this tree's, then drains of each ``--kinds``
-by workers running the cronsvc of ``DIR`` (a copy of another version, e.g. ``git archive
-main cronsvc lua bench | tar -x -C DIR``) and by this tree's, interleaved, ``--rounds``
-each; with ``--lag SECONDS`` instead the loaded lag of ``bench/lag.py``, with ``--burst
-N`` the burst of ``bench/schedules.py``.
+scripts' ceilings of ``DIR`` (its lua, called by its code) and of this tree, then drains
+of each ``--kinds`` by workers running the cronsvc of ``DIR`` (a copy of another
+version, e.g. ``git archive main cronsvc lua bench | tar -x -C DIR``) and by this tree's,
+interleaved, ``--rounds`` each; with ``--lag SECONDS`` instead the loaded lag of
+``bench/lag.py``, with ``--burst N`` the burst of ``bench/schedules.py``.
 
 Run: ``.venv/bin/python -m bench.cost [--fires 50000] [--kinds call,async,command,rq]``
 """
@@ -34,6 +34,7 @@ Run: ``.venv/bin/python -m bench.cost [--fires 50000] [--kinds call,async,comman
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -311,14 +312,25 @@ def script_cost(fires: int, lua: Path | None = None, with_ack: bool = False
         return rate, (tree_cpu(pid) - before) / fires * 1e6
 
 
+def script_cost_of(code: str, fires: int, with_ack: bool) -> tuple[float, float]:
+    """:func:`script_cost` of the version in ``code``, run by its own code: the arguments
+    a version passes its scripts are its own (a script's layout may change between them)."""
+    run = ("import json, sys; from bench.cost import script_cost; "
+           f"print(json.dumps(script_cost({int(fires)}, None, {with_ack!r})))")
+    out = subprocess.run([sys.executable, "-c", run], cwd=code, check=True, text=True,
+                         capture_output=True, env={**os.environ, "PYTHONPATH": code}).stdout
+    rate, us = json.loads(out.splitlines()[-1])
+    return float(rate), float(us)
+
+
 def compare_scripts(code: str, fires: int, rounds: int) -> Section:
-    """The claim and claim + ack ceilings of the scripts in ``code``/lua and of this
-    tree's, interleaved, ``rounds`` each."""
-    section = Section(f"Script cost, {code}/lua against this tree's")
+    """The claim and claim + ack ceilings of the version in ``code`` and of this tree,
+    interleaved, ``rounds`` each."""
+    section = Section(f"Script cost, {code} against this tree")
     for with_ack in (False, True):
         runs: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
         for _ in range(rounds):
-            runs["before"].append(script_cost(fires, Path(code) / "lua", with_ack))
+            runs["before"].append(script_cost_of(code, fires, with_ack))
             runs["after"].append(script_cost(fires, None, with_ack))
         for name, costs in runs.items():
             section.figures.append(Figure(

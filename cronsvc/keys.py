@@ -18,6 +18,11 @@ DEFAULT_POOL = "default"
 #: The pool of a job that runs once on each live worker host: every worker copies each of
 #: its fires into the pool of its own host (:func:`host_pool`) and runs it from there.
 EACH_HOST = "each-host"
+#: The one field of :attr:`Keys.attempts` that is no fire id: the claim script writes it
+#: with a value longer than Redis keeps in a compact hash, so that the hash stays a hash
+#: table (a compact one is scanned whole on every lookup). Its twin is
+#: ``lua/includes/leases.lua``.
+ATTEMPTS_PIN = "~pin"
 
 
 def host_pool(host: str) -> str:
@@ -68,7 +73,8 @@ class Keys:
 
     @property
     def attempts(self) -> str:
-        """hash: fire id -> attempt count, the fencing token of the current claim."""
+        """hash: fire id -> attempt count, the fencing token of the current claim; and
+        :data:`ATTEMPTS_PIN`, no fire."""
         return self._k("cron:attempts")
 
     @property

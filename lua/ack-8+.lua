@@ -10,19 +10,25 @@
 -- KEYS[7] outbox    list of events to tell people about, newest first
 -- KEYS[8] failing   hash job -> fires failed in a row: a success closes the episode and
 --                   pushes the event recovered
--- KEYS[8 + i]       three keys per fire; of the f-th fire, KEYS[6 + 3f] is the list of its
---                   job's history, newest first, KEYS[7 + 3f] the string of the record
---                   of runs it goes to (lua/includes/ran.lua), or any key of the shard for
---                   a fire that is not recorded (a one-off), and KEYS[8 + 3f] the hash of
---                   its outputs (lua/includes/output.lua)
+-- KEYS[8 + i]       two keys per fire, then one per extra (below); of the f-th fire,
+--                   KEYS[7 + 2f] is the list of its job's history, newest first, and
+--                   KEYS[8 + 2f] the string of the record of runs it goes to
+--                   (lua/includes/ran.lua), or any key of the shard for a fire that is not
+--                   recorded (a one-off); of the e-th extra, KEYS[8 + 2n + e] is the hash
+--                   of its fire's outputs (lua/includes/output.lua), or any key of the
+--                   shard when it kept none
 -- ARGV[1]   history cap
 -- ARGV[2]   record period, ms
 -- ARGV[3]   how long a record outlives its period, ms
 -- ARGV[4]   how long a fire's outputs are kept, ms
--- ARGV[5..] per fire (the f-th at ARGV[8f - 3 .. 8f + 4]): fire, token, job, record JSON,
---         the jobs its success triggers ('a,b', or '': none; event chain in KEYS[7]), its
---         entry in the record of runs ('': not recorded), the output it kept ('': none;
---         the record holds an excerpt of it), the run's start (ms: the output's field)
+-- ARGV[5]   n, the number of fires
+-- ARGV[6..] per fire (the f-th at ARGV[4f + 2 .. 4f + 5]): fire, token, record JSON, its
+--         entry in the record of runs ('': not recorded); then the extras, of the fires
+--         whose success triggers jobs or that kept output (most fires have neither, and
+--         carry nothing for it), four values each: the fire's number f, the jobs its
+--         success triggers ('a,b', or '': none; event chain in KEYS[7]), the output it
+--         kept ('': none; the record holds an excerpt of it), the run's start (ms: the
+--         output's field; '' with no output). A fire's job is the one its id names.
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
 --   output (null where there is no value); written as the worker sends it.
@@ -34,44 +40,69 @@
 -- @include ran.lua
 -- @include output.lua
 local cap, period, reach = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local retention = tonumber(ARGV[4])
-local n = (#ARGV - 4) / 8
+local retention, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+local argv, keys = ARGV, KEYS
 local fids = {}
-for i = 1, n do fids[i] = ARGV[8 * i - 3] end
-local current = redis.call('HMGET', KEYS[2], unpack(fids))
-local out, done, jobs, names, tokens = {}, {}, {}, {}, {}
+for i = 1, n do fids[i] = argv[4 * i + 2] end
+-- The extras: per fire number, where its values start in ARGV, and its outputs' key.
+local extra, extra_key = {}, {}
+for x = 4 * n + 6, #argv, 4 do
+  local f = tonumber(argv[x])
+  extra[f], extra_key[f] = x, keys[8 + 2 * n + (x - 4 * n - 2) / 4]
+end
+local current = redis.call('HMGET', keys[2], unpack(fids))
+local out, done, spent = {}, {}, {}  -- spent: the tokens of the fires done
 for i = 1, n do
-  local a, k = 8 * i - 4, 3 * i + 5  -- the fire's ARGV and KEYS before its first
-  local fid, token, job, record = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  if tonumber(current[i]) == tonumber(token) and redis.call('ZREM', KEYS[1], fid) == 1 then
-    done[#done + 1] = fid
-    jobs[#jobs + 1] = owner_of(fid, job)
-    names[#names + 1] = job
-    tokens[#tokens + 1] = tonumber(token)
-    if redis.call('LPUSH', KEYS[k + 1], record) > cap then
-      redis.call('LTRIM', KEYS[k + 1], 0, cap - 1)
+  local a, k = 4 * i + 1, 2 * i + 6  -- the fire's ARGV and KEYS before its first
+  local fid, token, held = argv[a + 1], argv[a + 2], current[i]
+  -- Tokens are written as decimal digits: equal strings are the common case, no tonumber.
+  if (held == token or tonumber(held) == tonumber(token))
+      and redis.call('ZREM', keys[1], fid) == 1 then
+    local record = argv[a + 3]
+    local d = #done + 1
+    done[d], spent[d] = fid, token
+    if redis.call('LPUSH', keys[k + 1], record) > cap then
+      redis.call('LTRIM', keys[k + 1], 0, cap - 1)
     end
-    record_ran(KEYS[k + 2], ARGV[a + 6], fid, period, reach)
-    keep_output(KEYS[k + 3], ARGV[a + 8], ARGV[a + 7], retention)
-    if ARGV[a + 5] ~= '' then
-      chained(KEYS[7], job, fid, record, ARGV[a + 5])
+    record_ran(keys[k + 2], argv[a + 4], fid, period, reach)
+    local x = extra[i]
+    if x then
+      local chain, output = argv[x + 1], argv[x + 2]
+      if output ~= '' then keep_output(extra_key[i], argv[x + 3], output, retention) end
+      if chain ~= '' then chained(keys[7], job_of(fid), fid, record, chain) end
     end
     out[i] = 1
   else
-    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current ' .. tostring(current[i] or 'none')
+    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current ' .. tostring(held or 'none')
   end
 end
 if #done > 0 then
-  for _, key in ipairs({KEYS[2], KEYS[3], KEYS[5], KEYS[6]}) do
-    redis.call('HDEL', key, unpack(done))
+  redis.call('HDEL', keys[2], unpack(done))
+  redis.call('HDEL', keys[3], unpack(done))
+  -- Most fires were never cancelled nor given a payload: those hashes are then empty.
+  for _, key in ipairs({keys[5], keys[6]}) do
+    if redis.call('HLEN', key) > 0 then redis.call('HDEL', key, unpack(done)) end
   end
-  -- The job's fire in flight (overlap forbid/replace) is cleared only if it is this one.
-  local in_flight = redis.call('HMGET', KEYS[4], unpack(jobs))
-  local clear = {}
-  for i, job in ipairs(jobs) do
-    if in_flight[i] == done[i] then clear[#clear + 1] = job end
+  -- The job's fire in flight (overlap forbid/replace) is cleared only if it is this one;
+  -- the hash is empty while every job running allows overlap.
+  if redis.call('HLEN', keys[4]) > 0 then
+    local owners = {}
+    for i, fid in ipairs(done) do owners[i] = owner_of(fid, job_of(fid)) end
+    local in_flight = redis.call('HMGET', keys[4], unpack(owners))
+    local clear = {}
+    for i, owner in ipairs(owners) do
+      if in_flight[i] == done[i] then clear[#clear + 1] = owner end
+    end
+    if #clear > 0 then redis.call('HDEL', keys[4], unpack(clear)) end
   end
-  if #clear > 0 then redis.call('HDEL', KEYS[4], unpack(clear)) end
-  succeeded(KEYS[8], KEYS[7], names, done, tokens, nil)
+  -- Failures are counted per job whose policy wants it: a success ends its streak.
+  if redis.call('HLEN', keys[8]) > 0 then
+    local names, tokens = {}, {}
+    for i, fid in ipairs(done) do
+      names[i] = job_of(fid)
+      tokens[i] = tonumber(spent[i])
+    end
+    succeeded(keys[8], keys[7], names, done, tokens, nil)
+  end
 end
 return out

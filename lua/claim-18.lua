@@ -35,7 +35,7 @@
 -- ARGV[7]  '1': take fires of any definition (tools and tests draining a queue), else '0'
 -- Returns one flat array (nested arrays make Redis write the reply in many small pieces):
 --   now_ms, next_ms (-1: nothing queued or working),
---   n_claimed, then per claim: fire, token, due_ms, reclaimed 0/1, payload JSON or '',
+--   n_claimed, then per claim: fire, token, due_ms (digits), reclaimed 0/1, payload JSON or '',
 --     the claim JSON of the holder whose lease lapsed (reclaimed) or '',
 --   n_dropped, then per drop: fire, reason,
 --   n_aside, then per member set aside: the member, the key it was in
@@ -76,7 +76,6 @@ local policy = policy_reader(jobs, job_lines, held, paused, schedules, ARGV[7] =
 local bounds = slots_of(slots, running, working, now)
 local leases = leases_of(worker, now, tonumber(ARGV[4]))
 local record = outcomes_of(events, outbox, malformed, failing, paused, now)
-local claimed = leases.taken
 -- Fire f taken as attempt `token`: leased, and in flight in its owner's overlap and slots.
 local function take(f, token, p, reclaimed, before)
   leases.take(f.fid, f.due_s, token, reclaimed, before, p.payload)
@@ -143,8 +142,8 @@ end
 -- only once a slice falls short or a 'catch_up latest' fire asks for its owner's last fire
 -- due (nothing writes the queue before step 3, so the ranks read later are the same).
 local examined, skipped, leave, fires = 0, false, {}, {}
-if #claimed < batch then
-  local want = batch - #claimed
+if leases.count() < batch then
+  local want = batch - leases.count()
   fires = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, want)
   local complete = #fires < want or want >= scan  -- the whole scan is read
   local parsed, latest = {}, nil  -- latest: the last cron fire due of each owner
@@ -166,16 +165,17 @@ if #claimed < batch then
       split(1, #fires)
       latest = {}
       for _, f in ipairs(parsed) do
-        if f and not f.oneoff and (latest[f.owner] or -1) < f.due then latest[f.owner] = f.due end
+        local due = f and not f.oneoff and tonumber(f.due_s)
+        if due and (latest[f.owner] or -1) < due then latest[f.owner] = due end
       end
     end
     return latest[owner]
   end
-  while #claimed < batch do
+  while leases.count() < batch do
     if examined >= #fires then read_rest() end
     if examined >= #fires then break end
     -- One slice at a time, the size still missing: drops are rare, so usually one slice.
-    local first, last = examined + 1, math.min(#fires, examined + batch - #claimed)
+    local first, last = examined + 1, math.min(#fires, examined + batch - leases.count())
     split(first, last)
     policy.load(parsed, first, last)
     local used = redis.call('HMGET', attempts, unpack(fires, first, last))
@@ -190,11 +190,13 @@ if #claimed < batch then
       elseif p.paused and not f.oneoff then
         reason = 'paused'
       -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
-      elseif not n and p.deadline > 0 and now - f.due > p.deadline then
+      elseif not n and p.deadline > 0 and now - tonumber(f.due_s) > p.deadline then
         reason = 'missed'
       elseif not p.held then
-        if now - f.due > unheld_ms then reason = 'definition not held' else wait = 'wait' end
-      elseif not n and not f.oneoff and p.catch_up == 'latest' and latest_of(f.owner) > f.due then
+        if now - tonumber(f.due_s) > unheld_ms then reason = 'definition not held'
+        else wait = 'wait' end
+      elseif not n and not f.oneoff and p.catch_up == 'latest'
+          and latest_of(f.owner) > tonumber(f.due_s) then
         reason = 'catch_up latest'
       else
         -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
@@ -239,18 +241,18 @@ bounds.save()
 
 -- 4. When to come back.
 local next_ms = next_due(queue, working, skipped and now_s)
-if skipped and (examined >= scan or #claimed >= batch)
+if skipped and (examined >= scan or leases.count() >= batch)
     and (next_ms < 0 or next_ms > now + RESCAN_MS) then
   next_ms = now + RESCAN_MS  -- more may be due past what this call looked at
 end
-local out, n = {now, next_ms}, 2
-for _, part in ipairs({{claimed, 6}, {record.dropped, 2}, {record.aside, 2}}) do
-  local rows, width = part[1], part[2]
+local out, n = leases.rows, 3 + 6 * leases.count()  -- the claims are in place already
+out[1], out[2], out[3] = now, next_ms, leases.count()
+for _, rows in ipairs({record.dropped, record.aside}) do
   n = n + 1
   out[n] = #rows
   for _, row in ipairs(rows) do
-    for j = 1, width do out[n + j] = row[j] end
-    n = n + width
+    out[n + 1], out[n + 2] = row[1], row[2]
+    n = n + 2
   end
 end
 return out

@@ -142,24 +142,31 @@ def claim_keys(k: Keys, held: str | None = None) -> list[str]:
 def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int,
              retention_ms: int = OUTPUT_RETENTION_MS) -> tuple[list[str], list[Any]]:
     """The KEYS and ARGV of ``lua/ack-8+.lua`` on shard ``k`` for ``(fire, token, job,
-    record[, then[, output]])`` items: per fire its job's history, its record of runs and
-    its outputs (``output``, the whole of what the run kept, written where the record has a
-    start)."""
+    record[, then[, output]])`` items: per fire its job's history and its record of runs,
+    then an extra of each fire whose success triggers jobs or that kept output (its outputs,
+    ``output``, the whole of what the run kept, written where the record has a start).
+    Most fires have neither: the call carries four values and two keys a fire."""
     keys = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
             k.failing]
-    args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS, int(retention_ms)]
+    args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS, int(retention_ms), len(items)]
+    extra_keys: list[str] = []
+    extras: list[Any] = []
     histories: dict[str, str] = {}  # a batch holds many fires of a job
-    for fid, token, job, record, *rest in items:
+    for f, (fid, token, job, record, *rest) in enumerate(items, 1):
         history = histories.get(job)
         if history is None:
             history = histories[job] = k.history(job)
         ran_key, entry = ran_entry(k, fid) or (history, "")
+        keys += (history, ran_key)
+        args += (fid, int(token), record if isinstance(record, str) else record_json(record),
+                 entry)
+        then = rest[0] if rest else ""
         started = record.get("started") if isinstance(record, dict) else None
         output = rest[1] if len(rest) > 1 and started is not None else ""
-        keys += (history, ran_key, k.output(fid))
-        args += (fid, int(token), job, record if isinstance(record, str) else record_json(record),
-                 rest[0] if rest else "", entry, output, int(started or 0))
-    return keys, args
+        if then or output:
+            extra_keys.append(k.output(fid) if output else history)
+            extras += (f, then, output, "" if started is None or not output else int(started))
+    return keys + extra_keys, args + extras
 
 
 def _claimed(k: Keys, res: Sequence[Any], i: int) -> Claim:

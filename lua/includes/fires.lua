@@ -17,8 +17,9 @@
 --                      one host's run (the grammar of FIRE_ID in cronsvc/fires.py); the
 --                      others are not split
 --   fire_parts(fid)    fid split once for all a claim asks of it, or false if it is not a
---                      fire id: a table of fid, job, due_s (digits), due (ms), oneoff,
---                      sid (nil for none) and owner
+--                      fire id: a table of fid, job, due_s (digits), oneoff, sid (nil
+--                      for none) and owner (the due time as a number is tonumber(due_s),
+--                      made where a rare judgement needs it: it costs a strtod)
 local job_of, due_of, due_s_of, split_fire, is_cron_fire, fire_head, has_head, owner_of
 local well_formed, fire_id, fire_parts
 do
@@ -66,13 +67,12 @@ do
     -- Most fires are '<job>@<due_ms>': one match says so and splits them.
     local job, due_s = match(fid, '^([%w][%w_.%-]*)@(%d+)$')
     if job and #due_s <= 15 then
-      return {fid = fid, job = job, due_s = due_s, due = tonumber(due_s), oneoff = false,
-        owner = job}
+      return {fid = fid, job = job, due_s = due_s, oneoff = false, owner = job}
     end
     if not well_formed(fid) then return false end
     local oneoff, sid
     job, due_s, oneoff, sid = split_fire(fid)
-    return {fid = fid, job = job, due_s = due_s, due = tonumber(due_s), oneoff = oneoff,
-      sid = sid, owner = owner_of(fid, job)}
+    return {fid = fid, job = job, due_s = due_s, oneoff = oneoff, sid = sid,
+      owner = owner_of(fid, job)}
   end
 end

@@ -8,42 +8,55 @@
 --                      string of digits); token, its attempt; reclaimed, 1 when the lease
 --                      of a holder lapsed, else 0; before, that holder's claim JSON (or
 --                      false); payload, its runtime schedule's (or nil)
---     taken            what was taken, in order: {fid, token, due ms, reclaimed, payload or
---                      '', before or ''} each
+--     count()          how many were taken
+--     rows             what was taken, in order, flat as the claim's reply carries it:
+--                      three values left for the reply's head, then per fire its fid,
+--                      token, due (digits), reclaimed, payload or '', before or ''
 --     write(working, attempts, claims, payloads)  write the leases; the payload of a
---                      one-off fire (in hash payloads) goes into its entry of taken
+--                      one-off fire (in hash payloads) goes into its row
+-- Keys.attempts also holds one field that is no fire, ATTEMPTS_PIN (cronsvc/keys.py, its
+-- twin), whose value is longer than Redis keeps in a compact hash (hash-max-ziplist-value,
+-- 64 bytes): the hash stays a hash table. A compact one is scanned whole on every lookup,
+-- and a claim and an ack look up each fire (the claim's are mostly not there): with 100
+-- fires in flight that scan was a fifth of their cost.
 -- @include bulk.lua
 local function leases_of(worker, now, lease_ms)
   -- Lua formats numbers with sprintf on every use: the ones used per fire are made once.
   local lease_until = string.format('%d', now + lease_ms)
   local head = '{"worker":' .. cjson.encode(worker) .. ',"token":'
   local tail = ',"claimed_at":' .. string.format('%d', now)
-  local w_args, a_args, c_args, taken, n = {}, {}, {}, {}, 0
+  -- One flat table a fire, no table per fire: the reply is this table itself.
+  local w_args, c_args, rows, n = {}, {}, {false, false, false}, 0
+  local a_args = {'~pin', 'not a fire: a value this long keeps the hash a hash table, not a'
+    .. ' compact list scanned on every lookup (lua/includes/leases.lua)'}
 
   local function take(fid, due, token, reclaimed, before, payload)
     local token_s = token == 1 and '1' or tostring(token)
-    local i = 2 * n  -- the three argument lists grow by two a fire: no length asked
+    local i, r = 2 * n, 3 + 6 * n  -- the lists grow by a fixed step a fire: no length asked
     n = n + 1
     w_args[i + 1], w_args[i + 2] = lease_until, fid
-    a_args[i + 1], a_args[i + 2] = fid, token_s
+    a_args[i + 3], a_args[i + 4] = fid, token_s
     c_args[i + 1] = fid
     c_args[i + 2] = head .. token_s .. ',"due":' .. due .. tail
       .. (reclaimed == 1 and ',"reclaimed":true}' or '}')
-    taken[n] = {fid, token, tonumber(due), reclaimed, payload or '', before or ''}
+    rows[r + 1], rows[r + 2], rows[r + 3] = fid, token, due
+    rows[r + 4], rows[r + 5], rows[r + 6] = reclaimed, payload or '', before or ''
   end
 
   local function write(working, attempts, claims, payloads)
-    if #taken == 0 then return end
+    if n == 0 then return end
     bulk('ZADD', working, w_args, 2)
     bulk('HSET', attempts, a_args, 2)
     bulk('HSET', claims, c_args, 2)
     if redis.call('HLEN', payloads) > 0 then
       local ids = {}
-      for i, c in ipairs(taken) do ids[i] = c[1] end
+      for i = 1, n do ids[i] = rows[6 * i - 2] end
       local given = redis.call('HMGET', payloads, unpack(ids))
-      for i, c in ipairs(taken) do c[5] = given[i] or c[5] end
+      for i = 1, n do
+        if given[i] then rows[6 * i + 2] = given[i] end
+      end
     end
   end
 
-  return {take = take, taken = taken, write = write}
+  return {take = take, count = function() return n end, rows = rows, write = write}
 end

@@ -10,29 +10,62 @@
 --                        pause_after (0: never), most (max_concurrent, 0: no bound),
 --                        limits ({name, cap} each), bounded (most or a limit bounds it),
 --                        on_failure (the jobs then's 'f=' names, or nil); nil for a line
---                        of fewer than six fields, not a policy line (Policy.is_line)
+--                        of fewer than six fields, not a policy line (Policy.is_line).
+--                        Jobs whose lines differ only in digest and definition (most of
+--                        them, when the later fields are empty) share one parsed table:
+--                        each gets a table of its definition that reads the rest from it,
+--                        and takes what is written to it (paused, held) for itself
 local policy_digest, parse_policy
 do
   local match, gmatch = string.match, string.gmatch
-  -- pool, the twelfth field, is the planner's (which queue a fire waits in): skipped.
-  local LINE = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)'
+  -- The digest, first, is not captured (a string made costs), nor pool, the twelfth field,
+  -- the planner's (which queue a fire waits in).
+  local LINE = '^[^|]*|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)'
     .. '|?([^|]*)|?([^|]*)|?[^|]*|?([^|]*)$'
+  -- A claim parses a line per job per call: the common values are looked up, not converted
+  -- (tonumber of a string runs strtod twice), and no limits share one table (read only).
+  local SMALL = {['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6,
+    ['7'] = 7, ['8'] = 8, ['9'] = 9, [''] = false}
+  local function int(s, default)
+    local v = SMALL[s]
+    if v == nil then v = tonumber(s) end
+    return v or default
+  end
+  local NO_LIMITS = {}
   function policy_digest(line) return match(line, '^[^|]*') end
-  function parse_policy(line)
-    local digest, catch_up, deadline, overlap, max_attempts, paused, definition, mask,
+  local function parse_line(line)
+    local catch_up, deadline, overlap, max_attempts, paused, definition, mask,
       pause_after, most, limits, chain = match(line, LINE)
-    if not digest then return nil end
-    local caps = {}
-    for name, cap in gmatch(limits, '([^,:]+):(%d+)') do
-      -- A cap below 1 is no line a planner writes (the file refuses it): one written by
-      -- hand bounds nothing, rather than leave a fire waiting behind no run at all.
-      if tonumber(cap) >= 1 then caps[#caps + 1] = {name = name, cap = tonumber(cap)} end
+    if not catch_up then return nil end
+    local caps = NO_LIMITS
+    if limits ~= '' then
+      caps = {}
+      for name, cap in gmatch(limits, '([^,:]+):(%d+)') do
+        -- A cap below 1 is no line a planner writes (the file refuses it): one written by
+        -- hand bounds nothing, rather than leave a fire waiting behind no run at all.
+        if tonumber(cap) >= 1 then caps[#caps + 1] = {name = name, cap = tonumber(cap)} end
+      end
     end
-    most = tonumber(most) or 0
-    return {catch_up = catch_up, deadline = tonumber(deadline) or 0, overlap = overlap,
-      max_attempts = tonumber(max_attempts) or 1, paused = paused == '1',
-      definition = definition, mask = mask, pause_after = tonumber(pause_after) or 0,
+    most = int(most, 0)
+    return {catch_up = catch_up, deadline = int(deadline, 0), overlap = overlap,
+      max_attempts = int(max_attempts, 1), paused = paused == '1',
+      definition = definition, mask = mask, pause_after = int(pause_after, 0),
       most = most, limits = caps, bounded = most > 0 or #caps > 0,
-      on_failure = match(chain, 'f=([^;]*)')}
+      on_failure = chain ~= '' and match(chain, 'f=([^;]*)') or nil}
+  end
+  -- A line: the five fields after the digest, the definition, and what follows it.
+  local SPLIT = '^[^|]*|([^|]*|[^|]*|[^|]*|[^|]*|[^|]*)|?([^|]*)(.*)$'
+  local shapes = {}  -- the line but digest and definition -> metatable over its parse, or false
+  function parse_policy(line)
+    local fields, definition, rest = match(line, SPLIT)
+    if not fields then return nil end
+    local key = rest == '' and fields or fields .. '|' .. rest
+    local shape = shapes[key]
+    if shape == nil then
+      local shared = parse_line('|' .. key)
+      shape = shared and {__index = shared} or false
+      shapes[key] = shape
+    end
+    return shape and setmetatable({definition = definition}, shape) or nil
   end
 end

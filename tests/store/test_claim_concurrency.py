@@ -11,6 +11,7 @@ from pathlib import Path
 import redis
 
 from cronsvc.fires import fire_id
+from cronsvc.keys import ATTEMPTS_PIN
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.store.scripts import Scripts
 from tests.support import script_procs as procs
@@ -76,7 +77,8 @@ def test_eight_processes_claim_every_fire_exactly_once(r: redis.Redis, redis_url
     counts = Counter(line for out in outs for line in out.read_text().split())
     assert [fid for fid, n in counts.items() if n > 1] == []
     assert set(counts) == expected_fires(jobs, fires, base)
-    assert r.zcard(K.queue) == 0 and r.zcard(K.working) == 0 and r.hlen(K.attempts) == 0
+    assert r.zcard(K.queue) == 0 and r.zcard(K.working) == 0
+    assert r.hkeys(K.attempts) == [ATTEMPTS_PIN]
     assert sum(r.llen(K.history(job)) for job in procs.job_names(jobs)) == jobs * fires
 
 

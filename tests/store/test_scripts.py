@@ -11,7 +11,7 @@ import redis
 from cronsvc import history
 from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownJob
 from cronsvc.fires import fire_id, new_tag, parse_fire
-from cronsvc.keys import Keys
+from cronsvc.keys import ATTEMPTS_PIN, Keys
 from cronsvc.store.scripts import Claim, Scripts, load_sources
 
 T0 = 1_763_830_000_000
@@ -330,8 +330,10 @@ def test_ack_records_history_and_clears_state(s: Scripts, r: redis.Redis) -> Non
     for c in s.claim(K, "w", batch=5, now_ms=T0 + MIN).claimed:
         s.ack(K, c.fire_id, c.token, "a", {"fire": c.fire_id, "status": "ok"}, history_cap=1)
     assert r.zcard(K.working) == 0
-    for key in (K.attempts, K.claims, K.payloads):
+    for key in (K.claims, K.payloads):
         assert r.hlen(key) == 0, key
+    assert r.hkeys(K.attempts) == [ATTEMPTS_PIN]  # no fire, and the hash stays a hash table
+    assert r.object("encoding", K.attempts) == "hashtable"
     assert [json.loads(x)["status"] for x in r.lrange(K.history("a"), 0, -1)] == ["ok"]
 
 
@@ -345,6 +347,27 @@ def test_ack_after_takeover_is_lease_lost_and_leaves_the_new_claim(s: Scripts,
     assert r.hget(K.attempts, new.fire_id) == "2" and r.zscore(K.working, new.fire_id)
     assert r.hexists(K.claims, new.fire_id) and r.llen(K.history("a")) == 0
     assert s.ack_many(K, [(old.fire_id, 1, "a", {}), (new.fire_id, 2, "a", "{}")]) == [False, True]
+
+
+def test_an_ack_batch_keeps_each_fires_output_and_chain_as_its_own(s: Scripts,
+                                                                     r: redis.Redis) -> None:
+    # Only some fires of a batch trigger jobs or kept output: each goes to its own fire.
+    setup_job(s, dues=(1, 2, 3, 4))
+    claims = s.claim(K, "w", batch=4, now_ms=T0 + 5 * MIN).claimed
+    assert len(claims) == 4
+    items: list[tuple[str, int, str, dict[str, object], str, str]] = []
+    for n, c in enumerate(claims):
+        record = {"fire": c.fire_id, "status": "ok", "started": T0 + MIN + n, "duration_ms": 1}
+        items.append((c.fire_id, c.token, "a", record, "next" if n == 1 else "",
+                      f"printed by {n}" if n in (1, 2) else ""))
+    assert s.ack_many(K, items) == [True] * 4
+    assert {c.fire_id: r.hgetall(K.output(c.fire_id)) for c in claims} == {
+        claims[0].fire_id: {}, claims[1].fire_id: {str(T0 + MIN + 1): "printed by 1"},
+        claims[2].fire_id: {str(T0 + MIN + 2): "printed by 2"}, claims[3].fire_id: {}}
+    chains = [json.loads(e) for e in r.lrange(K.outbox, 0, -1)]
+    assert [(e["event"], e["fire"], e["next"]) for e in chains] == [
+        ("chain", claims[1].fire_id, "next")]
+    assert r.llen(K.history("a")) == 4 and r.zcard(K.working) == 0
 
 
 def test_fail_retries_with_backoff_then_dead_letters(s: Scripts, r: redis.Redis) -> None:
@@ -397,7 +420,8 @@ def test_release_puts_claims_back_without_using_an_attempt(s: Scripts, r: redis.
     assert s.release(K, [*pairs, (claims[0].fire_id, 9)]) == 2
     assert r.zrange(K.queue, 0, -1, withscores=True) == [
         (fire_id("a", d), d) for d in minutes(1, 2)]
-    assert r.hlen(K.attempts) == 0 and r.hlen(K.claims) == 0 and r.zcard(K.working) == 0
+    assert r.hkeys(K.attempts) == [ATTEMPTS_PIN]
+    assert r.hlen(K.claims) == 0 and r.zcard(K.working) == 0
     assert s.release(K, pairs) == 0 and s.release(K, []) == 0
     again = s.claim(K, "w", batch=2, now_ms=T0 + 5 * MIN).claimed
     assert [c.token for c in again] == [1, 1]
@@ -489,7 +513,7 @@ def test_thousands_of_fires_are_planned_and_claimed_in_one_call(s: Scripts, r: r
     assert s.plan(K, [("a", D1, dues[-1], dues)]).added == 0
     res = s.claim(K, "w", batch=4500, now_ms=dues[-1])
     assert [c.fire_id for c in res.claimed] == [fire_id("a", d) for d in dues[:4500]]
-    assert r.zcard(K.working) == len(r.hgetall(K.attempts)) == r.hlen(K.claims) == 4500
+    assert r.zcard(K.working) == r.hlen(K.attempts) - 1 == r.hlen(K.claims) == 4500
     assert r.zrange(K.queue, 0, -1) == [fire_id("a", d) for d in dues[4500:]]
 
 
