@@ -4,6 +4,11 @@ Each change is one Lua script (``lua/schedule-set-5.lua``, ``schedule-delete-5.l
 a compare-and-set on what this client read: the fires of the old definition that have
 not started are unqueued, and the first fires of the new one are queued, in the same
 step. If a planner or another client moved the schedule meanwhile, it reads again.
+
+The first fires queued are those due before the live planners have surely looked at the
+runtime schedules again (:func:`cronsvc.presence.planners_look_within_ms`, from their
+heartbeats); the schedule's mark says the planners take it from there, as they do for
+every later fire. With no live planner, two hours of fires are queued.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from cronsvc.errors import BadSchedule, CronsvcError, UnknownSchedule, Unreadabl
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
 from cronsvc.malformed import named
-from cronsvc.presence import WAKE_WITHIN_MS
+from cronsvc.presence import WAKE_WITHIN_MS, planner_tick_s, planners_look_within_ms
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.schedule.runtime import (
     Outcome,
@@ -28,10 +33,11 @@ from cronsvc.schedule.runtime import (
     with_paused,
 )
 from cronsvc.schedule.upserts import FirstFires, Row, Rows, Whens, row_of
-from cronsvc.store.replies import text
+from cronsvc.store.replies import json_object, text
 from cronsvc.store.scripts import Scripts, SetRow
 
-#: How far ahead an upsert queues the first fires itself (the planners take it from there).
+#: How far ahead an upsert queues the first fires itself while no planner is live, and
+#: at most (with planners, up to their next look: the planners take it from there).
 HORIZON_MS = 2 * 3_600_000
 #: Schedules set per script call (several calls go in one pipeline), and read per command.
 PER_CALL = 250
@@ -235,10 +241,24 @@ class ScheduleOps:
         raw = self.redis.hget(keys.schedules, id)
         return None if raw is None else _stored(keys, id, text(raw))
 
+    def reach_ms(self, now: int) -> int:
+        """Up to when an upsert at ``now`` queues a schedule's fires: until every live
+        planner has looked at the runtime schedules again (their heartbeats say when they
+        were last seen and how often they tick); two hours while none is live."""
+        keys = self.core.all_shards()[0]  # presence lives on the first shard
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(keys.planners, 0, -1, withscores=True)
+        pipe.hgetall(keys.planner_info)
+        seen, infos = pipe.execute()
+        within = planners_look_within_ms(now, [
+            (int(at), planner_tick_s(json_object(infos.get(pid)))) for pid, at in seen])
+        return now + (HORIZON_MS if within is None else min(within, HORIZON_MS))
+
     def _set_all(self, keys: Keys, group: Sequence[Row], now: int,
                  expect_rev: int | None = None) -> dict[str, Outcome] | None:
         """Set every schedule of one shard; None if ``expect_rev`` no longer holds."""
         outcomes: dict[str, Outcome] = {}
+        until = self.reach_ms(now)
         pending = list(group)
         wake = False
         pools = self.core.pools_of(keys, {row.job for row in group})  # whose queue takes them
@@ -270,7 +290,7 @@ class ScheduleOps:
                 todo.setdefault(pools[row.job], []).append((row, rev, mark, unqueue))
             sent: list[tuple[list[Row], bool]] = []
             replies = self.scripts.schedule_set_stream(
-                keys, self._set_calls(keys, todo, now, sent))
+                keys, self._set_calls(keys, todo, now, until, sent))
             retry = []
             wake = wake or any(soon for _, soon in sent)
             for (rows_sent, _), reply in zip(sent, replies, strict=True):
@@ -289,18 +309,19 @@ class ScheduleOps:
 
     def _set_calls(self, keys: Keys,
                    todo: Mapping[str, list[tuple[Row, int, float | None, list[str]]]],
-                   now: int, sent: list[tuple[list[Row], bool]]
+                   now: int, until: int, sent: list[tuple[list[Row], bool]]
                    ) -> Iterator[tuple[Keys, list[SetRow]]]:
         """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,
-        fires to unqueue), each made while the one before runs; ``sent`` gets each call's
-        rows, and whether one of them fires soon."""
+        fires to unqueue; the fires after ``now`` up to ``until`` queued), each made while
+        the one before runs; ``sent`` gets each call's rows, and whether one of them fires
+        soon."""
         plan = self.first_fires.plan
         for pool, rows in todo.items():
             for i in range(0, len(rows), PER_CALL):
                 part: list[SetRow] = []
                 soon = False
                 for row, rev, mark, unqueue in rows[i:i + PER_CALL]:
-                    dues, new_mark = plan(row, now)
+                    dues, new_mark = plan(row, now, until)
                     soon = soon or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
                     part.append((row.id, rev, mark, row.content, row.actor, new_mark, unqueue,
                                  dues))

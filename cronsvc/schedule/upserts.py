@@ -134,17 +134,19 @@ _SLACK_MS = 3_600_000
 
 class FirstFires:
     """The first fires of rows, the fires of each plain ``when`` expanded once for a window
-    of ``horizon_ms`` and a day past it, plus the next fire beyond (what
-    :func:`cronsvc.schedule.runtime.plan_window` returns, read off a sorted list)."""
+    of ``horizon_ms`` (the furthest a plan reaches) and a day past it, plus the next fire
+    beyond (what :func:`cronsvc.schedule.runtime.plan_window` returns, read off a sorted
+    list)."""
 
     def __init__(self, horizon_ms: int) -> None:
         self.horizon_ms = horizon_ms
         self.windows: dict[str, tuple[int, int, list[int]]] = {}
 
-    def plan(self, row: Row, after_ms: int,
+    def plan(self, row: Row, after_ms: int, until_ms: int,
              max_ahead: int = MAX_AHEAD) -> tuple[list[int], int]:
-        """(dues, new mark) of ``row`` in (after_ms, after_ms + horizon]."""
-        until = after_ms + self.horizon_ms
+        """(dues, new mark) of ``row`` in (after_ms, until_ms], ``until_ms`` at most
+        ``horizon_ms`` past ``after_ms``."""
+        until = min(until_ms, after_ms + self.horizon_ms)
         spec = row.spec
         if row.paused:
             return [], until + REVISIT_MS
@@ -153,7 +155,7 @@ class FirstFires:
             return plan_schedule(row.schedule, after_ms, until, max_ahead)
         window = self.windows.get(row.when)
         if window is None or not window[0] <= after_ms <= window[0] + _SLACK_MS:
-            hi = until + DAY_MS + _SLACK_MS
+            hi = after_ms + self.horizon_ms + DAY_MS + _SLACK_MS
             window = (after_ms, hi, occurrences_ms(spec, after_ms, hi))
             if len(self.windows) >= _KEPT:
                 self.windows.clear()
