@@ -34,7 +34,7 @@ from cronsvc.schedule.runtime import (
 )
 from cronsvc.schedule.upserts import FirstFires, Row, Rows, Whens, row_of
 from cronsvc.store.replies import json_object, text
-from cronsvc.store.scripts import Scripts, SetRow
+from cronsvc.store.scripts import UNREAD, Scripts, SetRow
 
 #: How far ahead an upsert queues the first fires itself while no planner is live, and
 #: at most (with planners, up to their next look: the planners take it from there).
@@ -90,6 +90,9 @@ class ScheduleOps:
         # Kept: a client upserts batch after batch of the same few shapes.
         self.whens: Whens = {}
         self.first_fires = FirstFires(HORIZON_MS)
+        # Whether a batch is sent without reading its schedules first: while most of the
+        # last one sent so was new (a bulk load), where a read would find nothing.
+        self.unread_first = True
 
     # -- changes ---------------------------------------------------------------------
     def upsert_schedule(self, id: str, *, job: str, **fields: Any) -> Outcome:
@@ -262,32 +265,16 @@ class ScheduleOps:
         pending = list(group)
         wake = False
         pools = self.core.pools_of(keys, {row.job for row in group})  # whose queue takes them
+        unread = expect_rev is None and self.unread_first
         for _ in range(ATTEMPTS):
             if not pending:
                 break
-            lines, marks, lowest = self._read(keys, [row.id for row in pending],
-                                              set(pools.values()))
-            # What can fail (a stored line that does not read) fails here, before any call.
-            todo: dict[str, list[tuple[Row, int, float | None, list[str]]]] = {}
-            for row, raw, mark in zip(pending, lines, marks, strict=True):
-                if expect_rev is not None and (raw is None or raw.split("|", 1)[0]
-                                               != str(expect_rev)):
-                    return None
-                rev, unqueue = 0, []
-                if raw is not None:
-                    head = raw.split("|", 3)  # rev, times, actor, definition
-                    old = None if len(head) == 4 and "." in head[1] else _stored(
-                        keys, row.id, raw)  # the form before: its definition re-encoded
-                    if expect_rev is None and (head[3] if old is None else old.content
-                                               ) == row.content:
-                        outcomes[row.id] = "unchanged"  # as it was read: nothing to send
-                        continue
-                    old = old or _stored(keys, row.id, raw)
-                    # A changed schedule's old fires wait in the queue of its job's pool:
-                    # the same unless it now runs a job of another pool (the claim drops
-                    # those).
-                    rev, unqueue = old.rev, _old_fires(old, mark, lowest.get(pools[row.job]))
-                todo.setdefault(pools[row.job], []).append((row, rev, mark, unqueue))
+            todo: dict[str, list[tuple[Row, int | str, float | None, list[str]]]] = {}
+            if unread:  # the script reads them: those that are there come back as retry
+                for row in pending:
+                    todo.setdefault(pools[row.job], []).append((row, UNREAD, None, []))
+            elif not self._todo(keys, pending, pools, expect_rev, outcomes, todo):
+                return None
             sent: list[tuple[list[Row], bool]] = []
             replies = self.scripts.schedule_set_stream(
                 keys, self._set_calls(keys, todo, now, until, sent))
@@ -299,6 +286,9 @@ class ScheduleOps:
                         retry.append(row)
                     else:
                         outcomes[row.id] = outcome  # type: ignore[assignment]
+            if unread:  # kept while most are new
+                created = sum(1 for row in pending if outcomes.get(row.id) == "created")
+                self.unread_first, unread = 2 * created > len(pending), False
             pending = retry
         if pending:
             raise CronsvcError(f"schedule {pending[0].id!r}: changed by others {ATTEMPTS} "
@@ -307,8 +297,39 @@ class ScheduleOps:
             self.redis.publish(keys.wakeup, "schedule")
         return outcomes
 
+    def _todo(self, keys: Keys, pending: Sequence[Row], pools: Mapping[str, str],
+              expect_rev: int | None, outcomes: dict[str, Outcome],
+              todo: dict[str, list[tuple[Row, int | str, float | None, list[str]]]]) -> bool:
+        """Read ``pending`` and add to ``todo`` what to send for each (per pool: row, rev
+        and mark read, fires to unqueue); those found unchanged go to ``outcomes``. False
+        if ``expect_rev`` no longer holds."""
+        lines, marks, lowest = self._read(keys, [row.id for row in pending],
+                                          set(pools.values()))
+        if expect_rev is None:  # mostly new: the next batch goes unread
+            self.unread_first = 2 * lines.count(None) > len(lines)
+        # What can fail (a stored line that does not read) fails here, before any call.
+        for row, raw, mark in zip(pending, lines, marks, strict=True):
+            if expect_rev is not None and (raw is None or raw.split("|", 1)[0]
+                                           != str(expect_rev)):
+                return False
+            rev, unqueue = 0, []
+            if raw is not None:
+                head = raw.split("|", 3)  # rev, times, actor, definition
+                old = None if len(head) == 4 and "." in head[1] else _stored(
+                    keys, row.id, raw)  # the form before: its definition re-encoded
+                if expect_rev is None and (head[3] if old is None else old.content
+                                           ) == row.content:
+                    outcomes[row.id] = "unchanged"  # as it was read: nothing to send
+                    continue
+                old = old or _stored(keys, row.id, raw)
+                # A changed schedule's old fires wait in the queue of its job's pool: the
+                # same unless it now runs a job of another pool (the claim drops those).
+                rev, unqueue = old.rev, _old_fires(old, mark, lowest.get(pools[row.job]))
+            todo.setdefault(pools[row.job], []).append((row, rev, mark, unqueue))
+        return True
+
     def _set_calls(self, keys: Keys,
-                   todo: Mapping[str, list[tuple[Row, int, float | None, list[str]]]],
+                   todo: Mapping[str, list[tuple[Row, int | str, float | None, list[str]]]],
                    now: int, until: int, sent: list[tuple[list[Row], bool]]
                    ) -> Iterator[tuple[Keys, list[SetRow]]]:
         """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,

@@ -21,6 +21,7 @@ from cronsvc.planner.planner import Planner
 from cronsvc.presence import planner_stale_ms
 from cronsvc.schedule.expand import next_fires
 from cronsvc.schedule.runtime import MAX_AHEAD, MAX_PAYLOAD_BYTES, parse_stored
+from cronsvc.store.scripts import UNREAD
 
 K = Keys()
 FILE = """
@@ -162,6 +163,37 @@ def test_a_change_never_queues_again_a_fire_that_started_under_the_old_definitio
     assert r.zscore(K.queue, fid) is None and r.zscore(K.working, fid) is not None
     assert {fire_id("digest", due + 1000, schedule="s"),
             fire_id("digest", due + 2000, schedule="s")} <= set(queued(r, "s"))
+
+
+def test_a_schedule_sent_unread_is_created_only_where_nothing_is(
+        client: Client, r: redis.Redis) -> None:
+    client.upsert_schedule("s", job="digest", every="30m", payload=[1])
+    s = client.get_schedule("s")
+    mark = r.zscore(K.schedule_marks, "s")
+    other = dataclasses.replace(s, payload=[2]).content
+    now = client.server_ms()
+    # there, with this definition: unchanged; with another: read it first (retry)
+    assert client.scripts.schedule_set(K, "s", UNREAD, None, s.content, "me", now, [],
+                                       []) == ("unchanged", 1)
+    assert client.scripts.schedule_set(K, "s", UNREAD, None, other, "me", now, [],
+                                       []) == ("retry", 1)
+    # a mark of no schedule (as a read would see it) is not overwritten unread
+    r.zadd(K.schedule_marks, {"t": 5})
+    assert client.scripts.schedule_set(K, "t", UNREAD, None, other, "me", now, [],
+                                       []) == ("retry", 0)
+    assert client.scripts.schedule_set(K, "u", UNREAD, None, other, "me", now + 1, [],
+                                       []) == ("created", 1)
+    assert r.zscore(K.schedule_marks, "u") == now + 1
+    assert client.get_schedule("s") == s and r.zscore(K.schedule_marks, "s") == mark
+    # through the client: a batch of mostly new ones goes unread, a change among them
+    # is read and made, its old fires unqueued
+    old = queued(r, "s")
+    assert client.upsert_schedules([{"id": "s", "job": "digest", "every": "20m"}] + [
+        {"id": f"n{i}", "job": "digest", "every": "20m"} for i in range(5)]) == [
+        "changed"] + ["created"] * 5
+    assert client.get_schedule("s").rev == 2
+    assert not set(old) & set(queued(r, "s")) - {f for f in old
+                                                 if parse_fire(f)[1] % 3_600_000 == 0}
 
 
 def test_thousands_of_fires_are_queued_and_unqueued_in_one_call(
