@@ -4,12 +4,14 @@ state, and a burst of schedules due in the same second.
 - Upserts: ``schedules`` schedules through ``Client.upsert_schedules`` in batches of 1,000:
   daily crons at random minutes in 20 zones, plus 1 % every minute, each with a small
   payload, while one ``cronsvc planner`` (tick 60 s) runs, as in a fleet (an upsert queues
-  fires up to the live planners' next look). Reference: a plain pipelined ``HSET`` of the
+  fires up to the live planners' next look); it is stopped before memory is measured (it
+  would queue fires meanwhile). Reference: a plain pipelined ``HSET`` of the
   same stored lines.
 - Memory: Redis ``used_memory`` per schedule, with the fires the upserts queued, and
   alone (queue deleted, then restored); and per queued fire.
-- Planner CPU: that planner over ``minutes`` after the upserts, with those schedules, as a
-  share of one core.
+- Planner CPU: one ``cronsvc planner`` process (tick 60 s) over ``minutes`` of steady
+  state with those schedules, as a share of one core (its first tick queues what the
+  upserts left to the planners).
 - Burst: ``burst`` schedules whose one fire is due at the same second, drained by 2
   worker processes x 100 slots running no-op ``call`` jobs: from that second until the
   queue is empty (the last fire claimed). Reference: the claim script's own ceiling on
@@ -24,6 +26,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +84,10 @@ def measure(schedules: int = 1_000_000, minutes: float = 5.0, burst: int = 100_0
             f.config.write_text(path.read_text())
             proc = f.start("planner", "planner", "--tick", "60")
             wait_for(lambda: r.zcard(K.planners) >= 1, 120, message="the planner's first tick")
-            rate = upserts(section, server, r, client, schedules, proc.pid)
-            section.print()  # what is known so far, should a later part fail
-            if minutes > 0:
-                planner_cpu(section, server, proc.pid, minutes)
+            rate = upserts(section, server, r, client, schedules, proc.pid, f.stop_all)
+        section.print()  # what is known so far, should a later part fail
+        if minutes > 0:
+            planner_cpu(section, server, r, path, minutes)
     if burst > 0:
         with common.redis_server() as (server, r):
             drain(section, server, r, burst, rate)
@@ -96,8 +99,10 @@ def used(r: redis.Redis) -> int:
 
 
 def upserts(section: Section, server: Any, r: redis.Redis, client: Client, n: int,
-            planner: int) -> float:
-    """Upsert ``n`` schedules and add the rate and memory figures; the rate."""
+            planner: int, then: Callable[[], None]) -> float:
+    """Upsert ``n`` schedules and add the rate and memory figures; the rate. ``then``
+    (stopping the planner) is called once they are done: memory is measured with no
+    planner queueing fires meanwhile."""
     todo = items(n)
     before = used(r)
     cpu = common.CpuMeter([os.getpid(), common.server_pid(server), planner]).start()
@@ -107,6 +112,7 @@ def upserts(section: Section, server: Any, r: redis.Redis, client: Client, n: in
     upsert_s = time.perf_counter() - t0
     python_cpu, redis_cpu, planner_cpu = (share * cpu.elapsed / n * 1e6
                                           for share in cpu.stop())
+    then()
     with_fires = used(r)
     fires = int(r.zcard(K.queue))
     # The queue's share exactly: MEMORY USAGE counts an element's bytes asked for, not
@@ -139,7 +145,8 @@ def upserts(section: Section, server: Any, r: redis.Redis, client: Client, n: in
         met=rate / reference >= 0.25))
     section.notes.append(
         f"CPU per schedule upserted: this process {python_cpu:.1f} µs, redis-server "
-        f"{redis_cpu:.1f} µs (the planner meanwhile {planner_cpu:.1f} µs); per line of the HSET reference {ref_python:.1f} µs and "
+        f"{redis_cpu:.1f} µs (the planner meanwhile {planner_cpu:.1f} µs); per line of the "
+        f"HSET reference {ref_python:.1f} µs and "
         f"{ref_redis:.1f} µs")
     per_schedule = (alone - before) / n
     section.figures.append(Figure(
@@ -150,12 +157,17 @@ def upserts(section: Section, server: Any, r: redis.Redis, client: Client, n: in
     return rate
 
 
-def planner_cpu(section: Section, server: Any, pid: int, minutes: float) -> None:
-    cpu = common.CpuMeter([pid, common.server_pid(server)]).start()
-    deadline = time.monotonic() + minutes * 60
-    wait_for(lambda: time.monotonic() >= deadline, minutes * 60 + 30, interval=1.0,
-             message="the measuring window")
-    planner, redis_share = cpu.stop()
+def planner_cpu(section: Section, server: Any, r: redis.Redis, path: Path,
+                minutes: float) -> None:
+    with common.fleet(server.url, {}) as f:
+        f.config.write_text(path.read_text())
+        proc = f.start("planner", "planner", "--tick", "60")
+        wait_for(lambda: r.zcard(K.planners) >= 1, 120, message="the planner's first tick")
+        cpu = common.CpuMeter([proc.pid, common.server_pid(server)]).start()
+        deadline = time.monotonic() + minutes * 60
+        wait_for(lambda: time.monotonic() >= deadline, minutes * 60 + 30, interval=1.0,
+                 message="the measuring window")
+        planner, redis_share = cpu.stop()
     section.figures.append(Figure(
         "planner CPU, steady state", f"{planner:.1%} of a core over {minutes:g} min",
         "<= 5% of a core", f"redis-server {redis_share:.1%} in the same window",

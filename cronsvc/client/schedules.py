@@ -13,6 +13,7 @@ every later fire. With no live planner, two hours of fires are queued.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -126,7 +127,8 @@ class ScheduleOps:
             done = self._set_all(keys, group, now)
             assert done is not None  # only an expected rev can fail to hold
             outcomes.update(done)
-        changed = {o: sum(1 for v in outcomes.values() if v == o) for o in ("created", "changed")}
+        counted = Counter(outcomes.values())
+        changed = {o: counted[o] for o in ("created", "changed")}
         if any(changed.values()):
             target = rows[0].id if len(rows) == 1 else f"{len(rows)} schedules"
             by = {row.actor for row in rows}  # the actor the call named, as the records say
@@ -269,10 +271,10 @@ class ScheduleOps:
         for _ in range(ATTEMPTS):
             if not pending:
                 break
-            todo: dict[str, list[tuple[Row, int | str, float | None, list[str]]]] = {}
+            todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]] = {}
             if unread:  # the script reads them: those that are there come back as retry
                 for row in pending:
-                    todo.setdefault(pools[row.job], []).append((row, UNREAD, None, []))
+                    todo.setdefault(pools[row.job], []).append((row, UNREAD, None, ()))
             elif not self._todo(keys, pending, pools, expect_rev, outcomes, todo):
                 return None
             sent: list[tuple[list[Row], bool]] = []
@@ -299,7 +301,7 @@ class ScheduleOps:
 
     def _todo(self, keys: Keys, pending: Sequence[Row], pools: Mapping[str, str],
               expect_rev: int | None, outcomes: dict[str, Outcome],
-              todo: dict[str, list[tuple[Row, int | str, float | None, list[str]]]]) -> bool:
+              todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]]) -> bool:
         """Read ``pending`` and add to ``todo`` what to send for each (per pool: row, rev
         and mark read, fires to unqueue); those found unchanged go to ``outcomes``. False
         if ``expect_rev`` no longer holds."""
@@ -329,7 +331,7 @@ class ScheduleOps:
         return True
 
     def _set_calls(self, keys: Keys,
-                   todo: Mapping[str, list[tuple[Row, int | str, float | None, list[str]]]],
+                   todo: Mapping[str, list[tuple[Row, int | str, float | None, Sequence[str]]]],
                    now: int, until: int, sent: list[tuple[list[Row], bool]]
                    ) -> Iterator[tuple[Keys, list[SetRow]]]:
         """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,

@@ -146,7 +146,9 @@ class FirstFires:
              max_ahead: int = MAX_AHEAD) -> tuple[list[int], int]:
         """(dues, new mark) of ``row`` in (after_ms, until_ms], ``until_ms`` at most
         ``horizon_ms`` past ``after_ms``."""
-        until = min(until_ms, after_ms + self.horizon_ms)
+        until = after_ms + self.horizon_ms
+        if until_ms < until:
+            until = until_ms
         spec = row.spec
         if row.paused:
             return [], until + REVISIT_MS
@@ -161,7 +163,10 @@ class FirstFires:
                 self.windows.clear()
             self.windows[row.when] = window
         fires = window[2]
-        first, last = bisect_right(fires, after_ms), bisect_right(fires, until)
+        last = bisect_right(fires, until)
+        first = bisect_right(fires, after_ms, 0, last)
+        if first == last and last < len(fires):  # nothing due yet (most): the next is in sight
+            return [], fires[last] - 1
         dues = fires[first:last]
         if len(dues) > max_ahead:
             dues = dues[:max_ahead]
