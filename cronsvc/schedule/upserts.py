@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from cronsvc.errors import ScheduleError
-from cronsvc.schedule.expand import DAY_MS, Spec, next_fires, occurrences_ms, validate_cron, zone
+from cronsvc.schedule.expand import DAY_MS, Spec, next_fires, occurrences_ms, zone
+from cronsvc.schedule.fields import parse
 from cronsvc.schedule.runtime import (
     CATCH_UP,
     MAX_AHEAD,
@@ -116,7 +117,7 @@ class Rows:
             if cron is not None:
                 if type(cron) is not str:
                     return None
-                validate_cron(cron)
+                parse(cron)  # checks it as validate_cron does, and is what expanding reads
             zone(timezone)
             every_ms = None if every is None else every_ms_of(every)
         except (ValueError, ScheduleError):  # build() says what is wrong
