@@ -268,15 +268,19 @@ class ScheduleOps:
         wake = False
         pools = self.core.pools_of(keys, {row.job for row in group})  # whose queue takes them
         unread = expect_rev is None and self.unread_first
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             if not pending:
                 break
             todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]] = {}
             if unread:  # the script reads them: those that are there come back as retry
                 for row in pending:
                     todo.setdefault(pools[row.job], []).append((row, UNREAD, None, ()))
-            elif not self._todo(keys, pending, pools, expect_rev, outcomes, todo):
-                return None
+            else:
+                new = self._todo(keys, pending, pools, expect_rev, outcomes, todo)
+                if new is None:
+                    return None
+                if attempt == 0 and expect_rev is None:  # mostly new: the next goes unread
+                    self.unread_first = 2 * new > len(pending)
             sent: list[tuple[list[Row], bool]] = []
             replies = self.scripts.schedule_set_stream(
                 keys, self._set_calls(keys, todo, now, until, sent))
@@ -301,19 +305,19 @@ class ScheduleOps:
 
     def _todo(self, keys: Keys, pending: Sequence[Row], pools: Mapping[str, str],
               expect_rev: int | None, outcomes: dict[str, Outcome],
-              todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]]) -> bool:
+              todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]]
+              ) -> int | None:
         """Read ``pending`` and add to ``todo`` what to send for each (per pool: row, rev
-        and mark read, fires to unqueue); those found unchanged go to ``outcomes``. False
-        if ``expect_rev`` no longer holds."""
+        and mark read, fires to unqueue); those found unchanged go to ``outcomes``. How
+        many were not there; None if ``expect_rev`` no longer holds."""
         lines, marks, lowest = self._read(keys, [row.id for row in pending],
                                           set(pools.values()))
-        if expect_rev is None:  # mostly new: the next batch goes unread
-            self.unread_first = 2 * lines.count(None) > len(lines)
-        # What can fail (a stored line that does not read) fails here, before any call.
+        # What can fail (a stored line that does not read) fails here, before any call of
+        # this attempt (an unread one before it may have created the new ones of the batch).
         for row, raw, mark in zip(pending, lines, marks, strict=True):
             if expect_rev is not None and (raw is None or raw.split("|", 1)[0]
                                            != str(expect_rev)):
-                return False
+                return None
             rev, unqueue = 0, []
             if raw is not None:
                 head = raw.split("|", 3)  # rev, times, actor, definition
@@ -328,7 +332,7 @@ class ScheduleOps:
                 # same unless it now runs a job of another pool (the claim drops those).
                 rev, unqueue = old.rev, _old_fires(old, mark, lowest.get(pools[row.job]))
             todo.setdefault(pools[row.job], []).append((row, rev, mark, unqueue))
-        return True
+        return lines.count(None)
 
     def _set_calls(self, keys: Keys,
                    todo: Mapping[str, list[tuple[Row, int | str, float | None, Sequence[str]]]],

@@ -194,6 +194,15 @@ def test_a_schedule_sent_unread_is_created_only_where_nothing_is(
     assert client.get_schedule("s").rev == 2
     assert not set(old) & set(queued(r, "s")) - {f for f in old
                                                  if parse_fire(f)[1] % 3_600_000 == 0}
+    # a batch of changes: the next is read first; a batch found new: the next goes unread
+    ops = client._schedules
+    assert ops.unread_first
+    assert client.upsert_schedules([{"id": f"n{i}", "job": "digest", "every": "30m"}
+                                    for i in range(5)]) == ["changed"] * 5
+    assert not ops.unread_first
+    assert client.upsert_schedules([{"id": f"m{i}", "job": "digest", "every": "30m"}
+                                    for i in range(5)]) == ["created"] * 5
+    assert ops.unread_first
 
 
 def test_thousands_of_fires_are_queued_and_unqueued_in_one_call(
