@@ -13,10 +13,11 @@
 -- ARGV[2] n: schedules in this call, each id once
 -- ARGV[3..] per schedule: its id; the rev read ('0': it did not exist; '?': not read, which
 --         creates it if it does not exist, finds it unchanged if it holds this definition,
---         and asks for a read (retry) otherwise); the mark read ('' for none); the new definition, the stored line after actor (job|policy|...);
---         actor; the new mark (every fire of the new definition at or before it is queued
---         here); u and d; then u fire ids of the old definition to unqueue, and d due times
---         (ms) of the new fires to queue
+--         and asks for a read (retry) otherwise); the mark read ('' for none); the new
+--         definition, the stored line after actor (job|policy|...); actor; the new mark
+--         (every fire of the new definition at or before it is queued here); u and d; then
+--         u fire ids of the old definition to unqueue, and d due times (ms) of the new
+--         fires to queue
 -- Like a published job's new digest, a new definition queues fires after now only: a new
 -- fire due by now is left out, since the clock the caller planned from was read before this
 -- call, and a fire of that id may have started (or ended) under the old definition already.
