@@ -3,11 +3,15 @@ state, and a burst of schedules due in the same second.
 
 - Upserts: ``schedules`` schedules through ``Client.upsert_schedules`` in batches of 1,000:
   daily crons at random minutes in 20 zones, plus 1 % every minute, each with a small
-  payload. Reference: a plain pipelined ``HSET`` of the same stored lines.
+  payload, while one ``cronsvc planner`` (tick 60 s) runs, as in a fleet (an upsert queues
+  fires up to the live planners' next look); it is stopped before memory is measured (it
+  would queue fires meanwhile). Reference: a plain pipelined ``HSET`` of the
+  same stored lines.
 - Memory: Redis ``used_memory`` per schedule, with the fires the upserts queued, and
   alone (queue deleted, then restored); and per queued fire.
 - Planner CPU: one ``cronsvc planner`` process (tick 60 s) over ``minutes`` of steady
-  state with those schedules, as a share of one core.
+  state with those schedules, as a share of one core (its first tick queues what the
+  upserts left to the planners).
 - Burst: ``burst`` schedules whose one fire is due at the same second, drained by 2
   worker processes x 100 slots running no-op ``call`` jobs: from that second until the
   queue is empty (the last fire claimed). Reference: the claim script's own ceiling on
@@ -22,11 +26,13 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import redis
 
+import cronsvc
 from bench import common
 from bench.claim import ceiling
 from bench.common import Figure, K, Section
@@ -73,7 +79,12 @@ def measure(schedules: int = 1_000_000, minutes: float = 5.0, burst: int = 100_0
         path = job_file(Path(server.data_dir))
         client = Client(server.url, config=str(path))
         client.publish_config()
-        rate = upserts(section, server, r, client, schedules)
+        # The planner runs the cronsvc this process imported.
+        with common.fleet(server.url, {}, str(Path(cronsvc.__file__).parent.parent)) as f:
+            f.config.write_text(path.read_text())
+            proc = f.start("planner", "planner", "--tick", "60")
+            wait_for(lambda: r.zcard(K.planners) >= 1, 120, message="the planner's first tick")
+            rate = upserts(section, server, r, client, schedules, proc.pid, f.stop_all)
         section.print()  # what is known so far, should a later part fail
         if minutes > 0:
             planner_cpu(section, server, r, path, minutes)
@@ -84,19 +95,28 @@ def measure(schedules: int = 1_000_000, minutes: float = 5.0, burst: int = 100_0
 
 
 def used(r: redis.Redis) -> int:
+    """Redis's used_memory once its AOF buffer is written out: while an fsync runs, it holds
+    up to two seconds of writes (megabytes after a fast upsert)."""
+    wait_for(lambda: int(r.memory_stats()["aof.buffer"]) < 65_536, 30, interval=0.05,
+             message="the AOF buffer to be written")
     return int(r.info("memory")["used_memory"])
 
 
-def upserts(section: Section, server: Any, r: redis.Redis, client: Client, n: int) -> float:
-    """Upsert ``n`` schedules and add the rate and memory figures; the rate."""
+def upserts(section: Section, server: Any, r: redis.Redis, client: Client, n: int,
+            planner: int, then: Callable[[], None]) -> float:
+    """Upsert ``n`` schedules and add the rate and memory figures; the rate. ``then``
+    (stopping the planner) is called once they are done: memory is measured with no
+    planner queueing fires meanwhile."""
     todo = items(n)
     before = used(r)
-    cpu = common.CpuMeter([os.getpid(), common.server_pid(server)]).start()
+    cpu = common.CpuMeter([os.getpid(), common.server_pid(server), planner]).start()
     t0 = time.perf_counter()
     for i in range(0, n, BATCH):
         client.upsert_schedules(todo[i:i + BATCH])
     upsert_s = time.perf_counter() - t0
-    python_cpu, redis_cpu = (share * cpu.elapsed / n * 1e6 for share in cpu.stop())
+    python_cpu, redis_cpu, planner_cpu = (share * cpu.elapsed / n * 1e6
+                                          for share in cpu.stop())
+    then()
     with_fires = used(r)
     fires = int(r.zcard(K.queue))
     # The queue's share exactly: MEMORY USAGE counts an element's bytes asked for, not
@@ -129,7 +149,8 @@ def upserts(section: Section, server: Any, r: redis.Redis, client: Client, n: in
         met=rate / reference >= 0.25))
     section.notes.append(
         f"CPU per schedule upserted: this process {python_cpu:.1f} µs, redis-server "
-        f"{redis_cpu:.1f} µs; per line of the HSET reference {ref_python:.1f} µs and "
+        f"{redis_cpu:.1f} µs (the planner meanwhile {planner_cpu:.1f} µs); per line of the "
+        f"HSET reference {ref_python:.1f} µs and "
         f"{ref_redis:.1f} µs")
     per_schedule = (alone - before) / n
     section.figures.append(Figure(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 #: A sleeping worker looks at Redis at least this often (seconds) even without a wake-up
 #: message (messages can be lost while a connection is re-established). It otherwise
@@ -36,6 +38,22 @@ def planner_stale_ms(tick_s: float) -> int:
 def alive(seen_ms: int, now_ms: int, stale_ms: int) -> bool:
     """Whether a member last seen at ``seen_ms`` still counts at ``now_ms``."""
     return now_ms - seen_ms <= stale_ms
+
+
+def planner_tick_s(info: Mapping[str, Any] | None) -> float:
+    """The tick (seconds) a planner's heartbeat says it keeps; a minute if it says none."""
+    tick = (info or {}).get("tick")
+    return float(tick) if isinstance(tick, int | float) and tick > 0 else 60.0
+
+
+def planners_look_within_ms(now_ms: int, planners: Iterable[tuple[int, float]]) -> int | None:
+    """Within how long from ``now_ms`` every live planner of ``planners`` (each seen at, and
+    its tick in seconds) has looked at the runtime schedules again: the time it may be
+    silent and still live (:func:`planner_stale_ms`), two ticks and a slack, as a tick
+    under way may have read past a schedule written now. None if no planner is live."""
+    within = [planner_stale_ms(tick) for seen, tick in planners
+              if alive(seen, now_ms, planner_stale_ms(tick))]
+    return max(within) if within else None
 
 
 def this_host() -> str:

@@ -11,11 +11,13 @@
 -- KEYS[5] events           list of JSON decisions, newest first, capped at 10000
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] n: schedules in this call, each id once
--- ARGV[3..] per schedule: its id; the rev read ('0': it did not exist); the mark read (''
---         for none); the new definition, the stored line after actor (job|policy|...);
---         actor; the new mark (every fire of the new definition at or before it is queued
---         here); u and d; then u fire ids of the old definition to unqueue, and d due times
---         (ms) of the new fires to queue
+-- ARGV[3..] per schedule: its id; the rev read ('0': it did not exist; '?': not read, which
+--         creates it if it does not exist, finds it unchanged if it holds this definition,
+--         and asks for a read (retry) otherwise); the mark read ('' for none); the new
+--         definition, the stored line after actor (job|policy|...); actor; the new mark
+--         (every fire of the new definition at or before it is queued here); u and d; then
+--         u fire ids of the old definition to unqueue, and d due times (ms) of the new
+--         fires to queue
 -- Like a published job's new digest, a new definition queues fires after now only: a new
 -- fire due by now is left out, since the clock the caller planned from was read before this
 -- call, and a fire of that id may have started (or ended) under the old definition already.
@@ -53,6 +55,10 @@ for k, sid in ipairs(sids) do
     ARGV[at + 4]
   local line, mark = lines[k], marks_read[k] or ''
   local rev = line and schedule_rev(line) or '0'
+  if read_rev == '?' then  -- as read now if that changes nothing, else as not there
+    if line and schedule_content(line) == content then read_rev, read_mark = rev, mark
+    else read_rev, read_mark = '0', '' end
+  end
   if rev ~= read_rev or (mark ~= read_mark and tonumber(mark) ~= tonumber(read_mark)) then
     out[2 * k - 1], out[2 * k] = 'retry', tonumber(rev)
   elseif line and schedule_content(line) == content then

@@ -50,7 +50,7 @@ from cronsvc.keys import DEFAULT_POOL, Keys
 from cronsvc.malformed import named, parse
 from cronsvc.notify.notifier import pending
 from cronsvc.policy import Policy
-from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms
+from cronsvc.presence import WORKER_STALE_MS, planner_stale_ms, planner_tick_s
 from cronsvc.schedule.expand import Fire, next_fires, upcoming
 from cronsvc.store.replies import integer, json_object, opt_text, text
 from cronsvc.store.scripts import UNHELD_MS
@@ -433,8 +433,7 @@ class FleetReader:
         planners = []
         for pid, seen in planners_raw:
             info = planner_info.get(pid)
-            tick = (json_object(info) or {}).get("tick")
-            tick = float(tick) if isinstance(tick, int | float) and tick > 0 else 60.0
+            tick = planner_tick_s(json_object(info))
             planners.append(member(text(pid), seen, info, now, planner_stale_ms(tick)))
         workers = [member(text(w), seen, worker_info.get(w), now, WORKER_STALE_MS)
                    for w, seen in workers_raw]

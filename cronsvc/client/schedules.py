@@ -4,10 +4,16 @@ Each change is one Lua script (``lua/schedule-set-5.lua``, ``schedule-delete-5.l
 a compare-and-set on what this client read: the fires of the old definition that have
 not started are unqueued, and the first fires of the new one are queued, in the same
 step. If a planner or another client moved the schedule meanwhile, it reads again.
+
+The first fires queued are those due before the live planners have surely looked at the
+runtime schedules again (:func:`cronsvc.presence.planners_look_within_ms`, from their
+heartbeats); the schedule's mark says the planners take it from there, as they do for
+every later fire. With no live planner, two hours of fires are queued.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -18,7 +24,7 @@ from cronsvc.errors import BadSchedule, CronsvcError, UnknownSchedule, Unreadabl
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
 from cronsvc.malformed import named
-from cronsvc.presence import WAKE_WITHIN_MS
+from cronsvc.presence import WAKE_WITHIN_MS, planner_tick_s, planners_look_within_ms
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.schedule.runtime import (
     Outcome,
@@ -28,10 +34,11 @@ from cronsvc.schedule.runtime import (
     with_paused,
 )
 from cronsvc.schedule.upserts import FirstFires, Row, Rows, Whens, row_of
-from cronsvc.store.replies import text
-from cronsvc.store.scripts import Scripts, SetRow
+from cronsvc.store.replies import json_object, text
+from cronsvc.store.scripts import UNREAD, Scripts, SetRow
 
-#: How far ahead an upsert queues the first fires itself (the planners take it from there).
+#: How far ahead an upsert queues the first fires itself while no planner is live, and
+#: at most (with planners, up to their next look: the planners take it from there).
 HORIZON_MS = 2 * 3_600_000
 #: Schedules set per script call (several calls go in one pipeline), and read per command.
 PER_CALL = 250
@@ -84,6 +91,9 @@ class ScheduleOps:
         # Kept: a client upserts batch after batch of the same few shapes.
         self.whens: Whens = {}
         self.first_fires = FirstFires(HORIZON_MS)
+        # Whether a batch is sent without reading its schedules first: while most of the
+        # last one sent so was new (a bulk load), where a read would find nothing.
+        self.unread_first = True
 
     # -- changes ---------------------------------------------------------------------
     def upsert_schedule(self, id: str, *, job: str, **fields: Any) -> Outcome:
@@ -117,7 +127,8 @@ class ScheduleOps:
             done = self._set_all(keys, group, now)
             assert done is not None  # only an expected rev can fail to hold
             outcomes.update(done)
-        changed = {o: sum(1 for v in outcomes.values() if v == o) for o in ("created", "changed")}
+        counted = Counter(outcomes.values())
+        changed = {o: counted[o] for o in ("created", "changed")}
         if any(changed.values()):
             target = rows[0].id if len(rows) == 1 else f"{len(rows)} schedules"
             by = {row.actor for row in rows}  # the actor the call named, as the records say
@@ -235,42 +246,44 @@ class ScheduleOps:
         raw = self.redis.hget(keys.schedules, id)
         return None if raw is None else _stored(keys, id, text(raw))
 
+    def reach_ms(self, now: int) -> int:
+        """Up to when an upsert at ``now`` queues a schedule's fires: until every live
+        planner has looked at the runtime schedules again (their heartbeats say when they
+        were last seen and how often they tick); two hours while none is live."""
+        keys = self.core.all_shards()[0]  # presence lives on the first shard
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(keys.planners, 0, -1, withscores=True)
+        pipe.hgetall(keys.planner_info)
+        seen, infos = pipe.execute()
+        within = planners_look_within_ms(now, [
+            (int(at), planner_tick_s(json_object(infos.get(pid)))) for pid, at in seen])
+        return now + (HORIZON_MS if within is None else min(within, HORIZON_MS))
+
     def _set_all(self, keys: Keys, group: Sequence[Row], now: int,
                  expect_rev: int | None = None) -> dict[str, Outcome] | None:
         """Set every schedule of one shard; None if ``expect_rev`` no longer holds."""
         outcomes: dict[str, Outcome] = {}
+        until = self.reach_ms(now)
         pending = list(group)
         wake = False
         pools = self.core.pools_of(keys, {row.job for row in group})  # whose queue takes them
-        for _ in range(ATTEMPTS):
+        unread = expect_rev is None and self.unread_first
+        for attempt in range(ATTEMPTS):
             if not pending:
                 break
-            lines, marks, lowest = self._read(keys, [row.id for row in pending],
-                                              set(pools.values()))
-            # What can fail (a stored line that does not read) fails here, before any call.
-            todo: dict[str, list[tuple[Row, int, float | None, list[str]]]] = {}
-            for row, raw, mark in zip(pending, lines, marks, strict=True):
-                if expect_rev is not None and (raw is None or raw.split("|", 1)[0]
-                                               != str(expect_rev)):
+            todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]] = {}
+            if unread:  # the script reads them: those that are there come back as retry
+                for row in pending:
+                    todo.setdefault(pools[row.job], []).append((row, UNREAD, None, ()))
+            else:
+                new = self._todo(keys, pending, pools, expect_rev, outcomes, todo)
+                if new is None:
                     return None
-                rev, unqueue = 0, []
-                if raw is not None:
-                    head = raw.split("|", 3)  # rev, times, actor, definition
-                    old = None if len(head) == 4 and "." in head[1] else _stored(
-                        keys, row.id, raw)  # the form before: its definition re-encoded
-                    if expect_rev is None and (head[3] if old is None else old.content
-                                               ) == row.content:
-                        outcomes[row.id] = "unchanged"  # as it was read: nothing to send
-                        continue
-                    old = old or _stored(keys, row.id, raw)
-                    # A changed schedule's old fires wait in the queue of its job's pool:
-                    # the same unless it now runs a job of another pool (the claim drops
-                    # those).
-                    rev, unqueue = old.rev, _old_fires(old, mark, lowest.get(pools[row.job]))
-                todo.setdefault(pools[row.job], []).append((row, rev, mark, unqueue))
+                if attempt == 0 and expect_rev is None:  # mostly new: the next goes unread
+                    self.unread_first = 2 * new > len(pending)
             sent: list[tuple[list[Row], bool]] = []
             replies = self.scripts.schedule_set_stream(
-                keys, self._set_calls(keys, todo, now, sent))
+                keys, self._set_calls(keys, todo, now, until, sent))
             retry = []
             wake = wake or any(soon for _, soon in sent)
             for (rows_sent, _), reply in zip(sent, replies, strict=True):
@@ -279,6 +292,9 @@ class ScheduleOps:
                         retry.append(row)
                     else:
                         outcomes[row.id] = outcome  # type: ignore[assignment]
+            if unread:  # kept while most are new
+                created = sum(1 for row in pending if outcomes.get(row.id) == "created")
+                self.unread_first, unread = 2 * created > len(pending), False
             pending = retry
         if pending:
             raise CronsvcError(f"schedule {pending[0].id!r}: changed by others {ATTEMPTS} "
@@ -287,20 +303,52 @@ class ScheduleOps:
             self.redis.publish(keys.wakeup, "schedule")
         return outcomes
 
+    def _todo(self, keys: Keys, pending: Sequence[Row], pools: Mapping[str, str],
+              expect_rev: int | None, outcomes: dict[str, Outcome],
+              todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]]
+              ) -> int | None:
+        """Read ``pending`` and add to ``todo`` what to send for each (per pool: row, rev
+        and mark read, fires to unqueue); those found unchanged go to ``outcomes``. How
+        many were not there; None if ``expect_rev`` no longer holds."""
+        lines, marks, lowest = self._read(keys, [row.id for row in pending],
+                                          set(pools.values()))
+        # What can fail (a stored line that does not read) fails here, before any call of
+        # this attempt (an unread one before it may have created the new ones of the batch).
+        for row, raw, mark in zip(pending, lines, marks, strict=True):
+            if expect_rev is not None and (raw is None or raw.split("|", 1)[0]
+                                           != str(expect_rev)):
+                return None
+            rev, unqueue = 0, []
+            if raw is not None:
+                head = raw.split("|", 3)  # rev, times, actor, definition
+                old = None if len(head) == 4 and "." in head[1] else _stored(
+                    keys, row.id, raw)  # the form before: its definition re-encoded
+                if expect_rev is None and (head[3] if old is None else old.content
+                                           ) == row.content:
+                    outcomes[row.id] = "unchanged"  # as it was read: nothing to send
+                    continue
+                old = old or _stored(keys, row.id, raw)
+                # A changed schedule's old fires wait in the queue of its job's pool: the
+                # same unless it now runs a job of another pool (the claim drops those).
+                rev, unqueue = old.rev, _old_fires(old, mark, lowest.get(pools[row.job]))
+            todo.setdefault(pools[row.job], []).append((row, rev, mark, unqueue))
+        return lines.count(None)
+
     def _set_calls(self, keys: Keys,
-                   todo: Mapping[str, list[tuple[Row, int, float | None, list[str]]]],
-                   now: int, sent: list[tuple[list[Row], bool]]
+                   todo: Mapping[str, list[tuple[Row, int | str, float | None, Sequence[str]]]],
+                   now: int, until: int, sent: list[tuple[list[Row], bool]]
                    ) -> Iterator[tuple[Keys, list[SetRow]]]:
         """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,
-        fires to unqueue), each made while the one before runs; ``sent`` gets each call's
-        rows, and whether one of them fires soon."""
+        fires to unqueue; the fires after ``now`` up to ``until`` queued), each made while
+        the one before runs; ``sent`` gets each call's rows, and whether one of them fires
+        soon."""
         plan = self.first_fires.plan
         for pool, rows in todo.items():
             for i in range(0, len(rows), PER_CALL):
                 part: list[SetRow] = []
                 soon = False
                 for row, rev, mark, unqueue in rows[i:i + PER_CALL]:
-                    dues, new_mark = plan(row, now)
+                    dues, new_mark = plan(row, now, until)
                     soon = soon or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
                     part.append((row.id, rev, mark, row.content, row.actor, new_mark, unqueue,
                                  dues))

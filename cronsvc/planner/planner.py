@@ -37,7 +37,7 @@ from cronsvc.planner.publish import (
 )
 from cronsvc.planner.schedules import plan_schedules
 from cronsvc.planner.ticker import Ticker
-from cronsvc.presence import WAKE_WITHIN_MS, alive, planner_stale_ms, process_id
+from cronsvc.presence import WAKE_WITHIN_MS, alive, planner_stale_ms, planner_tick_s, process_id
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.store.connection import RedisClock
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
@@ -186,7 +186,7 @@ class Planner:
             info = json_object(infos.get(pid)) or {}
             if pid == self.planner_id or info.get("digest") != newest.digest:
                 continue
-            if alive(int(last), now, planner_stale_ms(float(info.get("tick") or 60))):
+            if alive(int(last), now, planner_stale_ms(planner_tick_s(info))):
                 return True
         return False
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from cronsvc.errors import ScheduleError
-from cronsvc.schedule.expand import DAY_MS, Spec, next_fires, occurrences_ms, validate_cron, zone
+from cronsvc.schedule.expand import DAY_MS, Spec, next_fires, occurrences_ms, zone
+from cronsvc.schedule.fields import parse
 from cronsvc.schedule.runtime import (
     CATCH_UP,
     MAX_AHEAD,
@@ -116,7 +117,7 @@ class Rows:
             if cron is not None:
                 if type(cron) is not str:
                     return None
-                validate_cron(cron)
+                parse(cron)  # checks it as validate_cron does, and is what expanding reads
             zone(timezone)
             every_ms = None if every is None else every_ms_of(every)
         except (ValueError, ScheduleError):  # build() says what is wrong
@@ -134,17 +135,21 @@ _SLACK_MS = 3_600_000
 
 class FirstFires:
     """The first fires of rows, the fires of each plain ``when`` expanded once for a window
-    of ``horizon_ms`` and a day past it, plus the next fire beyond (what
-    :func:`cronsvc.schedule.runtime.plan_window` returns, read off a sorted list)."""
+    of ``horizon_ms`` (the furthest a plan reaches) and a day past it, plus the next fire
+    beyond (what :func:`cronsvc.schedule.runtime.plan_window` returns, read off a sorted
+    list)."""
 
     def __init__(self, horizon_ms: int) -> None:
         self.horizon_ms = horizon_ms
         self.windows: dict[str, tuple[int, int, list[int]]] = {}
 
-    def plan(self, row: Row, after_ms: int,
+    def plan(self, row: Row, after_ms: int, until_ms: int,
              max_ahead: int = MAX_AHEAD) -> tuple[list[int], int]:
-        """(dues, new mark) of ``row`` in (after_ms, after_ms + horizon]."""
+        """(dues, new mark) of ``row`` in (after_ms, until_ms], ``until_ms`` at most
+        ``horizon_ms`` past ``after_ms``."""
         until = after_ms + self.horizon_ms
+        if until_ms < until:
+            until = until_ms
         spec = row.spec
         if row.paused:
             return [], until + REVISIT_MS
@@ -153,13 +158,16 @@ class FirstFires:
             return plan_schedule(row.schedule, after_ms, until, max_ahead)
         window = self.windows.get(row.when)
         if window is None or not window[0] <= after_ms <= window[0] + _SLACK_MS:
-            hi = until + DAY_MS + _SLACK_MS
+            hi = after_ms + self.horizon_ms + DAY_MS + _SLACK_MS
             window = (after_ms, hi, occurrences_ms(spec, after_ms, hi))
             if len(self.windows) >= _KEPT:
                 self.windows.clear()
             self.windows[row.when] = window
         fires = window[2]
-        first, last = bisect_right(fires, after_ms), bisect_right(fires, until)
+        last = bisect_right(fires, until)
+        first = bisect_right(fires, after_ms, 0, last)
+        if first == last and last < len(fires):  # nothing due yet (most): the next is in sight
+            return [], fires[last] - 1
         dues = fires[first:last]
         if len(dues) > max_ahead:
             dues = dues[:max_ahead]

@@ -18,7 +18,7 @@ SCRIPT_COMMANDS = ("evalsha", "script|load")
 LUA_COMMANDS = (
     "append", "del", "get", "hdel", "hexists", "hget", "hincrby", "hlen", "hmget", "hset",
     "hsetnx", "lpush", "ltrim", "pexpire", "pexpireat", "set", "time", "xadd", "xrevrange",
-    "zadd", "zrange", "zrangebyscore",
+    "zadd", "zmscore", "zrange", "zrangebyscore",
     "zrem",
     "zremrangebyrank", "zremrangebyscore", "zscore",
 )
@@ -28,8 +28,8 @@ LUA_COMMANDS = (
 DIRECT_COMMANDS = (
     "expire", "get", "hdel", "hexists", "hget", "hgetall", "hkeys", "hlen", "hmget", "hset",
     "info", "lindex", "llen", "lrange", "ltrim",
-    "publish", "subscribe", "time", "unsubscribe", "xread", "zadd", "zcard", "zcount", "zrange",
-    "zrangebyscore", "zrem", "zscore",
+    "publish", "subscribe", "time", "unsubscribe", "xread", "zadd", "zcard", "zcount",
+    "zmscore", "zrange", "zrangebyscore", "zrem", "zscore",
 )
 #: Everything a cronsvc user runs on one Redis server (or sentinel-managed master).
 REQUIRED_COMMANDS: tuple[str, ...] = tuple(sorted(set(

@@ -104,8 +104,12 @@ def schedule_outcomes(res: Any) -> list[tuple[str, int]]:
     return [(text(res[i]), int(res[i + 1])) for i in range(0, len(res), 2)]
 
 
-#: A schedule to set: id, rev read, mark read, content, actor, new mark, unqueue, dues.
-SetRow = tuple[str, int, float | None, str, str, int, Sequence[str], Sequence[int]]
+#: A schedule to set: id, rev read (:data:`UNREAD`: not read), mark read, content, actor,
+#: new mark, unqueue, dues.
+SetRow = tuple[str, int | str, float | None, str, str, int, Sequence[str], Sequence[int]]
+#: The rev of a schedule not read first: schedule-set creates it if it is absent, finds it
+#: unchanged if it holds the definition, and replies retry (read it) otherwise.
+UNREAD = "?"
 
 
 def _set_keys(keys: Keys) -> list[str]:
@@ -485,7 +489,7 @@ class Scripts:
 
     # -- runtime schedules ---------------------------------------------------------
     def schedule_set(
-        self, keys: Keys, sid: str, rev: int, mark: float | None, content: str,
+        self, keys: Keys, sid: str, rev: int | str, mark: float | None, content: str,
         actor: str, new_mark: int, unqueue: Sequence[str], dues: Sequence[int], *,
         now_ms: int | None = None,
     ) -> tuple[str, int]:

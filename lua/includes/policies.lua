@@ -54,11 +54,11 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
     end
   end
 
-  local function load_schedules(entries)
+  local function load_schedules(sids, jobs_of)
     local want, job_of_want = {}, {}
-    for _, e in ipairs(entries) do
-      if of_schedule[e[1]] == nil then
-        want[#want + 1] = e[1]; job_of_want[#want] = e[2]; of_schedule[e[1]] = false
+    for k, sid in ipairs(sids) do
+      if of_schedule[sid] == nil then
+        want[#want + 1] = sid; job_of_want[#want] = jobs_of[k]; of_schedule[sid] = false
       end
     end
     if #want == 0 then return end
@@ -80,16 +80,16 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
   end
 
   local function load(fires, first, last)
-    local names, entries = {}, {}
+    local names, sids, jobs_of = {}, {}, {}
     for i = first, last do
       local f = fires[i]
       if f then
         names[#names + 1] = f.job
-        if f.sid then entries[#entries + 1] = {f.sid, f.job} end
+        if f.sid then sids[#sids + 1] = f.sid; jobs_of[#sids] = f.job end
       end
     end
     load_jobs(names)
-    load_schedules(entries)
+    load_schedules(sids, jobs_of)
   end
 
   local function of(f)

@@ -44,6 +44,7 @@ do
   function schedule_policy(line)
     local job, policy, payload = match(line, '^%d+|[%w]+%.[%w]*|[^|]*|([^|]*)|([%w]*)|[^|]+|(.*)$')
     if job then
+      if policy == '' then return job, '0', '', '', '', payload end  -- most: the job's own
       local paused, c, o, deadline = match(policy, '^(p?)([aln]?)([AFRQ]?)(%d*)$')
       if not paused then return nil end
       return job, paused == 'p' and '1' or '0', CATCH_UP[c] or '', deadline, OVERLAP[o] or '',

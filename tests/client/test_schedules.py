@@ -18,8 +18,10 @@ from cronsvc.errors import BadSchedule, UnknownSchedule
 from cronsvc.fires import fire_id, parse_fire, schedule_of
 from cronsvc.keys import Keys
 from cronsvc.planner.planner import Planner
+from cronsvc.presence import planner_stale_ms
 from cronsvc.schedule.expand import next_fires
 from cronsvc.schedule.runtime import MAX_AHEAD, MAX_PAYLOAD_BYTES, parse_stored
+from cronsvc.store.scripts import UNREAD
 
 K = Keys()
 FILE = """
@@ -163,6 +165,46 @@ def test_a_change_never_queues_again_a_fire_that_started_under_the_old_definitio
             fire_id("digest", due + 2000, schedule="s")} <= set(queued(r, "s"))
 
 
+def test_a_schedule_sent_unread_is_created_only_where_nothing_is(
+        client: Client, r: redis.Redis) -> None:
+    client.upsert_schedule("s", job="digest", every="30m", payload=[1])
+    s = client.get_schedule("s")
+    mark = r.zscore(K.schedule_marks, "s")
+    other = dataclasses.replace(s, payload=[2]).content
+    now = client.server_ms()
+    # there, with this definition: unchanged; with another: read it first (retry)
+    assert client.scripts.schedule_set(K, "s", UNREAD, None, s.content, "me", now, [],
+                                       []) == ("unchanged", 1)
+    assert client.scripts.schedule_set(K, "s", UNREAD, None, other, "me", now, [],
+                                       []) == ("retry", 1)
+    # a mark of no schedule (as a read would see it) is not overwritten unread
+    r.zadd(K.schedule_marks, {"t": 5})
+    assert client.scripts.schedule_set(K, "t", UNREAD, None, other, "me", now, [],
+                                       []) == ("retry", 0)
+    assert client.scripts.schedule_set(K, "u", UNREAD, None, other, "me", now + 1, [],
+                                       []) == ("created", 1)
+    assert r.zscore(K.schedule_marks, "u") == now + 1
+    assert client.get_schedule("s") == s and r.zscore(K.schedule_marks, "s") == mark
+    # through the client: a batch of mostly new ones goes unread, a change among them
+    # is read and made, its old fires unqueued
+    old = queued(r, "s")
+    assert client.upsert_schedules([{"id": "s", "job": "digest", "every": "20m"}] + [
+        {"id": f"n{i}", "job": "digest", "every": "20m"} for i in range(5)]) == [
+        "changed"] + ["created"] * 5
+    assert client.get_schedule("s").rev == 2
+    assert not set(old) & set(queued(r, "s")) - {f for f in old
+                                                 if parse_fire(f)[1] % 3_600_000 == 0}
+    # a batch of changes: the next is read first; a batch found new: the next goes unread
+    ops = client._schedules
+    assert ops.unread_first
+    assert client.upsert_schedules([{"id": f"n{i}", "job": "digest", "every": "30m"}
+                                    for i in range(5)]) == ["changed"] * 5
+    assert not ops.unread_first
+    assert client.upsert_schedules([{"id": f"m{i}", "job": "digest", "every": "30m"}
+                                    for i in range(5)]) == ["created"] * 5
+    assert ops.unread_first
+
+
 def test_thousands_of_fires_are_queued_and_unqueued_in_one_call(
         client: Client, r: redis.Redis) -> None:
     # More fires than one command takes (lua/includes/bulk.lua sends them in slices).
@@ -293,6 +335,57 @@ def test_the_planner_plans_schedules_by_their_marks_and_two_never_plan_twice(
     assert len(fast) > MAX_AHEAD - 60  # topped up, and every fire once
     assert fast == sorted(set(fast))
     assert set(before) - set(after) == set()  # nothing planned was dropped
+
+
+def test_with_planners_live_an_upsert_queues_until_their_next_look_and_they_the_rest(
+        client: Client, r: redis.Redis) -> None:
+    start = client.server_ms()
+    planners = [Planner(client.config.source, r, clock=FixedClock(start),  # type: ignore[union-attr]
+                        tick=5) for _ in range(2)]
+    for p in planners:
+        p.tick()  # heartbeats: two live planners ticking every 5 s
+    look = planner_stale_ms(5)  # by then both have surely looked at the schedules again
+    before = client.server_ms()
+    client.upsert_schedules([{"id": "minutely", "job": "digest", "every": "1m"},
+                             {"id": "soon", "job": "digest", "every": "1s"},
+                             {"id": "daily", "job": "digest", "cron": "0 9 * * *"}])
+    after = client.server_ms()
+    soon = [parse_fire(f)[1] for f in queued(r, "soon")]
+    minutely = [parse_fire(f)[1] for f in queued(r, "minutely")]
+    # A first fire within seconds is queued by the upsert; nothing past the planners' look.
+    assert soon and soon[0] <= after + 2000 and before < soon[0]
+    assert all(due <= after + look for due in soon + minutely + [
+        parse_fire(f)[1] for f in queued(r, "daily")])
+    assert len(soon) >= look // 1000 - 2
+    first_left = (before + look) // 60_000 * 60_000 + 60_000  # the first minute past the reach
+    assert minutely == [] or minutely == [first_left - 60_000]
+    marks = dict(r.zrange(K.schedule_marks, 0, -1, withscores=True))
+    assert marks["minutely"] >= first_left - 1 - (after - before)
+    # One fire has run before the planners come: it is never queued again.
+    due = soon[0]
+    claimed = client.scripts.claim(K, "w", batch=100, lease_ms=60_000, now_ms=due).claimed
+    ran = fire_id("digest", due, schedule="soon")
+    assert ran in {c.fire_id for c in claimed}
+    # Both planners at their next tick, at once: the rest queued in time, each fire once.
+    at = after + 5000
+    for p in planners:
+        p.clock = FixedClock(at)
+    threads = [threading.Thread(target=p.tick) for p in planners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    upto = at + int(planners[0].horizon * 1000)
+    minutely = [parse_fire(f)[1] for f in queued(r, "minutely")]
+    assert minutely[0] <= first_left  # none missed, no gap, none twice
+    assert minutely == list(range(minutely[0], upto + 1, 60_000))
+    assert first_left > after  # queued before it is due
+    soon = [parse_fire(f)[1] for f in queued(r, "soon")]
+    assert ran not in queued(r, "soon") and r.zscore(K.working, ran) is not None
+    assert soon == list(range(soon[0], soon[-1] + 1, 1000)) and soon[0] == due + 1000
+    daily = next_fires(client.get_schedule("daily").spec, before, 1)[0]
+    assert queued(r, "daily") == ([fire_id("digest", daily, schedule="daily")]
+                                  if daily <= upto else [])
 
 
 def test_upserts_in_batches_of_thousands(client: Client) -> None:
