@@ -134,6 +134,9 @@ class Worker:
         self._running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        # The claim loop found no free slot: the next run to end wakes it (else a run's end
+        # leaves it asleep until its next fire, not asking Redis for nothing meanwhile).
+        self._starved = False
         self.stopping = threading.Event()  # stop claiming
         self.hard_stopped = threading.Event()  # stop runs now, stop waiting on Redis
         self._pool = Slots(self.concurrency, "cronsvc-run")
@@ -277,9 +280,11 @@ class Worker:
         start = self._rotation % n
         self._rotation = (self._rotation + 1) % n  # no shard or pool always goes first
         for i in range(n):
+            self._starved = True  # before the slots are counted: a run ending now wakes it
             free = self._free()
             if free <= 0:
                 return MAX_SLEEP  # a finishing run sets _wake
+            self._starved = False
             keys = queues[(start + i) % n]
             t0 = monotonic()
             try:
@@ -404,7 +409,8 @@ class Worker:
 
     def _ended(self, run: Running, outcome: Outcome | None) -> None:
         run.ended = True
-        self._wake.set()
+        if self._starved:
+            self._wake.set()
         if outcome is None:
             self.free(run)
         else:
