@@ -319,7 +319,9 @@ class Worker:
                 log.warning("set aside %s (`cronsvc malformed` lists it)",
                             named(key, member, "not a fire id"))
             if res.next_ms >= 0:
-                at = t1 + (res.next_ms - res.now_ms) / 1000
+                # now_ms was read on the server between t0 and t1, as the offset above
+                # takes it: timed from t1, every sleep ended half a round trip late.
+                at = (t0 + t1) / 2 + (res.next_ms - res.now_ms) / 1000
                 wake_at = at if wake_at is None else min(wake_at, at)
         if failed:
             log.warning("%d of %d shard(s) cannot be claimed from: %s", len(failed), n, failed[0])
