@@ -26,7 +26,8 @@ scripts' ceilings of ``DIR`` (its lua, called by its code) and of this tree, the
 of each ``--kinds`` by workers running the cronsvc of ``DIR`` (a copy of another
 version, e.g. ``git archive main cronsvc lua bench | tar -x -C DIR``) and by this tree's,
 interleaved, ``--rounds`` each; with ``--lag SECONDS`` instead the loaded lag of
-``bench/lag.py``, with ``--burst N`` the burst of ``bench/schedules.py``.
+``bench/lag.py``, with ``--idle SECONDS`` its idle lag (and APScheduler's in each round),
+with ``--burst N`` the burst of ``bench/schedules.py``.
 
 Run: ``.venv/bin/python -m bench.cost [--fires 50000] [--kinds call,async,command,rq]``
 """
@@ -242,6 +243,38 @@ def compare_lag(code: str, seconds: float, rounds: int) -> Section:
     return section
 
 
+def compare_idle(code: str, seconds: float, rounds: int) -> Section:
+    """Idle lag (bench/lag.py: 10 `call`, 10 async `call`, 10 `command` jobs every second)
+    by the code in ``code`` and by this tree, interleaved, with APScheduler's each round."""
+    from bench.lag import apscheduler_lag, fleet_lag, idle_jobs
+
+    section = Section(f"Idle lag, {code} against this tree")
+    load = os.getloadavg()
+    runs: dict[str, dict[str, list[tuple[float, float, float]]]] = {
+        "before": {}, "after": {}, "APScheduler": {}}
+    for _ in range(rounds):
+        for name, where in (("before", code), ("after", None)):
+            run = fleet_lag(idle_jobs(), seconds, code=where)
+            assert run.clean, run.problems
+            for kind, lags in run.lags.items():
+                runs[name].setdefault(kind, []).append(common.lag_summary(lags))
+        for kind, lags in apscheduler_lag({"call": 10, "cmd": 10}, seconds, threads=20).items():
+            runs["APScheduler"].setdefault(kind, []).append(common.lag_summary(lags))
+    for name, kinds in runs.items():
+        for kind in ("cmd", "call", "async"):
+            if kind not in kinds:
+                continue
+            section.figures.append(Figure(
+                f"{name}: idle lag p99, `{kind}` jobs",
+                " / ".join(f"{p99:.0f} ms" for _, p99, _ in kinds[kind]), "< 10 ms",
+                "p50: " + " / ".join(f"{p50:.0f} ms" for p50, _, _ in kinds[kind]),
+                max(p99 for _, p99, _ in kinds[kind]) < 10))
+    section.notes.append(f"{rounds} windows of {seconds:.0f} s each, interleaved; load "
+                         f"average at the start {', '.join(f'{x:.2f}' for x in load)}, at "
+                         f"the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return section
+
+
 def compare_burst(code: str, n: int, rounds: int) -> Section:
     """The burst of bench/schedules.py (``n`` schedules due in one second, 2 workers) by
     the code in ``code`` and by this tree, interleaved."""
@@ -432,12 +465,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--lag", type=float, default=0.0, metavar="SECONDS",
                     help="with --compare: loaded lag windows of SECONDS")
+    ap.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
+                    help="with --compare: idle lag windows of SECONDS")
     ap.add_argument("--burst", type=int, default=0, metavar="N",
                     help="with --compare: bursts of N schedules")
     opts = ap.parse_args(argv)
-    if opts.compare and (opts.lag or opts.burst):
+    if opts.compare and (opts.lag or opts.idle or opts.burst):
         if opts.lag:
             compare_lag(opts.compare, opts.lag, opts.rounds).print()
+        if opts.idle:
+            compare_idle(opts.compare, opts.idle, opts.rounds).print()
         if opts.burst:
             compare_burst(opts.compare, opts.burst, opts.rounds).print()
         return

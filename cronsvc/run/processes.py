@@ -8,8 +8,9 @@ run's :class:`~cronsvc.run.outcome.Guard` is told of the command before it start
 the group as soon as it exists and when it has ended (the worker hands it to its watchdog,
 see :mod:`cronsvc.run.watchdog`).
 
-A command the watchdog can find from its first instant starts with a plain vfork and exec
-(what ``subprocess`` does without a ``preexec_fn``): about 1 ms of CPU. Any other dies with
+A command the watchdog can find from its first instant starts with a plain vfork and exec,
+glibc's ``posix_spawn`` called without holding the GIL (:mod:`cronsvc.run.spawn`; else
+what ``subprocess`` does without a ``preexec_fn``): about 1 ms of CPU. Any other dies with
 its worker through pdeathsig, which costs a wrapper (``setpriv``, an exec more: about 2 ms
 more of CPU, 4 ms of wall time) or a full fork of the worker (a ``preexec_fn``, ~10 ms).
 """
@@ -24,21 +25,26 @@ import signal
 import subprocess
 import threading
 import time
-from typing import IO, Any
+from typing import Any
 
 from cronsvc.clock import monotonic
-from cronsvc.run.outcome import SLICE, Result, Stop
+from cronsvc.run.outcome import Result, Stop
 from cronsvc.run.output import Kept
+from cronsvc.run.spawn import Child, spawn
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a command's process group
 EOF_GRACE = 1.0  # how long output is still read after the command itself has exited
+
+Started = subprocess.Popen[bytes] | Child  # a command's process, however it was started
 
 
 def run_group(argv: list[str], cwd: str | None, env: dict[str, str], stop: Stop) -> Result:
     """Run ``argv`` in a process group of its own until it exits or ``stop`` ends it."""
     watched = stop.guard is not None and stop.guard.starting(env)
     try:
-        proc = subprocess.Popen(
+        # The watchdog finds it from its first instant: a plain start will do, made without
+        # the GIL where it can be (cronsvc.run.spawn).
+        proc = (spawn(argv, env, cwd) if watched else None) or subprocess.Popen(
             **_spawn_args(argv, cwd, env, watched), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env,
             start_new_session=True,
@@ -120,18 +126,16 @@ def _spawn_args(argv: list[str], cwd: str | None, env: dict[str, str],
     return {"args": argv, "preexec_fn": die_with_parent}
 
 
-def _supervise(proc: subprocess.Popen[bytes], stop: Stop) -> Result:
+def _supervise(proc: Started, stop: Stop) -> Result:
     """Wait for a started command, its cancel or its deadline; kill its group if need be."""
-    assert proc.stdout is not None
-    tail = _Tail(proc.stdout, stop.output or Kept())
-    exited = _Exit(proc)
+    watch = _Watch(proc, stop.output or Kept())
     try:
-        how = stop.wait(exited)
+        how = stop.wait(watch)
         if how != "done":
-            _kill_group(proc.pid, exited)
+            _kill_group(proc.pid, watch)
+        output = watch.finish()
     finally:
-        exited.close()
-    output = tail.finish()
+        watch.close()
     rc = proc.returncode
     if how != "done":
         return stop.stopped(how)._replace(exit_code=rc, output=output)
@@ -169,44 +173,93 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-class _Exit:
-    """A command's exit, to wait for with a timeout. On a pidfd where there is one (Linux
-    5.3): the waiting thread itself selects on it; else a thread of its own blocks in
-    waitpid. Either way nothing polls while the command runs."""
+class _Watch:
+    """A started command's exit and its output, both waited for by the thread that runs it:
+    one ``select`` on its pidfd (Linux 5.3; elsewhere on a pipe that a thread of its own
+    closes once a blocking waitpid returns) and its output pipe, whose chunks are kept as
+    they come. Nothing polls while the command runs, and no thread is started for it
+    where there is a pidfd: a start costs no hand-off between threads."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: Started, kept: Kept) -> None:
+        assert proc.stdout is not None
         self._proc = proc
-        self._event: threading.Event | None = None
+        self._kept = kept
+        self._out = proc.stdout.fileno()
+        self._reading = True  # the output pipe is not at its end yet
+        self._reaper = False
         try:
-            self._fd = os.pidfd_open(proc.pid)
+            self._exit = os.pidfd_open(proc.pid)
         except (AttributeError, OSError):  # no pidfd here: a thread reaps it
-            self._fd = -1
-            self._event = event = threading.Event()
+            self._exit, told = os.pipe()
+            self._reaper = True
 
             def reap() -> None:
                 proc.wait()  # a blocking waitpid
-                event.set()
+                os.close(told)  # the read end sees its end: exited
 
             threading.Thread(target=reap, name=f"cronsvc-wait-{proc.pid}", daemon=True).start()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """True once the command has exited (and is reaped), within ``timeout``."""
-        if self._event is not None:
-            return self._event.wait(timeout)
-        if self._proc.returncode is None:
-            ready, _, _ = select.select([self._fd], [], [], timeout)
-            if not ready:
+        """True once the command has exited (and is reaped), within ``timeout``; its output
+        is read meanwhile."""
+        if self._proc.returncode is not None:
+            return True
+        until = None if timeout is None else monotonic() + timeout
+        while True:
+            left = None if until is None else max(until - monotonic(), 0.0)
+            ready = self._select([self._exit], left)
+            if self._exit in ready:
+                if not self._reaper:
+                    self._proc.wait()  # exited: reaped at once
+                return True
+            if not ready or (until is not None and monotonic() >= until):
                 return False
-            self._proc.wait()
-        return True
+
+    def pause(self, seconds: float) -> None:
+        """Read the output for ``seconds`` (sleep, once it has ended)."""
+        until = monotonic() + seconds
+        while (left := until - monotonic()) > 0:
+            if not self._reading:
+                time.sleep(left)
+                return
+            self._select([], left)
+
+    def finish(self) -> str:
+        """Read the output up to its end, EOF_GRACE at most: processes the command started
+        may hold the pipe open after it has exited. Returns what is kept of it."""
+        until = monotonic() + EOF_GRACE
+        while self._reading and (left := until - monotonic()) > 0:
+            if not self._select([], left):
+                break
+        return self._kept.text()
+
+    def _select(self, fds: list[int], timeout: float | None) -> list[int]:
+        """``select`` on ``fds`` and the output pipe (while it is open); reads the output
+        if it is ready. Returns the fds that were ready."""
+        watched = [*fds, self._out] if self._reading else fds
+        if not watched:
+            return []
+        ready, _, _ = select.select(watched, [], [], timeout)
+        if self._out in ready:
+            try:
+                chunk = os.read(self._out, 65536)
+            except OSError:
+                chunk = b""
+            if chunk:
+                self._kept.add(chunk)
+            else:
+                self._reading = False
+        return ready
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self._exit >= 0:
+            os.close(self._exit)
+            self._exit = -1
+        assert self._proc.stdout is not None
+        self._proc.stdout.close()
 
 
-def _kill_group(pgid: int, exited: _Exit) -> None:
+def _kill_group(pgid: int, exited: _Watch) -> None:
     """SIGTERM the group, give it KILL_GRACE to go, then SIGKILL what is left."""
     if not _signal_group(pgid, signal.SIGTERM):
         return
@@ -214,7 +267,7 @@ def _kill_group(pgid: int, exited: _Exit) -> None:
     exited.wait(KILL_GRACE)
     # The leader may be gone while children that ignore SIGTERM live on in its group.
     while monotonic() < grace_end and _group_alive(pgid):
-        time.sleep(0.05)
+        exited.pause(0.05)
     _signal_group(pgid, signal.SIGKILL)
     exited.wait(KILL_GRACE)  # bounded: a process stuck in the kernel must not hang the worker
 
@@ -242,38 +295,3 @@ def _group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] != b"Z":
             return True
     return False
-
-
-class _Tail:
-    """Drains a pipe in a thread into a :class:`~cronsvc.run.output.Kept`."""
-
-    def __init__(self, pipe: IO[bytes], kept: Kept) -> None:
-        self._pipe = pipe
-        self._kept = kept
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._read, name="cronsvc-output", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        fd = self._pipe.fileno()
-        try:
-            # select with a timeout, so finish() can stop us even if a process that
-            # left the group still holds the pipe open.
-            while not self._stop.is_set():
-                ready, _, _ = select.select([fd], [], [], SLICE)
-                if not ready:
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    return
-                self._kept.add(chunk)
-        except (OSError, ValueError):
-            return
-
-    def finish(self) -> str:
-        """Stop reading (after EOF, or EOF_GRACE at most) and return the output kept."""
-        self._thread.join(EOF_GRACE)
-        self._stop.set()
-        self._thread.join()
-        self._pipe.close()
-        return self._kept.text()

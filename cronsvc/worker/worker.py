@@ -135,6 +135,9 @@ class Worker:
         self._running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        # The claim loop found no free slot: the next run to end wakes it (else a run's end
+        # leaves it asleep until its next fire, not asking Redis for nothing meanwhile).
+        self._starved = False
         self.stopping = threading.Event()  # stop claiming
         self.hard_stopped = threading.Event()  # stop runs now, stop waiting on Redis
         self._pool = Slots(self.concurrency, "cronsvc-run")
@@ -278,9 +281,11 @@ class Worker:
         start = self._rotation % n
         self._rotation = (self._rotation + 1) % n  # no shard or pool always goes first
         for i in range(n):
+            self._starved = True  # before the slots are counted: a run ending now wakes it
             free = self._free()
             if free <= 0:
                 return MAX_SLEEP  # a finishing run sets _wake
+            self._starved = False
             keys = queues[(start + i) % n]
             t0 = monotonic()
             try:
@@ -315,7 +320,9 @@ class Worker:
                 log.warning("set aside %s (`cronsvc malformed` lists it)",
                             named(key, member, "not a fire id"))
             if res.next_ms >= 0:
-                at = t1 + (res.next_ms - res.now_ms) / 1000
+                # now_ms was read on the server between t0 and t1, as the offset above
+                # takes it: timed from t1, every sleep ended half a round trip late.
+                at = (t0 + t1) / 2 + (res.next_ms - res.now_ms) / 1000
                 wake_at = at if wake_at is None else min(wake_at, at)
         if failed:
             log.warning("%d of %d shard(s) cannot be claimed from: %s", len(failed), n, failed[0])
@@ -405,9 +412,9 @@ class Worker:
 
     def _ended(self, run: Running, outcome: Outcome | None) -> None:
         run.ended = True
-        # Its slot is free: the claim loop looks again. Set already, the loop has yet to
-        # clear it, and it counts the free slots after it does.
-        if not self._wake.is_set():
+        # Its slot is free: the claim loop, waiting for one, looks again (set already, the
+        # loop has yet to clear it, and it counts the free slots after it does).
+        if self._starved and not self._wake.is_set():
             self._wake.set()
         if outcome is None:
             self.free(run)

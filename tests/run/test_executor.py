@@ -94,6 +94,15 @@ TREE = (
 
 
 # -- command jobs --------------------------------------------------------------
+@pytest.fixture(params=["pidfd", "no pidfd"])
+def exits(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command's exit is seen on its pidfd, or, as on a system without pidfd_open, by a
+    thread blocked in waitpid: the same results either way."""
+    if request.param == "no pidfd":
+        monkeypatch.delattr(os, "pidfd_open")
+
+
+@pytest.mark.usefixtures("exits")
 @pytest.mark.parametrize(("code", "status", "exit_code"), [
     ("print('hi')", "ok", 0),
     ("import sys; sys.exit(3)", "failed", 3),
@@ -161,6 +170,7 @@ def test_env_without_payload() -> None:
     }
 
 
+@pytest.mark.usefixtures("exits")
 def test_output_keeps_head_and_tail_with_the_gap_said() -> None:
     # The first line, written on stderr before a flood on stdout, stays.
     out = run(py("import sys; sys.stderr.write('ERROR: first\\n'); sys.stderr.flush()\n"
@@ -190,6 +200,7 @@ def test_head_and_tail_do_not_cut_a_character(text: str) -> None:
     assert count.isdigit() and set(first + tail) - set(text) == {"\n"}
 
 
+@pytest.mark.usefixtures("exits")
 def test_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     out = run(make_job(command=TREE.format(pids=pids), shell=True, timeout=0.5))
@@ -200,6 +211,7 @@ def test_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
     wait_for(lambda: not any(alive(p) for p in children), message="the job's children to die")
 
 
+@pytest.mark.usefixtures("exits")
 def test_sigterm_ignored_escalates_to_sigkill(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(processes, "KILL_GRACE", 0.2)
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)"
@@ -246,6 +258,57 @@ def test_program_not_executable(tmp_path: Path) -> None:
     assert (out.status, out.error) == ("failed", "permission denied: ./job.sh")
     script.chmod(0o755)
     assert run(make_job(command=["./job.sh"], cwd=str(tmp_path))).output == "hi\n"
+
+
+class Found:
+    """A guard that finds every command from its start, as the worker's watchdog does: such
+    a command is started by posix_spawn (cronsvc.run.spawn), any other by subprocess."""
+
+    def __init__(self) -> None:
+        self.groups: list[int] = []
+
+    def starting(self, env: Any) -> bool:
+        return True
+
+    def started(self, pgid: int) -> None:
+        self.groups.append(pgid)
+
+    def ended(self, pgid: int) -> None:
+        self.groups.remove(pgid)
+
+
+STARTS = {
+    "exit code, merged output": (["sh", "-c", "echo out; echo err >&2; exit 3"], 3, "out\nerr\n"),
+    "SIGPIPE at its default": (["sh", "-c", "yes | head -1"], 0, "y\n"),
+    "no other descriptor": (["ls", "/proc/self/fd"], 0, "0\n1\n2\n3\n"),
+    "stdin empty, own session": (
+        [PY, "-c", "import os, sys; print(repr(sys.stdin.read()), os.getsid(0) == os.getpid())"],
+        0, "'' True\n"),
+}
+
+
+@pytest.mark.parametrize("found", [False, True], ids=["subprocess", "posix_spawn"])
+@pytest.mark.parametrize("case", STARTS)
+def test_a_command_starts_alike_however_it_is_started(case: str, found: bool) -> None:
+    command, exit_code, output = STARTS[case]
+    guard = Found() if found else None
+    out = run(make_job(command=command), guard=guard)
+    assert (out.exit_code, out.output) == (exit_code, output)
+    assert guard is None or guard.groups == []
+
+
+@pytest.mark.parametrize("found", [False, True], ids=["subprocess", "posix_spawn"])
+def test_a_command_is_looked_up_on_its_own_path(tmp_path: Path, found: bool) -> None:
+    program = tmp_path / "cronsvc-test-program"
+    program.write_text("#!/bin/sh\necho found\n")
+    guard = Found() if found else None
+    missing = run(make_job(command=[program.name], env={"PATH": str(tmp_path)}), guard=guard)
+    assert missing.error == f"permission denied: {program.name}"  # no x bit yet
+    program.chmod(0o755)
+    assert run(make_job(command=[program.name], env={"PATH": f"/nonexistent:{tmp_path}"}),
+               guard=guard).output == "found\n"
+    assert run(make_job(command=["no-such-command-cronsvc"]), guard=guard).error == (
+        "command not found: no-such-command-cronsvc")
 
 
 def test_missing_cwd(tmp_path: Path) -> None:
@@ -343,6 +406,7 @@ class Chunks:
     py("import sys; print('one'); sys.stdout.flush(); print('two')"),
     make_job(call="builtins:print", args=["one\ntwo"]),
 ], ids=["command", "call"])
+@pytest.mark.usefixtures("exits")
 def test_a_runs_output_is_fed_as_it_comes_all_of_it(job: Job) -> None:
     feed = Chunks()
     out = run(job, feed=feed)
