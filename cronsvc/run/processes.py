@@ -8,9 +8,8 @@ run's :class:`~cronsvc.run.outcome.Guard` is told of the command before it start
 the group as soon as it exists and when it has ended (the worker hands it to its watchdog,
 see :mod:`cronsvc.run.watchdog`).
 
-A command the watchdog can find from its first instant starts with a plain vfork and exec,
-glibc's ``posix_spawn`` called without holding the GIL (:mod:`cronsvc.run.spawn`; else
-what ``subprocess`` does without a ``preexec_fn``): about 1 ms of CPU. Any other dies with
+A command the watchdog can find from its first instant starts with a plain vfork and exec
+(what ``subprocess`` does without a ``preexec_fn``): about 1 ms of CPU. Any other dies with
 its worker through pdeathsig, which costs a wrapper (``setpriv``, an exec more: about 2 ms
 more of CPU, 4 ms of wall time) or a full fork of the worker (a ``preexec_fn``, ~10 ms).
 """
@@ -30,21 +29,16 @@ from typing import Any
 from cronsvc.clock import monotonic
 from cronsvc.run.outcome import Result, Stop
 from cronsvc.run.output import Kept
-from cronsvc.run.spawn import Child, spawn
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a command's process group
 EOF_GRACE = 1.0  # how long output is still read after the command itself has exited
-
-Started = subprocess.Popen[bytes] | Child  # a command's process, however it was started
 
 
 def run_group(argv: list[str], cwd: str | None, env: dict[str, str], stop: Stop) -> Result:
     """Run ``argv`` in a process group of its own until it exits or ``stop`` ends it."""
     watched = stop.guard is not None and stop.guard.starting(env)
     try:
-        # The watchdog finds it from its first instant: a plain start will do, made without
-        # the GIL where it can be (cronsvc.run.spawn).
-        proc = (spawn(argv, env, cwd) if watched else None) or subprocess.Popen(
+        proc = subprocess.Popen(
             **_spawn_args(argv, cwd, env, watched), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env,
             start_new_session=True,
@@ -126,7 +120,7 @@ def _spawn_args(argv: list[str], cwd: str | None, env: dict[str, str],
     return {"args": argv, "preexec_fn": die_with_parent}
 
 
-def _supervise(proc: Started, stop: Stop) -> Result:
+def _supervise(proc: subprocess.Popen[bytes], stop: Stop) -> Result:
     """Wait for a started command, its cancel or its deadline; kill its group if need be."""
     watch = _Watch(proc, stop.output or Kept())
     try:
@@ -180,7 +174,7 @@ class _Watch:
     they come. Nothing polls while the command runs, and no thread is started for it
     where there is a pidfd: a start costs no hand-off between threads."""
 
-    def __init__(self, proc: Started, kept: Kept) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], kept: Kept) -> None:
         assert proc.stdout is not None
         self._proc = proc
         self._kept = kept

@@ -260,56 +260,6 @@ def test_program_not_executable(tmp_path: Path) -> None:
     assert run(make_job(command=["./job.sh"], cwd=str(tmp_path))).output == "hi\n"
 
 
-class Found:
-    """A guard that finds every command from its start, as the worker's watchdog does: such
-    a command is started by posix_spawn (cronsvc.run.spawn), any other by subprocess."""
-
-    def __init__(self) -> None:
-        self.groups: list[int] = []
-
-    def starting(self, env: Any) -> bool:
-        return True
-
-    def started(self, pgid: int) -> None:
-        self.groups.append(pgid)
-
-    def ended(self, pgid: int) -> None:
-        self.groups.remove(pgid)
-
-
-STARTS = {
-    "exit code, merged output": (["sh", "-c", "echo out; echo err >&2; exit 3"], 3, "out\nerr\n"),
-    "SIGPIPE at its default": (["sh", "-c", "yes | head -1"], 0, "y\n"),
-    "no other descriptor": (["ls", "/proc/self/fd"], 0, "0\n1\n2\n3\n"),
-    "stdin empty, own session": (
-        [PY, "-c", "import os, sys; print(repr(sys.stdin.read()), os.getsid(0) == os.getpid())"],
-        0, "'' True\n"),
-}
-
-
-@pytest.mark.parametrize("found", [False, True], ids=["subprocess", "posix_spawn"])
-@pytest.mark.parametrize("case", STARTS)
-def test_a_command_starts_alike_however_it_is_started(case: str, found: bool) -> None:
-    command, exit_code, output = STARTS[case]
-    guard = Found() if found else None
-    out = run(make_job(command=command), guard=guard)
-    assert (out.exit_code, out.output) == (exit_code, output)
-    assert guard is None or guard.groups == []
-
-
-@pytest.mark.parametrize("found", [False, True], ids=["subprocess", "posix_spawn"])
-def test_a_command_is_looked_up_on_its_own_path(tmp_path: Path, found: bool) -> None:
-    program = tmp_path / "cronsvc-test-program"
-    program.write_text("#!/bin/sh\necho found\n")
-    guard = Found() if found else None
-    missing = run(make_job(command=[program.name], env={"PATH": str(tmp_path)}), guard=guard)
-    assert missing.error == f"permission denied: {program.name}"  # no x bit yet
-    program.chmod(0o755)
-    assert run(make_job(command=[program.name], env={"PATH": f"/nonexistent:{tmp_path}"}),
-               guard=guard).output == "found\n"
-    assert run(make_job(command=["no-such-command-cronsvc"]), guard=guard).error == (
-        "command not found: no-such-command-cronsvc")
-
 
 def test_missing_cwd(tmp_path: Path) -> None:
     missing = str(tmp_path / "nope")
