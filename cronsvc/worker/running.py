@@ -34,6 +34,7 @@ class Running:
     ended: bool = False  # the job has returned; its result may not be recorded yet
     on_loop: bool = False  # a task on the worker's event loop, not a slot thread's run
     on_stop: Callable[[], None] | None = None  # cancels its task, once it has one
+    hooked: bool = True  # the worker's hooks are told of it (some hook wants its job)
 
     @property
     def key(self) -> tuple[str, int]:

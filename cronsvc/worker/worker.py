@@ -130,7 +130,8 @@ class Worker:
         self.host = host or config.worker.host or this_host()
         self._queues = self._queues_of(config)
         self._any_async = any_async(config)
-        self._async_jobs: dict[str, tuple[Job, bool]] = {}  # name -> (job, runs_async)
+        # name -> (job, runs_async, some hook wants its runs)
+        self._job_traits: dict[str, tuple[Job, bool, bool]] = {}
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
@@ -351,16 +352,17 @@ class Worker:
             # The lease began after claimed_at, the moment the claim was sent.
             run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
                           renewed_at=claimed_at)
-            run.on_loop = claim.unreadable is None and self._runs_async(job)
+            on_loop, run.hooked = self._traits(job)
+            run.on_loop = on_loop and claim.unreadable is None
             runs.append(run)
         with self._lock:
             for run in runs:
                 self._running[run.key] = run
+        # Handed to the slots in one go: one lock and at most one thread called for them.
+        self._pool.submit_many(self._run, [(run,) for run in runs if not run.on_loop])
         for run in runs:
             if run.on_loop:
                 self._launch(run)
-            else:
-                self._pool.submit(self._run, run)
         for claim in unknown:
             # Redis names the job; only this worker's own config says what it runs. The
             # claim only gives it fires of definitions it holds, so this is a reload in
@@ -368,13 +370,17 @@ class Worker:
             # has it.
             self._hand_back(keys, claim)
 
-    def _runs_async(self, job: Job) -> bool:
-        """:func:`runs_async`, asked once per job of the config in force (it resolves the
-        target of a call job)."""
-        hit = self._async_jobs.get(job.name)
+    def _traits(self, job: Job) -> tuple[bool, bool]:
+        """Whether runs of ``job`` go on the loop (:func:`runs_async`, which resolves the
+        target of a call job) and whether some hook wants them: asked once per job of the
+        config in force."""
+        hit = self._job_traits.get(job.name)
         if hit is None or hit[0] is not job:
-            hit = self._async_jobs[job.name] = (job, runs_async(job))
-        return hit[1]
+            hit = self._job_traits[job.name] = (job, runs_async(job), self.hooks.wanted(job))
+        return hit[1], hit[2]
+
+    def _runs_async(self, job: Job) -> bool:
+        return self._traits(job)[0]
 
     def _context(self, run: Running) -> FireContext:
         claim = run.claim
@@ -390,12 +396,15 @@ class Worker:
         if not self.leases.still_held(run):
             self._ended(run, None)
             return
-        ctx = self.hooks.started(run.job, self._context(run))
+        ctx = self._context(run)
+        if run.hooked:
+            ctx = self.hooks.started(run.job, ctx)
         feed = self.live.open(run.keys.live(run.claim.fire_id), run.claim.token)
 
         def done(outcome: Outcome) -> None:
             self.live.close(feed)  # writes only for a run that streamed: its last output
-            self.hooks.ended(run.job, ctx, outcome)
+            if run.hooked:
+                self.hooks.ended(run.job, ctx, outcome)
             self._ended(run, outcome)
 
         # Set before the cancel is looked at: a stop in between cancels it either way.
@@ -431,7 +440,8 @@ class Worker:
     def _execute(self, run: Running, ctx: FireContext) -> Outcome:
         if run.claim.unreadable is not None:
             return Outcome("failed", self.clock.now_ms(), 0, error=run.claim.unreadable)
-        ctx = self.hooks.started(run.job, ctx)
+        if run.hooked:
+            ctx = self.hooks.started(run.job, ctx)
         feed = self.live.open(run.keys.live(run.claim.fire_id), run.claim.token)
         try:
             outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock,
@@ -439,7 +449,8 @@ class Worker:
                               outcomes=Deliveries(self.client, self.scripts, run.keys))
         finally:
             self.live.close(feed)
-        self.hooks.ended(run.job, ctx, outcome)
+        if run.hooked:
+            self.hooks.ended(run.job, ctx, outcome)
         return outcome
 
     def _busy(self) -> int:
@@ -480,7 +491,8 @@ class Worker:
             run.forget()
         self.runs_finished += len(runs)
         for run in runs:
-            self.hooks.recorded(run.claim.fire_id, run.claim.token)
+            if run.hooked:
+                self.hooks.recorded(run.claim.fire_id, run.claim.token)
 
     def wake(self) -> None:
         """Make the claim loop look at Redis now."""
