@@ -144,6 +144,8 @@ class Worker:
         # when the OTEL_* variables ask for them.
         self.hooks = Hooks([Pinger(), *traces(self.worker_id, self.server_now)])
         self.offset_ms = 0  # server clock minus local clock, from the last claim
+        # The last claim took all it asked for: more fires may be due now (results wait).
+        self.claiming = False
         self._held_at = -HELD_RENEW_EVERY  # monotonic time the held definitions were written
         self._reload_asked = threading.Event()
         self.errors = ErrorLog(clock)
@@ -307,6 +309,7 @@ class Worker:
             self.offset_ms = int(res.now_ms + (t1 - t0) * 500 - self.clock.now_ms())
             # Start first: recording drops talks to Redis, and a claim must not age meanwhile.
             self._start(keys, res.claimed, t0)
+            self.claiming = len(res.claimed) >= free
             for claim in res.claimed:
                 if claim.before is not None:
                     self.results.reclaimed(keys, claim)
@@ -568,6 +571,7 @@ class Worker:
                           len(group), describe(exc))
 
     def _shutdown(self) -> None:
+        self.claiming = False  # no more claims: results go at once
         deadline = monotonic() + self.grace
         if self._running:
             log.info("stopping: waiting up to %.0fs for %d running job(s)", self.grace,
