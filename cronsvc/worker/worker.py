@@ -135,6 +135,11 @@ class Worker:
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
+        # Runs started and not ended, in slots and on the loop: counted as they start and
+        # end (under the lock), not found by a look at every run held (ended ones too,
+        # until their result is in).
+        self._busy_n = 0
+        self._awaiting_n = 0
         self._wake = threading.Event()
         self.stopping = threading.Event()  # stop claiming
         self.hard_stopped = threading.Event()  # stop runs now, stop waiting on Redis
@@ -361,6 +366,11 @@ class Worker:
         with self._lock:
             for run in runs:
                 self._running[run.key] = run
+                run.counted = True
+                if run.on_loop:
+                    self._awaiting_n += 1
+                else:
+                    self._busy_n += 1
         # Handed to the slots in one go: one lock and at most one thread called for them.
         self._pool.submit_many(self._run, [(run,) for run in runs if not run.on_loop])
         for run in runs:
@@ -416,7 +426,13 @@ class Worker:
             run.on_stop()
 
     def _ended(self, run: Running, outcome: Outcome | None) -> None:
-        run.ended = True
+        with self._lock:
+            if run.counted and not run.ended:
+                if run.on_loop:
+                    self._awaiting_n -= 1
+                else:
+                    self._busy_n -= 1
+            run.ended = True
         # Its slot is free: the claim loop looks again. Set already, the loop has yet to
         # clear it, and it counts the free slots after it does.
         if not self._wake.is_set():
@@ -460,13 +476,11 @@ class Worker:
         """Slots taken: runs started and not ended, but those on the loop. A run frees its
         slot when it ends, so claiming goes on while its result is written (its lease is
         still renewed)."""
-        with self._lock:
-            return sum(not run.ended and not run.on_loop for run in self._running.values())
+        return self._busy_n
 
     def _awaiting(self) -> int:
         """Async runs started and not ended: tasks on the loop."""
-        with self._lock:
-            return sum(not run.ended and run.on_loop for run in self._running.values())
+        return self._awaiting_n
 
     def _free(self) -> int:
         """Fires to claim now: free slots, plus free places on the loop while the file has
