@@ -86,6 +86,7 @@ class Results:
             queue.SimpleQueue())
         self._thread = threading.Thread(target=self.record_all, name="cronsvc-results",
                                         daemon=True)
+        self._bounds: dict[str, tuple[Job, bool]] = {}  # name -> (job, bounded(job))
 
     # -- what the worker hands over ---------------------------------------------
     def start(self) -> None:
@@ -156,11 +157,18 @@ class Results:
             # nor for async runs: the loop's thread, not the slots, starts the next ones,
             # and waiting made an async drain cost more (65 against 53 us a fire).
             if not last and self.w.claiming and not any(
-                    r.on_loop or bounded(r.job) for r, _ in batch):
+                    r.on_loop or self._bounded(r.job) for r, _ in batch):
                 last = self._defer(batch, notes)
             with batched_lines():
                 self._record_batch(batch)
                 self._write_notes(notes)
+
+    def _bounded(self, job: Job) -> bool:
+        """:func:`bounded`, asked once per job of the config in force."""
+        hit = self._bounds.get(job.name)
+        if hit is None or hit[0] is not job:
+            hit = self._bounds[job.name] = (job, bounded(job))
+        return hit[1]
 
     def _defer(self, batch: list[tuple[Running, Outcome]], notes: list[Note]) -> bool:
         """Wait while the claim loop takes fires due now (at most DEFER_AT_MOST), taking
@@ -176,7 +184,7 @@ class Results:
                     notes.append(item)
                     continue
                 batch.append(item)
-                if item[0].on_loop or bounded(item[0].job):
+                if item[0].on_loop or self._bounded(item[0].job):
                     return False  # its ack frees a slot another fire may wait for
         return False
 
