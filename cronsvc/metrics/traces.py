@@ -219,6 +219,10 @@ class Traces:
         if flush is not None:
             flush(FLUSH_MS)
 
+    def wants(self, job: Any) -> bool:
+        """Every fire is traced."""
+        return True
+
 
 def _run_kind(trace: Any, kind: str) -> Any:
     """The run span's kind: sending a message, making a request, or running here."""

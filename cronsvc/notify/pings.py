@@ -57,6 +57,10 @@ class Pinger:
     def recorded(self, fire_id: str, attempt: int) -> None:
         """Nothing: a ping says how the run went, sent as it ends."""
 
+    def wants(self, job: Job) -> bool:
+        """Only jobs with pings."""
+        return job.ping is not None
+
     def _put(self, job: str, url: str, body: bytes) -> None:
         with self._lock:
             if self._thread is None:

@@ -37,6 +37,10 @@ class RunHook(Protocol):
     def close(self) -> None:
         """The worker stops: finish what is queued, briefly."""
 
+    def wants(self, job: Any) -> bool:
+        """Whether runs of ``job`` concern the hook at all (False: it is not told of them,
+        which saves every fire of a job without pings its calls)."""
+
 
 class Hooks:
     """A worker's hooks, called in order; one that raises is logged, and the run and the
@@ -44,6 +48,11 @@ class Hooks:
 
     def __init__(self, hooks: Sequence[RunHook]) -> None:
         self.hooks = tuple(hooks)
+
+    def wanted(self, job: Any) -> bool:
+        """Whether some hook wants to be told of runs of ``job`` (else the worker skips
+        :meth:`started`, :meth:`ended` and :meth:`recorded` for them)."""
+        return any(hook.wants(job) for hook in self.hooks)
 
     def started(self, job: Any, ctx: FireContext) -> FireContext:
         """Tell each hook; the context the run goes on with."""

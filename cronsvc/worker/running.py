@@ -34,6 +34,8 @@ class Running:
     ended: bool = False  # the job has returned; its result may not be recorded yet
     on_loop: bool = False  # a task on the worker's event loop, not a slot thread's run
     on_stop: Callable[[], None] | None = None  # cancels its task, once it has one
+    hooked: bool = True  # the worker's hooks are told of it (some hook wants its job)
+    counted: bool = False  # in the worker's counts of runs going (its claim loop's start)
 
     @property
     def key(self) -> tuple[str, int]:

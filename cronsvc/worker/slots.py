@@ -40,8 +40,15 @@ class Slots:
         self._closed = False
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.submit_many(fn, [args])
+
+    def submit_many(self, fn: Callable[..., Any], each: list[tuple[Any, ...]]) -> None:
+        """``fn(*args)`` for each of ``each``, in order: queued under one hold of the lock,
+        one thread called for them all (it calls the next, see :meth:`_serve`)."""
+        if not each:
+            return
         with self._lock:
-            self._tasks.append((fn, args))
+            self._tasks.extend([(fn, args) for args in each])
             new = self._call_one()
         if new is not None:
             self._start(new)

@@ -130,10 +130,16 @@ class Worker:
         self.host = host or config.worker.host or this_host()
         self._queues = self._queues_of(config)
         self._any_async = any_async(config)
-        self._async_jobs: dict[str, tuple[Job, bool]] = {}  # name -> (job, runs_async)
+        # name -> (job, runs_async, some hook wants its runs)
+        self._job_traits: dict[str, tuple[Job, bool, bool]] = {}
         self._rotation = 0
         self._running: dict[tuple[str, int], Running] = {}
         self._lock = threading.Lock()
+        # Runs started and not ended, in slots and on the loop: counted as they start and
+        # end (under the lock), not found by a look at every run held (ended ones too,
+        # until their result is in).
+        self._busy_n = 0
+        self._awaiting_n = 0
         self._wake = threading.Event()
         # The claim loop found no free slot: the next run to end wakes it (else a run's end
         # leaves it asleep until its next fire, not asking Redis for nothing meanwhile).
@@ -146,6 +152,8 @@ class Worker:
         # when the OTEL_* variables ask for them.
         self.hooks = Hooks([Pinger(), *traces(self.worker_id, self.server_now)])
         self.offset_ms = 0  # server clock minus local clock, from the last claim
+        # The last claim took all it asked for: more fires may be due now (results wait).
+        self.claiming = False
         self._held_at = -HELD_RENEW_EVERY  # monotonic time the held definitions were written
         self._reload_asked = threading.Event()
         self.errors = ErrorLog(clock)
@@ -311,6 +319,7 @@ class Worker:
             self.offset_ms = int(res.now_ms + (t1 - t0) * 500 - self.clock.now_ms())
             # Start first: recording drops talks to Redis, and a claim must not age meanwhile.
             self._start(keys, res.claimed, t0)
+            self.claiming = len(res.claimed) >= free
             for claim in res.claimed:
                 if claim.before is not None:
                     self.results.reclaimed(keys, claim)
@@ -358,16 +367,22 @@ class Worker:
             # The lease began after claimed_at, the moment the claim was sent.
             run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
                           renewed_at=claimed_at)
-            run.on_loop = claim.unreadable is None and self._runs_async(job)
+            on_loop, run.hooked = self._traits(job)
+            run.on_loop = on_loop and claim.unreadable is None
             runs.append(run)
         with self._lock:
             for run in runs:
                 self._running[run.key] = run
+                run.counted = True
+                if run.on_loop:
+                    self._awaiting_n += 1
+                else:
+                    self._busy_n += 1
+        # Handed to the slots in one go: one lock and at most one thread called for them.
+        self._pool.submit_many(self._run, [(run,) for run in runs if not run.on_loop])
         for run in runs:
             if run.on_loop:
                 self._launch(run)
-            else:
-                self._pool.submit(self._run, run)
         for claim in unknown:
             # Redis names the job; only this worker's own config says what it runs. The
             # claim only gives it fires of definitions it holds, so this is a reload in
@@ -375,13 +390,17 @@ class Worker:
             # has it.
             self._hand_back(keys, claim)
 
-    def _runs_async(self, job: Job) -> bool:
-        """:func:`runs_async`, asked once per job of the config in force (it resolves the
-        target of a call job)."""
-        hit = self._async_jobs.get(job.name)
+    def _traits(self, job: Job) -> tuple[bool, bool]:
+        """Whether runs of ``job`` go on the loop (:func:`runs_async`, which resolves the
+        target of a call job) and whether some hook wants them: asked once per job of the
+        config in force."""
+        hit = self._job_traits.get(job.name)
         if hit is None or hit[0] is not job:
-            hit = self._async_jobs[job.name] = (job, runs_async(job))
-        return hit[1]
+            hit = self._job_traits[job.name] = (job, runs_async(job), self.hooks.wanted(job))
+        return hit[1], hit[2]
+
+    def _runs_async(self, job: Job) -> bool:
+        return self._traits(job)[0]
 
     def _context(self, run: Running) -> FireContext:
         claim = run.claim
@@ -397,12 +416,15 @@ class Worker:
         if not self.leases.still_held(run):
             self._ended(run, None)
             return
-        ctx = self.hooks.started(run.job, self._context(run))
+        ctx = self._context(run)
+        if run.hooked:
+            ctx = self.hooks.started(run.job, ctx)
         feed = self.live.open(run.keys.live(run.claim.fire_id), run.claim.token)
 
         def done(outcome: Outcome) -> None:
             self.live.close(feed)  # writes only for a run that streamed: its last output
-            self.hooks.ended(run.job, ctx, outcome)
+            if run.hooked:
+                self.hooks.ended(run.job, ctx, outcome)
             self._ended(run, outcome)
 
         # Set before the cancel is looked at: a stop in between cancels it either way.
@@ -411,7 +433,13 @@ class Worker:
             run.on_stop()
 
     def _ended(self, run: Running, outcome: Outcome | None) -> None:
-        run.ended = True
+        with self._lock:
+            if run.counted and not run.ended:
+                if run.on_loop:
+                    self._awaiting_n -= 1
+                else:
+                    self._busy_n -= 1
+            run.ended = True
         # Its slot is free: the claim loop, waiting for one, looks again (set already, the
         # loop has yet to clear it, and it counts the free slots after it does).
         if self._starved and not self._wake.is_set():
@@ -438,7 +466,8 @@ class Worker:
     def _execute(self, run: Running, ctx: FireContext) -> Outcome:
         if run.claim.unreadable is not None:
             return Outcome("failed", self.clock.now_ms(), 0, error=run.claim.unreadable)
-        ctx = self.hooks.started(run.job, ctx)
+        if run.hooked:
+            ctx = self.hooks.started(run.job, ctx)
         feed = self.live.open(run.keys.live(run.claim.fire_id), run.claim.token)
         try:
             outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock,
@@ -446,20 +475,19 @@ class Worker:
                               outcomes=Deliveries(self.client, self.scripts, run.keys))
         finally:
             self.live.close(feed)
-        self.hooks.ended(run.job, ctx, outcome)
+        if run.hooked:
+            self.hooks.ended(run.job, ctx, outcome)
         return outcome
 
     def _busy(self) -> int:
         """Slots taken: runs started and not ended, but those on the loop. A run frees its
         slot when it ends, so claiming goes on while its result is written (its lease is
         still renewed)."""
-        with self._lock:
-            return sum(not run.ended and not run.on_loop for run in self._running.values())
+        return self._busy_n
 
     def _awaiting(self) -> int:
         """Async runs started and not ended: tasks on the loop."""
-        with self._lock:
-            return sum(not run.ended and run.on_loop for run in self._running.values())
+        return self._awaiting_n
 
     def _free(self) -> int:
         """Fires to claim now: free slots, plus free places on the loop while the file has
@@ -487,7 +515,8 @@ class Worker:
             run.forget()
         self.runs_finished += len(runs)
         for run in runs:
-            self.hooks.recorded(run.claim.fire_id, run.claim.token)
+            if run.hooked:
+                self.hooks.recorded(run.claim.fire_id, run.claim.token)
 
     def wake(self) -> None:
         """Make the claim loop look at Redis now."""
@@ -563,6 +592,7 @@ class Worker:
                           len(group), describe(exc))
 
     def _shutdown(self) -> None:
+        self.claiming = False  # no more claims: results go at once
         deadline = monotonic() + self.grace
         if self._running:
             log.info("stopping: waiting up to %.0fs for %d running job(s)", self.grace,
