@@ -37,7 +37,10 @@ def test_metrics_listen_on_loopback_unless_told(tmp_path: Path, redis_url: str) 
         ((host, port),) = wait_for(lambda: re.findall(SAID, fleet.log("planner")),
                                    message="the planner's metrics address")
         assert host == "127.0.0.1" and listening_on(int(port)) == {"127.0.0.1"}
-        assert value(scrape(int(port)), "cronsvc_planner_ticks_total") is not None
+        # Served there (the count appears with the planner's first tick, which may follow
+        # the line that says where).
+        wait_for(lambda: value(scrape(int(port)), "cronsvc_planner_ticks_total") is not None,
+                 message="the planner's ticks counted on its loopback metrics")
         ((host, port),) = wait_for(lambda: re.findall(SAID, fleet.log("w1")),
                                    message="the worker's metrics address")
         assert host == "0.0.0.0" and listening_on(int(port)) == {"0.0.0.0"}
