@@ -232,8 +232,13 @@ class Scripts:
             name: client.register_script(src.text) for name, src in self.sources.items()
         }
 
-    def run(self, name: str, keys: Sequence[str], args: Sequence[Any], client: Any = None) -> Any:
-        """Run script ``name``; ScriptError if ``keys`` is not as many keys as its file says."""
+    def run(self, name: str, keys: Sequence[str], args: Sequence[Any], client: Any = None,
+            packed: bool = False) -> Any:
+        """Run script ``name``; ScriptError if ``keys`` is not as many keys as its file says.
+        ``packed``: the command packed in one go by hiredis (redis-py's packer looks at every
+        argument first, and an ack of a few hundred fires has thousands), where the client
+        is a plain one with a pool; a client that routes by key (a cluster) or holds one
+        connection runs it the usual way."""
         src = self.sources.get(name)
         if src is None:
             raise ScriptError(f"no script {name!r} in {lua_dir()}")
@@ -241,6 +246,8 @@ class Scripts:
         try:
             if client is None and not isinstance(self.client, redis.Redis):
                 return self._run_in_slot(self._scripts[name], list(keys), list(args))
+            if packed and client is None and self.client.connection is None:
+                return self._run_packed(self._scripts[name], keys, args)
             return self._scripts[name](keys=list(keys), args=list(args), client=client)
         except redis.ResponseError as exc:
             if is_outage(exc):
@@ -253,6 +260,14 @@ class Scripts:
         except redis.exceptions.NoScriptError:
             self._load(script, keys[0])
             return self.client.evalsha(script.sha, len(keys), *keys, *args)
+
+    def _run_packed(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            return _round_trip(self.client, command)
+        except redis.exceptions.NoScriptError:
+            self._load(script, keys[0])
+            return _round_trip(self.client, command)
 
     def _load(self, script: Script, key: str) -> None:
         """Load ``script`` where ``key`` lives. A cluster client's script_load goes to every
@@ -430,29 +445,9 @@ class Scripts:
         out: list[str | None] = []
         for i in range(0, len(items), ACK_CHUNK):
             chunk = items[i:i + ACK_CHUNK]
-            res = self.run_packed("ack", *ack_call(k, chunk, history_cap, retention_ms))
+            res = self.run("ack", *ack_call(k, chunk, history_cap, retention_ms), packed=True)
             out += [None if r == 1 else text(r) for r in res]
         return out
-
-    def run_packed(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """:meth:`run`, the command packed in one go by hiredis: redis-py's packer looks at
-        every argument first, and an ack of a few hundred fires has thousands. A client
-        that routes by key (a cluster) or holds one connection runs it the usual way."""
-        client = self.client
-        if not isinstance(client, redis.Redis) or client.connection is not None:
-            return self.run(name, keys, args)
-        src, script = self.sources[name], self._scripts[name]
-        src.check_keys(len(keys))
-        try:
-            try:
-                return _round_trip(client, ("EVALSHA", script.sha, len(keys), *keys, *args))
-            except redis.exceptions.NoScriptError:
-                self._load(script, keys[0])
-                return _round_trip(client, ("EVALSHA", script.sha, len(keys), *keys, *args))
-        except redis.ResponseError as exc:
-            if is_outage(exc):
-                raise
-            raise script_error(exc) from exc
 
     def fail(
         self, keys: Keys, fire_id: str, token: int, job: str, record: Any,
