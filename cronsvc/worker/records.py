@@ -6,10 +6,11 @@ import logging
 from typing import Any
 
 from cronsvc.clock import iso_utc
-from cronsvc.history import HistoryRecord, drop_explained, drop_status, record
+from cronsvc.history import HistoryRecord, drop_explained, drop_status, encoded_run, record
 from cronsvc.process.logs import LineWriter
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.output import excerpt
+from cronsvc.store.replies import record_json
 from cronsvc.store.scripts import Claim
 
 
@@ -22,6 +23,18 @@ def history_record(
                   reason=outcome.error, started=outcome.started_ms + offset_ms,
                   duration_ms=outcome.duration_ms, attempt=claim.token, worker=worker,
                   exit_code=outcome.exit_code, output=excerpt(outcome.output) or None)
+
+
+def history_json(claim: Claim, outcome: Outcome, worker: str, offset_ms: int, status: str
+                 ) -> str:
+    """The JSON of :func:`history_record` as stored, written without the record (a worker
+    acks many runs a second)."""
+    text = encoded_run(claim.fire_id, claim.job, status, outcome.error, claim.due_ms,
+                       outcome.started_ms + offset_ms, outcome.duration_ms, claim.token, worker,
+                       outcome.exit_code, excerpt(outcome.output) or None)
+    if text is None:  # a value of another type: the record's own way
+        return record_json(history_record(claim, outcome, worker, offset_ms, status=status))
+    return text
 
 
 def drop_record(fid: str, reason: str, worker: str) -> HistoryRecord:
