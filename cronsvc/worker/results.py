@@ -51,9 +51,11 @@ DEFER_AT_MOST = 0.05
 DEFER_STEP = 0.002
 T = TypeVar("T")
 # Successes to ack, per shard and history cap (a job may keep more than the worker's): the
-# run, its outcome, its history status and the record's JSON, and the record's start.
-Acked = tuple[Running, Outcome, str, str, int]
-Acks = dict[tuple[Keys, int], list[Acked]]
+# items of the ack (Scripts.ack_many), made as each run's result comes, and beside them
+# each run, its outcome and its history status.
+AckItem = tuple[str, int, str, str, str, str, int]
+Acked = tuple[Running, Outcome, str]
+Acks = dict[tuple[Keys, int], tuple[list[AckItem], list[Acked]]]
 
 
 class ResultsHolder(Protocol):
@@ -217,8 +219,8 @@ class Results:
                           run.claim.fire_id, describe(exc))
             except Exception:  # the worker must survive a result it cannot record
                 log.exception("result of %s not recorded", run.claim.fire_id)
-        for (keys, cap), items in acks.items():
-            self._ack(keys, cap, items)
+        for (keys, cap), (items, runs) in acks.items():
+            self._ack(keys, cap, items, runs)
         self.w.free(*(run for run, _ in batch))
 
     def _finish(self, run: Running, outcome: Outcome, acks: Acks) -> None:
@@ -233,10 +235,12 @@ class Results:
             key = (run.keys, self.history_cap(job.name))
             group = acks.get(key)
             if group is None:
-                group = acks[key] = []
-            group.append((run, outcome, status,
-                          history_json(claim, outcome, w.worker_id, offset, status),
-                          outcome.started_ms + offset))
+                group = acks[key] = ([], [])
+            group[0].append((claim.fire_id, claim.token, claim.job,
+                             history_json(claim, outcome, w.worker_id, offset, status),
+                             self._then(job) if status == "ok" else "", outcome.output,
+                             outcome.started_ms + offset))
+            group[1].append((run, outcome, status))
             return
         lag = self.lag(run, outcome)
         stopped = run.cancel_reason
@@ -269,14 +273,10 @@ class Results:
             w.metrics.dead(claim.job)
         w.metrics.run_finished(claim, status, lag, job.kind)
 
-    def _ack(self, keys: Keys, cap: int, items: list[Acked]) -> None:
+    def _ack(self, keys: Keys, cap: int, items: list[AckItem], runs: list[Acked]) -> None:
         w = self.w
-        then = self._then
-        acks = [(run.claim.fire_id, run.claim.token, run.claim.job, text,
-                 then(run.job) if outcome.status == "ok" else "", outcome.output, started)
-                for run, outcome, _, text, started in items]
         try:
-            recorded = self.persist(lambda: w.scripts.ack_many(keys, acks, cap,
+            recorded = self.persist(lambda: w.scripts.ack_many(keys, items, cap,
                                                                self.retention_ms))
         except REDIS_ERRORS as exc:
             w.noted(exc)
@@ -284,11 +284,11 @@ class Results:
                       len(items), describe(exc))
             return
         bounds = self._bounded
-        if any(bounds(run.job) for run, *_ in items):
+        if any(bounds(acked[0].job) for acked in runs):
             w.wake()  # a slot is free: a fire waiting for it starts now, not at the next look
         write = line_writer(log, logging.INFO)
         worker, offset, finished = w.worker_id, w.offset_ms, w.metrics.run_finished
-        for (run, outcome, status, _, _), ok in zip(items, recorded, strict=True):
+        for (run, outcome, status), ok in zip(runs, recorded, strict=True):
             claim = run.claim
             if not ok:
                 log.warning("%s: result not recorded, lease taken over (attempt %d)",
