@@ -84,13 +84,16 @@ def execute(
         if cancel.is_set():
             result = Result("cancelled", error="cancelled before start")
         else:
-            result = KINDS[job.kind].run(job, ctx, made(
-                Stop, cancel=cancel, timeout=job.timeout, deadline=deadline, guard=guard,
-                outcomes=outcomes, output=kept_of(job, feed)))
+            # made(Stop, ...) without its call: one per fire
+            stop = _new(Stop)
+            stop.__dict__.update(cancel=cancel, timeout=job.timeout, deadline=deadline,
+                                 guard=guard, outcomes=outcomes, output=kept_of(job, feed))
+            result = KINDS[job.kind].run(job, ctx, stop)
     except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
         result = Result("failed", error=f"{type(exc).__name__}: {exc}")
     finally:
-        tracecontext.detach(token)
+        if token is not None:
+            tracecontext.detach(token)
     duration_ms = int((monotonic() - t0) * 1000)
     return outcome_of(result, started_ms, duration_ms)
 
