@@ -72,33 +72,40 @@ def encoded(r: Mapping[str, Any]) -> str | None:
     for a mapping that is not a record of :data:`FIELDS` in order holding strings, ints
     and nulls (the caller then encodes it the generic way)."""
     try:
-        (fire, job, status, reason, scheduled, started, duration_ms, attempt, worker,
-         exit_code, output) = r.values()
-        if tuple(r) != FIELDS:
+        values = r.values()
+        if len(values) != len(FIELDS) or tuple(r) != FIELDS:
             return None
+    except TypeError:  # not a mapping
+        return None
+    return encoded_run(*values)
+
+
+def encoded_run(fire: str, job: str, status: str, reason: str | None, scheduled: int | None,
+                started: int | None, duration_ms: int | None, attempt: int | None,
+                worker: str | None, exit_code: int | None, output: str | None) -> str | None:
+    """:func:`encoded` of the record ``record(fire, status, job=job, ...)`` of these
+    values, written without making the record (a worker acks many runs a second). None
+    where a value is not of the type these say (the caller then encodes it the generic
+    way)."""
+    for v in (scheduled, started, duration_ms, attempt, exit_code):
+        if v is not None and v.__class__ is not int:  # a bool is JSON true, a float its repr
+            return None
+    try:
         return (f'{{"fire":{_str(fire)},"job":{_str(job)},"status":{_str(status)},'
-                f'"reason":{_opt_str(reason)},"scheduled":{_int(scheduled)},'
-                f'"started":{_int(started)},"duration_ms":{_int(duration_ms)},'
-                f'"attempt":{_int(attempt)},"worker":{_opt_str(worker)},'
-                f'"exit_code":{_int(exit_code)},"output":{_opt_str(output)}}}')
-    except (TypeError, ValueError):  # another shape, or a value of another type
+                f'"reason":{"null" if reason is None else _str(reason)},'
+                f'"scheduled":{"null" if scheduled is None else _int(scheduled)},'
+                f'"started":{"null" if started is None else _int(started)},'
+                f'"duration_ms":{"null" if duration_ms is None else _int(duration_ms)},'
+                f'"attempt":{"null" if attempt is None else _int(attempt)},'
+                f'"worker":{"null" if worker is None else _str(worker)},'
+                f'"exit_code":{"null" if exit_code is None else _int(exit_code)},'
+                f'"output":{"null" if output is None else _str(output)}}}')
+    except TypeError:  # a text value that is not a str
         return None
 
 
 _str = encode_basestring_ascii  # TypeError for what is not a str
-_int_repr = int.__repr__
-
-
-def _opt_str(v: Any) -> str:
-    return "null" if v is None else _str(v)
-
-
-def _int(v: Any) -> str:
-    if v is None:
-        return "null"
-    if v.__class__ is not int:  # a bool is JSON true/false, a float its own repr
-        raise TypeError
-    return _int_repr(v)
+_int = int.__repr__
 
 
 class Drop(StrEnum):

@@ -9,7 +9,15 @@ import pytest
 
 from cronsvc.errors import BadArgument
 from cronsvc.history import FIELDS as RECORD_FIELDS
-from cronsvc.history import Cancel, Drop, drop_explained, drop_status, encoded, record
+from cronsvc.history import (
+    Cancel,
+    Drop,
+    drop_explained,
+    drop_status,
+    encoded,
+    encoded_run,
+    record,
+)
 from cronsvc.store.replies import record_json
 
 FIELDS = ["fire", "job", "status", "reason", "scheduled", "started", "duration_ms", "attempt",
@@ -101,6 +109,7 @@ def test_the_record_fields_are_the_contract_in_order() -> None:
 def test_a_record_is_encoded_as_json_writes_it(r: dict[str, Any]) -> None:
     expected = json.dumps(r, separators=(",", ":"))
     assert encoded(r) == expected
+    assert encoded_run(*r.values()) == expected  # its values, without the record
     assert record_json(r) == expected
     assert json.loads(expected) == r
 
@@ -115,4 +124,6 @@ def test_a_record_is_encoded_as_json_writes_it(r: dict[str, Any]) -> None:
 ])
 def test_what_is_not_a_plain_record_is_left_to_json(r: dict[str, Any]) -> None:
     assert encoded(r) is None
+    if tuple(r) == RECORD_FIELDS:
+        assert encoded_run(*r.values()) is None
     assert record_json(r) == json.dumps(r, separators=(",", ":"), default=str)

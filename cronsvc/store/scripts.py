@@ -25,7 +25,7 @@ from cronsvc.errors import LeaseLost, ScriptError
 from cronsvc.fires import job_of, parse_fire
 from cronsvc.keys import EACH_HOST, Keys, host_pool
 from cronsvc.malformed import named, shown
-from cronsvc.ran import PERIOD_MS, REACH_MS, period_of, ran_entry
+from cronsvc.ran import PERIOD_MS, REACH_MS, RanEntries, period_of, ran_entry
 from cronsvc.run.output import OUTPUT_RETENTION_MS
 from cronsvc.store.faults import is_outage
 from cronsvc.store.loader import ScriptSource, load_sources, lua_dir, script_error
@@ -146,30 +146,39 @@ def claim_keys(k: Keys, held: str | None = None) -> list[str]:
 def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int,
              retention_ms: int = OUTPUT_RETENTION_MS) -> tuple[list[str], list[Any]]:
     """The KEYS and ARGV of ``lua/ack-8+.lua`` on shard ``k`` for ``(fire, token, job,
-    record[, then[, output]])`` items: per fire its job's history and its record of runs,
-    then an extra of each fire whose success triggers jobs or that kept output (its outputs,
-    ``output``, the whole of what the run kept, written where the record has a start).
-    Most fires have neither: the call carries four values and two keys a fire."""
+    record[, then[, output[, started]]])`` items: per fire its job's history and its record
+    of runs, then an extra of each fire whose success triggers jobs or that kept output (its
+    outputs, ``output``, the whole of what the run kept, written where the run has a start:
+    ``started``, else the record's). A record is a mapping or its JSON text. Most fires have
+    neither extra: the call carries four values and two keys a fire."""
     keys = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
             k.failing]
     args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS, int(retention_ms), len(items)]
     extra_keys: list[str] = []
     extras: list[Any] = []
     histories: dict[str, str] = {}  # a batch holds many fires of a job
-    for f, (fid, token, job, record, *rest) in enumerate(items, 1):
+    ran = RanEntries(k).entry
+    add_keys, add_args = keys.extend, args.extend
+    for f, item in enumerate(items, 1):
+        fid, token, job, record = item[0], item[1], item[2], item[3]
         history = histories.get(job)
         if history is None:
             history = histories[job] = k.history(job)
-        ran_key, entry = ran_entry(k, fid) or (history, "")
-        keys += (history, ran_key)
-        args += (fid, int(token), record if isinstance(record, str) else record_json(record),
-                 entry)
-        then = rest[0] if rest else ""
-        started = record.get("started") if isinstance(record, dict) else None
-        output = rest[1] if len(rest) > 1 and started is not None else ""
-        if then or output:
-            extra_keys.append(k.output(fid) if output else history)
-            extras += (f, then, output, "" if started is None or not output else int(started))
+        ran_key, entry = ran(fid, job) or (history, "")
+        add_keys((history, ran_key))
+        add_args((fid, token if token.__class__ is int else int(token),
+                  record if record.__class__ is str else record_json(record), entry))
+        if len(item) > 4:
+            then, output = item[4], item[5] if len(item) > 5 else ""
+            if then or output:
+                started = item[6] if len(item) > 6 else (
+                    record.get("started") if isinstance(record, dict) else None)
+                if started is None:
+                    output = ""
+                if then or output:
+                    extra_keys.append(k.output(fid) if output else history)
+                    extras += (f, then, output, "" if started is None or not output
+                               else int(started))
     return keys + extra_keys, args + extras
 
 
@@ -431,11 +440,13 @@ class Scripts:
     def ack_many(
         self, keys: Keys, acks: Iterable[tuple[str, int, str, Any] |
                                                  tuple[str, int, str, Any, str] |
-                                                 tuple[str, int, str, Any, str, str]],
+                                                 tuple[str, int, str, Any, str, str] |
+                                                 tuple[str, int, str, Any, str, str, int]],
         history_cap: int = 100, retention_ms: int = OUTPUT_RETENTION_MS,
     ) -> list[bool]:
-        """Ack ``(fire_id, token, job, record[, jobs its success triggers 'a,b'[, output]])``
-        items of one shard; False = lease lost. Outputs are kept ``retention_ms``."""
+        """Ack ``(fire_id, token, job, record[, jobs its success triggers 'a,b'[, output[,
+        the run's start]]])`` items of one shard (as :func:`ack_call`); False = lease lost.
+        Outputs are kept ``retention_ms``."""
         return [lost is None
                 for lost in self._acks(keys, list(acks), history_cap, retention_ms)]
 

@@ -6,10 +6,11 @@ import logging
 from typing import Any
 
 from cronsvc.clock import iso_utc
-from cronsvc.history import HistoryRecord, drop_explained, drop_status, record
+from cronsvc.history import HistoryRecord, drop_explained, drop_status, encoded_run, record
 from cronsvc.process.logs import LineWriter
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.output import excerpt
+from cronsvc.store.replies import record_json
 from cronsvc.store.scripts import Claim
 
 
@@ -24,6 +25,18 @@ def history_record(
                   exit_code=outcome.exit_code, output=excerpt(outcome.output) or None)
 
 
+def history_json(claim: Claim, outcome: Outcome, worker: str, offset_ms: int, status: str
+                 ) -> str:
+    """The JSON of :func:`history_record` as stored, written without the record (a worker
+    acks many runs a second)."""
+    text = encoded_run(claim.fire_id, claim.job, status, outcome.error, claim.due_ms,
+                       outcome.started_ms + offset_ms, outcome.duration_ms, claim.token, worker,
+                       outcome.exit_code, excerpt(outcome.output) or None)
+    if text is None:  # a value of another type: the record's own way
+        return record_json(history_record(claim, outcome, worker, offset_ms, status=status))
+    return text
+
+
 def drop_record(fid: str, reason: str, worker: str) -> HistoryRecord:
     """The history line of a fire the claim script decided not to run."""
     return record(fid, drop_status(reason), reason=drop_explained(reason), worker=worker)
@@ -36,21 +49,32 @@ def log_outcome(
     """The run's line: INFO for a success, else a WARNING. ``write`` (from
     :func:`~cronsvc.process.logs.line_writer`) writes an INFO line without logging's
     machinery, the same line."""
-    level = logging.INFO if outcome.status == "ok" else logging.WARNING
-    extra = f" exit={outcome.exit_code}" if outcome.exit_code not in (None, 0) else ""
-    error = f" error={outcome.error!r}" if outcome.error else ""
-    args = (outcome.status, claim.fire_id, claim.token, _scheduled(claim.due_ms), lag_ms,
-            outcome.duration_ms, extra, error, f" ({note})" if note else "")
+    status, exit_code, error = outcome.status, outcome.exit_code, outcome.error
     fields = {"job": claim.job, "fire": claim.fire_id, "attempt": claim.token, "worker": worker}
-    if write is not None and level == logging.INFO:
+    if status == "ok" and write is not None:
         try:
-            return write(RUN_LINE % args, fields)
+            if not (error or note) and (exit_code is None or exit_code == 0):
+                # most lines: RUN_LINE with nothing after the times
+                return write(OK_LINE % (claim.fire_id, claim.token, _scheduled(claim.due_ms),
+                                        lag_ms, outcome.duration_ms), fields)
+            return write(RUN_LINE % _args(claim, outcome, lag_ms, note), fields)
         except Exception:  # logging's way reports it (Handler.handleError)
             pass
-    log.log(level, RUN_LINE, *args, extra=fields)
+    log.log(logging.INFO if status == "ok" else logging.WARNING, RUN_LINE,
+            *_args(claim, outcome, lag_ms, note), extra=fields)
+
+
+def _args(claim: Claim, outcome: Outcome, lag_ms: int, note: str) -> tuple[Any, ...]:
+    """The values of :data:`RUN_LINE` for a run."""
+    extra = f" exit={outcome.exit_code}" if outcome.exit_code not in (None, 0) else ""
+    error = f" error={outcome.error!r}" if outcome.error else ""
+    return (outcome.status, claim.fire_id, claim.token, _scheduled(claim.due_ms), lag_ms,
+            outcome.duration_ms, extra, error, f" ({note})" if note else "")
 
 
 RUN_LINE = "%s %s attempt=%d scheduled=%s lag=%dms took=%dms%s%s%s"
+#: RUN_LINE of a success with no exit code, error or note.
+OK_LINE = "ok %s attempt=%d scheduled=%s lag=%dms took=%dms"
 _seconds: dict[int, str] = {}  # due second -> its ISO time without the Z: a run line each
 
 

@@ -17,7 +17,7 @@ from typing import Protocol, TypeVar
 from cronsvc.clock import monotonic
 from cronsvc.config.models import Config, Job
 from cronsvc.errors import LeaseLost
-from cronsvc.history import Cancel, HistoryRecord, drop_explained
+from cronsvc.history import Cancel, drop_explained
 from cronsvc.keys import Keys, keys_for
 from cronsvc.metrics.counters import NoMetrics
 from cronsvc.policy import Policy
@@ -27,6 +27,7 @@ from cronsvc.store.faults import REDIS_ERRORS, describe, is_outage
 from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.worker.records import (
     drop_record,
+    history_json,
     history_record,
     log_dropped,
     log_outcome,
@@ -49,8 +50,12 @@ RETRY_AT_MOST = 2.0
 DEFER_AT_MOST = 0.05
 DEFER_STEP = 0.002
 T = TypeVar("T")
-# Successes to ack, per shard and history cap (a job may keep more than the worker's).
-Acks = dict[tuple[Keys, int], list[tuple[Running, Outcome, HistoryRecord]]]
+# Successes to ack, per shard and history cap (a job may keep more than the worker's): the
+# items of the ack (Scripts.ack_many), made as each run's result comes, and beside them
+# each run, its outcome and its history status.
+AckItem = tuple[str, int, str, str, str, str, int]
+Acked = tuple[Running, Outcome, str]
+Acks = dict[tuple[Keys, int], tuple[list[AckItem], list[Acked]]]
 
 
 class ResultsHolder(Protocol):
@@ -87,6 +92,10 @@ class Results:
         self._thread = threading.Thread(target=self.record_all, name="cronsvc-results",
                                         daemon=True)
         self._bounds: dict[str, tuple[Job, bool]] = {}  # name -> (job, bounded(job))
+        # Per job of the config in force (the config they were read of): its history cap;
+        # per job definition: the jobs its success triggers ('a,b').
+        self._caps: tuple[Config | None, dict[str, int]] = (None, {})
+        self._thens: dict[str, tuple[Job, str]] = {}
 
     # -- what the worker hands over ---------------------------------------------
     def start(self) -> None:
@@ -210,29 +219,39 @@ class Results:
                           run.claim.fire_id, describe(exc))
             except Exception:  # the worker must survive a result it cannot record
                 log.exception("result of %s not recorded", run.claim.fire_id)
-        for (keys, cap), items in acks.items():
-            self._ack(keys, cap, items)
+        for (keys, cap), (items, runs) in acks.items():
+            self._ack(keys, cap, items, runs)
         self.w.free(*(run for run, _ in batch))
 
     def _finish(self, run: Running, outcome: Outcome, acks: Acks) -> None:
         """Record a failure or a release now; add a success to ``acks``."""
         w = self.w
         claim, job = run.claim, run.job
+        status: str = outcome.status
+        if status == "ok" or (status == "cancelled" and run.cancel_reason == Cancel.REPLACED):
+            if status != "ok":
+                status = Cancel.REPLACED
+            offset = w.offset_ms
+            key = (run.keys, self.history_cap(job.name))
+            group = acks.get(key)
+            if group is None:
+                group = acks[key] = ([], [])
+            group[0].append((claim.fire_id, claim.token, claim.job,
+                             history_json(claim, outcome, w.worker_id, offset, status),
+                             self._then(job) if status == "ok" else "", outcome.output,
+                             outcome.started_ms + offset))
+            group[1].append((run, outcome, status))
+            return
         lag = self.lag(run, outcome)
         stopped = run.cancel_reason
-        if outcome.status == "cancelled" and stopped in (Cancel.SHUTDOWN, Cancel.LEASE_LOST):
+        if status == "cancelled" and stopped in (Cancel.SHUTDOWN, Cancel.LEASE_LOST):
             if stopped is Cancel.SHUTDOWN:
                 self.persist(lambda: w.scripts.release(run.keys, [(claim.fire_id, claim.token)]))
             log_outcome(log, w.worker_id, claim, outcome, lag, note=stopped)
             return
-        status: str = outcome.status
         if status == "cancelled":
             status = stopped or "cancelled"
         record = history_record(claim, outcome, w.worker_id, w.offset_ms, status=status)
-        if outcome.status == "ok" or status == Cancel.REPLACED:
-            acks.setdefault((run.keys, self.history_cap(job.name)), []).append(
-                (run, outcome, record))
-            return
         retry_at = w.server_now() + int(job.retry_delay(claim.token) * 1000)
         policy = Policy.of(job)
         try:
@@ -254,25 +273,22 @@ class Results:
             w.metrics.dead(claim.job)
         w.metrics.run_finished(claim, status, lag, job.kind)
 
-    def _ack(self, keys: Keys, cap: int,
-             items: list[tuple[Running, Outcome, HistoryRecord]]) -> None:
+    def _ack(self, keys: Keys, cap: int, items: list[AckItem], runs: list[Acked]) -> None:
         w = self.w
-        acks = [(run.claim.fire_id, run.claim.token, run.claim.job, record,
-                 ",".join(run.job.on_success) if outcome.status == "ok" else "", outcome.output)
-                for run, outcome, record in items]
         try:
-            recorded = self.persist(lambda: w.scripts.ack_many(keys, acks, cap,
+            recorded = self.persist(lambda: w.scripts.ack_many(keys, items, cap,
                                                                self.retention_ms))
         except REDIS_ERRORS as exc:
             w.noted(exc)
             log.error("%d result(s) not recorded, their fires will run again: %s",
                       len(items), describe(exc))
             return
-        if any(bounded(run.job) for run, _, _ in items):
+        bounds = self._bounded
+        if any(bounds(acked[0].job) for acked in runs):
             w.wake()  # a slot is free: a fire waiting for it starts now, not at the next look
         write = line_writer(log, logging.INFO)
         worker, offset, finished = w.worker_id, w.offset_ms, w.metrics.run_finished
-        for (run, outcome, record), ok in zip(items, recorded, strict=True):
+        for (run, outcome, status), ok in zip(runs, recorded, strict=True):
             claim = run.claim
             if not ok:
                 log.warning("%s: result not recorded, lease taken over (attempt %d)",
@@ -280,12 +296,28 @@ class Results:
                 continue
             lag = outcome.started_ms + offset - claim.due_ms  # as self.lag
             log_outcome(log, worker, claim, outcome, lag, write=write)
-            finished(claim, record["status"], lag, run.job.kind)
+            finished(claim, status, lag, run.job.kind)
+
+    def _then(self, job: Job) -> str:
+        """The jobs a success of ``job`` triggers, as the ack takes them ('a,b')."""
+        hit = self._thens.get(job.name)
+        if hit is None or hit[0] is not job:
+            hit = self._thens[job.name] = (job, ",".join(job.on_success))
+        return hit[1]
 
     def history_cap(self, job: str) -> int:
-        """Records the history of ``job`` keeps: its own ``history``, else the worker's."""
-        found = self.w.config.jobs.get(job)
-        return self.w.history_cap if found is None else found.history_cap(self.w.config.worker)
+        """Records the history of ``job`` keeps: its own ``history``, else the worker's (of
+        the config in force: asked per run, so remembered per config)."""
+        config = self.w.config
+        seen, caps = self._caps
+        if seen is not config:
+            seen, caps = self._caps = (config, {})
+        cap = caps.get(job)
+        if cap is None:
+            found = config.jobs.get(job)
+            cap = caps[job] = (self.w.history_cap if found is None
+                               else found.history_cap(config.worker))
+        return cap
 
     @property
     def retention_ms(self) -> int:

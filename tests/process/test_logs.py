@@ -79,9 +79,14 @@ def test_batched_lines_are_written_at_the_end_of_the_block_in_order(
 
 
 @pytest.mark.parametrize("fmt", ["human", "json"])
-@pytest.mark.parametrize("outcome", [OK, FAILED])
+@pytest.mark.parametrize("outcome", [
+    OK, FAILED, Outcome("ok", 1_700_000_000_004, 0, exit_code=0),
+    Outcome("ok", 1_700_000_000_004, 3, exit_code=2), Outcome("ok", 1_699_999_999_000, 3,
+                                                              error="ok, said 'why'"),
+])
+@pytest.mark.parametrize("note", ["retry", ""])
 def test_a_run_line_written_without_logging_is_logging_s_line(
-    fmt: str, outcome: Outcome, capsys: pytest.CaptureFixture[str],
+    fmt: str, outcome: Outcome, note: str, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     setup_logging(fmt, "worker-1")
@@ -93,7 +98,7 @@ def test_a_run_line_written_without_logging_is_logging_s_line(
             with batched_lines():
                 write = line_writer(log, logging.INFO) if fast else None
                 assert (write is not None) is fast
-                log_outcome(log, "worker-1@host:42", CLAIM, outcome, 4, note="retry",
+                log_outcome(log, "worker-1@host:42", CLAIM, outcome, -4, note=note,
                             write=write)
             written.append(capsys.readouterr().err)
     assert written[0] and written[0].endswith("\n")

@@ -8,7 +8,8 @@ import pytest
 import redis
 
 from cronsvc.fires import fire_id, host_fire
-from cronsvc.ran import PERIOD_MS, REACH_MS, decode, period_of, ran_entry
+from cronsvc.keys import Keys
+from cronsvc.ran import PERIOD_MS, REACH_MS, RanEntries, decode, period_of, ran_entry
 from cronsvc.store.scripts import Scripts
 from tests.store.test_scripts import D1, MIN, SPEC, K, line
 
@@ -68,6 +69,21 @@ def test_a_schedule_fire_is_recorded_under_its_schedule(s: Scripts, r: redis.Red
     assert ran(redis_url, "!s-1", T0) == {T0 + MIN}
     assert ran(redis_url, "a", T0) == set()
     assert ran_entry(K, host_fire(fire_id("a", T0), "h1")) is None  # one host's run
+
+
+@pytest.mark.parametrize("keys", [K, Keys(prefix="p:", shard=3)])
+def test_the_entries_of_an_ack_s_fires_are_each_fire_s_own(keys: Keys) -> None:
+    entries = RanEntries(keys)
+    fires = [(fire_id(job, due), job) for job in ("a", "ab", "a.b-c")
+             for due in (T0, T0 + MIN, T0 + PERIOD_MS, 0, PERIOD_MS - 1)]
+    fires += [
+        (fire_id("a", T0, schedule="s-1"), "a"), (fire_id("a", T0, "tq"), "a"),
+        (host_fire(fire_id("a", T0), "h1"), "a"), (host_fire(fire_id("a", T0, schedule="s"), "h"),
+                                                   "a"),
+        (fire_id("ab", T0), "a"), (fire_id("a", T0), "ab"), (fire_id("a", T0), "other"),
+    ]
+    for fid, job in fires * 2:  # the second time, from what it remembers
+        assert entries.entry(fid, job) == ran_entry(keys, fid), fid
 
 
 def test_backfill_queues_only_the_fires_that_did_not_run(s: Scripts, r: redis.Redis) -> None:

@@ -11,8 +11,10 @@ import redis
 from cronsvc import history
 from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownJob
 from cronsvc.fires import fire_id, new_tag, parse_fire
+from cronsvc.history import record
 from cronsvc.keys import ATTEMPTS_PIN, Keys
-from cronsvc.store.scripts import Claim, Scripts, load_sources
+from cronsvc.store.replies import record_json
+from cronsvc.store.scripts import Claim, Scripts, ack_call, load_sources
 
 T0 = 1_763_830_000_000
 MIN = 60_000
@@ -368,6 +370,21 @@ def test_an_ack_batch_keeps_each_fires_output_and_chain_as_its_own(s: Scripts,
     assert [(e["event"], e["fire"], e["next"]) for e in chains] == [
         ("chain", claims[1].fire_id, "next")]
     assert r.llen(K.history("a")) == 4 and r.zcard(K.working) == 0
+
+
+def test_an_ack_of_records_as_text_is_the_ack_of_the_records() -> None:
+    records = [record(fire_id("a", T0 + n * MIN), "ok", started=T0 + n, duration_ms=n,
+                      attempt=1, worker="w") for n in range(4)]
+    items = [(r["fire"], 1, "a", r, "next" if n == 1 else "", f"out {n}" if n != 2 else "")
+             for n, r in enumerate(records)]
+    texts = [(fid, token, job, record_json(r), then, output, r["started"])
+             for fid, token, job, r, then, output in items]
+    assert ack_call(K, texts, 100, 5) == ack_call(K, items, 100, 5)
+    # without its start, a record given as text keeps no output
+    bare = [(fid, token, job, record_json(r), then, output)
+            for fid, token, job, r, then, output in items]
+    assert ack_call(K, bare, 100, 5) == ack_call(
+        K, [(fid, t, job, record_json(r), then, "") for fid, t, job, r, then, _ in items], 100, 5)
 
 
 def test_fail_retries_with_backoff_then_dead_letters(s: Scripts, r: redis.Redis) -> None:

@@ -1,0 +1,35 @@
+"""What a run leaves behind (cronsvc.worker.records): the history record's JSON as the
+results thread writes it, without the record, is the record's own JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cronsvc.history import Cancel
+from cronsvc.run.outcome import Outcome
+from cronsvc.store.replies import record_json
+from cronsvc.store.scripts import Claim
+from cronsvc.worker.records import history_json, history_record
+
+CLAIM = Claim(fire_id="backup@1700000000000", job="backup", token=2, due_ms=1_700_000_000_000)
+
+
+@pytest.mark.parametrize(("claim", "outcome", "status"), [
+    (CLAIM, Outcome("ok", 1_700_000_000_004, 12), "ok"),
+    (CLAIM, Outcome("ok", 1_700_000_000_004, 0, exit_code=0, output="done\n"), "ok"),
+    (CLAIM, Outcome("cancelled", 1_700_000_000_004, 3, error="cancelled"), Cancel.REPLACED),
+    (CLAIM, Outcome("failed", 1_700_000_000_004, 7, exit_code=-9, output="é€😀\"\\\n" * 200,
+                    error='exit "3"\u2028'), "failed"),
+    (Claim("ünï@5!s-1", "ünï", 1, 5), Outcome("timeout", -4, 1, error="timed out"), "timeout"),
+    # values of other types than a run's: the record's way, the same bytes
+    (CLAIM, Outcome("ok", 1.5, 12), "ok"),  # type: ignore[arg-type]
+    (CLAIM, Outcome("ok", 1_700_000_000_004, True), "ok"),  # type: ignore[arg-type]
+    (Claim("a@1", "a", 1, 1), Outcome("ok", 1, 1, output=b"raw"), "ok"),  # type: ignore[arg-type]
+])
+def test_a_run_s_record_is_written_as_its_record_is(claim: Claim, outcome: Outcome,
+                                                     status: str) -> None:
+    expected = record_json(history_record(claim, outcome, "w-1@host:42", 3, status=status))
+    assert history_json(claim, outcome, "w-1@host:42", 3, status) == expected
+    assert json.loads(expected)["status"] == status
