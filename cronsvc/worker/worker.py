@@ -378,8 +378,11 @@ class Worker:
                     self._awaiting_n += 1
                 else:
                     self._busy_n += 1
-        # Handed to the slots in one go: one lock and at most one thread called for them.
-        self._pool.submit_many(self._run, [(run,) for run in runs if not run.on_loop])
+        # Handed to the slots in one go: one lock and at most one thread called for them
+        # (which calls the next); runs that start processes get a thread each, at once.
+        sync = [run for run in runs if not run.on_loop]
+        self._pool.submit_many(self._run, [(r,) for r in sync if not starts_processes(r.job)])
+        self._pool.submit_each(self._run, [(r,) for r in sync if starts_processes(r.job)])
         for run in runs:
             if run.on_loop:
                 self._launch(run)
