@@ -9,6 +9,9 @@ wait and no thread is on its way to take one, a thread is woken (or started) for
 But a thread is not woken per task: one that ends its task takes the next waiting one
 itself. A claim of 50 no-op calls is then run by one or two threads in turn, not handed
 to 50 threads, each woken through the kernel and each waiting its turn for the GIL.
+Commands are the exception (:meth:`Slots.submit_each`): a command's start waits on the
+system (a fork and exec, the GIL held), and woken one after the other, the tenth command
+of a claim would wait for nine wake-ups in a row, each behind a start.
 """
 
 from __future__ import annotations
@@ -52,6 +55,27 @@ class Slots:
             new = self._call_one()
         if new is not None:
             self._start(new)
+
+    def submit_each(self, fn: Callable[..., Any], each: list[tuple[Any, ...]]) -> None:
+        """``fn(*args)`` for each of ``each``, in order, with a thread called for each task
+        at once (as far as there are threads), not one after the other: for tasks that
+        spend their start waiting on the system (a command's start) rather than running
+        Python, so that no task waits for the one before it to be under way."""
+        if not each:
+            return
+        new = []
+        with self._lock:
+            self._tasks.extend([(fn, args) for args in each])
+            for _ in each:
+                if self._idle:
+                    self._coming += 1
+                    self._idle.pop().release()
+                elif self._started < self._size:
+                    self._coming += 1
+                    self._started += 1
+                    new.append(self._started - 1)
+        for number in new:
+            self._start(number)
 
     def _call_one(self) -> int | None:
         """Holding the lock, with tasks waiting: make sure a thread comes for them. The

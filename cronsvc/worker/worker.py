@@ -58,6 +58,7 @@ from cronsvc.worker.leases import Leases
 from cronsvc.worker.live import LiveOutput
 from cronsvc.worker.results import Results
 from cronsvc.worker.running import Running, by_shard
+from cronsvc.worker.server_time import ServerTime
 from cronsvc.worker.slots import Slots
 
 log = logging.getLogger("cronsvc.worker")
@@ -152,6 +153,7 @@ class Worker:
         # when the OTEL_* variables ask for them.
         self.hooks = Hooks([Pinger(), *traces(self.worker_id, self.server_now)])
         self.offset_ms = 0  # server clock minus local clock, from the last claim
+        self._server_time = ServerTime()  # when the claim loop wakes, to a fraction of a ms
         # The last claim took all it asked for: more fires may be due now (results wait).
         self.claiming = False
         self._held_at = -HELD_RENEW_EVERY  # monotonic time the held definitions were written
@@ -244,6 +246,7 @@ class Worker:
             if monotonic() - self._held_at >= HELD_RENEW_EVERY:
                 self.write_held()
             try:
+                self._server_time.read(self.client)
                 wait = self.claim_once()
                 outage = 0.0
             except REDIS_ERRORS as exc:
@@ -329,9 +332,9 @@ class Worker:
                 log.warning("set aside %s (`cronsvc malformed` lists it)",
                             named(key, member, "not a fire id"))
             if res.next_ms >= 0:
-                # now_ms was read on the server between t0 and t1, as the offset above
-                # takes it: timed from t1, every sleep ended half a round trip late.
-                at = (t0 + t1) / 2 + (res.next_ms - res.now_ms) / 1000
+                # now_ms was read on the server between t0 and t1 (timed from t1, every
+                # sleep ended half a round trip late), in whole ms: see ServerTime.
+                at = self._server_time.wake_at(res.next_ms, res.now_ms, t0, t1)
                 wake_at = at if wake_at is None else min(wake_at, at)
         if failed:
             log.warning("%d of %d shard(s) cannot be claimed from: %s", len(failed), n, failed[0])
@@ -378,8 +381,11 @@ class Worker:
                     self._awaiting_n += 1
                 else:
                     self._busy_n += 1
-        # Handed to the slots in one go: one lock and at most one thread called for them.
-        self._pool.submit_many(self._run, [(run,) for run in runs if not run.on_loop])
+        # Handed to the slots in one go: one lock and at most one thread called for them
+        # (which calls the next); runs that start processes get a thread each, at once.
+        sync = [run for run in runs if not run.on_loop]
+        self._pool.submit_many(self._run, [(r,) for r in sync if not starts_processes(r.job)])
+        self._pool.submit_each(self._run, [(r,) for r in sync if starts_processes(r.job)])
         for run in runs:
             if run.on_loop:
                 self._launch(run)

@@ -97,3 +97,18 @@ def test_close_ends_the_threads_once_the_tasks_queued_are_done() -> None:
     slots.close()
     release.set()
     wait_for(lambda: threads("closing-") == 0, timeout=10, message="the threads ended")
+
+
+def test_submit_each_calls_a_thread_for_each_task_at_once() -> None:
+    started = threading.Semaphore(0)
+    with slots_of(4, "e") as (slots, release):
+        idle_threads(slots, 4)
+        # Five tasks, four threads: each idle thread is woken by the submitter itself, not
+        # by the thread before it once that one has taken its task.
+        slots.submit_each(held, [(started, release)] * 5)
+        assert not slots._idle
+        for _ in range(4):
+            assert started.acquire(timeout=10)
+        assert threads("e-") == 4  # the fifth waits for a free thread
+        release.set()
+        assert started.acquire(timeout=10)
