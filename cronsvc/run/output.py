@@ -72,6 +72,8 @@ class Kept:
     def text(self) -> str:
         """The output kept, decoded; a gap line where bytes were left out."""
         with self._lock:
+            if not self._total:  # most runs print nothing: no copies to make
+                return ""
             head, tail = bytes(self._head), bytes(self._tail[-self._tail_cap:] if
                                                   self._tail_cap else b"")
             gap = self._total - len(head) - len(tail)
