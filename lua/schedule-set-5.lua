@@ -10,20 +10,26 @@
 -- KEYS[4] queue            zset fire -> due time, ms
 -- KEYS[5] events           list of JSON decisions, newest first, capped at 10000
 -- ARGV[1] now_ms, or '' for the server clock
--- ARGV[2] n: schedules in this call, each id once
--- ARGV[3..] per schedule: its id; the rev read ('0': it did not exist; '?': not read, which
---         creates it if it does not exist, finds it unchanged if it holds this definition,
---         and asks for a read (retry) otherwise); the mark read ('' for none); the new
---         definition, the stored line after actor (job|policy|...); actor; the new mark
---         (every fire of the new definition at or before it is queued here); u and d; then
---         u fire ids of the old definition to unqueue, and d due times (ms) of the new
---         fires to queue
+-- ARGV[2] the actor of the new ones below
+-- ARGV[3] g: groups of new ones (schedules not read first, most of a bulk load, with no
+--         fire to queue now), each: a job, n, then n times the id, the new definition of
+--         that job (the stored line after actor: job|policy|...) and the new mark. One
+--         that is not there is created; one there with this definition is unchanged;
+--         another is left as it is (retry: read it first). A mark of no schedule is
+--         overwritten, as a read would (it reads nothing to unqueue).
+-- then m: the other schedules of this call, each id once (in all of the call), each: its
+--         id; the rev read ('0': it did not exist; '?': not read, as a new one above
+--         but a mark of no schedule asks for a read); the mark read ('' for none); the new
+--         definition; actor; the new mark (every fire of the new definition at or before
+--         it is queued here); u and d; then u fire ids of the old definition to unqueue,
+--         and d due times (ms) of the new fires to queue
 -- Like a published job's new digest, a new definition queues fires after now only: a new
 -- fire due by now is left out, since the clock the caller planned from was read before this
 -- call, and a fire of that id may have started (or ended) under the old definition already.
 -- Events: one per changed schedule; the created ones of a call in one event (a bulk load
 -- would push every other decision out of the capped list otherwise).
--- Returns per schedule {'created' | 'changed' | 'unchanged', rev}, or {'retry', rev} when
+-- Returns the letters of the new ones, in order (n created, u unchanged, r retry), then
+-- per other schedule {'created' | 'changed' | 'unchanged', rev}, or {'retry', rev} when
 -- the rev or the mark moved since they were read; flat.
 -- @include now.lua
 -- @include events.lua
@@ -38,31 +44,81 @@ local function read_all(cmd, key, names)  -- one reply per name, in slices unpac
   end
   return out
 end
-local starts, sids = {}, {}
-local i = 3
-for k = 1, tonumber(ARGV[2]) do
-  starts[k], sids[k] = i, ARGV[i]
+local new_actor = ARGV[2]
+local sids, n_new = {}, 0
+local i = 4
+for _ = 1, tonumber(ARGV[3]) do  -- the ids of the new ones
+  local n = tonumber(ARGV[i + 1])
+  i = i + 2
+  for f = i, i + 3 * n - 1, 3 do
+    n_new = n_new + 1
+    sids[n_new] = ARGV[f]
+  end
+  i = i + 3 * n
+end
+local others_at = i
+local starts, other_sids = {}, {}
+i = i + 1
+for k = 1, tonumber(ARGV[others_at]) do
+  starts[k], other_sids[k] = i, ARGV[i]
+  sids[n_new + k] = ARGV[i]
   i = i + 8 + tonumber(ARGV[i + 6]) + tonumber(ARGV[i + 7])
 end
 local lines = #sids > 0 and read_all('HMGET', KEYS[1], sids) or {}
-local marks_read = #sids > 0 and read_all('ZMSCORE', KEYS[2], sids) or {}
+local marks_read = #other_sids > 0 and read_all('ZMSCORE', KEYS[2], other_sids) or {}
 local out, sets, unqueue, queue, marks, counts, events = {}, {}, {}, {}, {}, {}, {}
 local first_created, last_created, created_by  -- the created of this call: their ids
 local n_sets, n_unqueue, n_queue, n_created = 0, 0, 0, 0  -- # is a search in Lua 5.1
-for k, sid in ipairs(sids) do
+-- the new ones
+local letters = {}
+if n_new > 0 then
+  local head = schedule_line(1, now, now, new_actor, '')  -- every created line starts so
+  local r = 0
+  i = 4
+  for _ = 1, tonumber(ARGV[3]) do
+    local job, n, made = ARGV[i], tonumber(ARGV[i + 1]), 0
+    i = i + 2
+    for f = i, i + 3 * n - 1, 3 do
+      r = r + 1
+      local line = lines[r]
+      if not line then
+        local sid = ARGV[f]
+        n_sets = n_sets + 2
+        sets[n_sets - 1], sets[n_sets] = sid, head .. ARGV[f + 1]
+        marks[n_sets - 1], marks[n_sets] = ARGV[f + 2], sid
+        made = made + 1
+        first_created, last_created = first_created or sid, sid
+        letters[r] = 'n'
+      elseif schedule_content(line) == ARGV[f + 1] then
+        letters[r] = 'u'
+      else
+        letters[r] = 'r'
+      end
+    end
+    i = i + 3 * n
+    if made > 0 then
+      counts[job] = (counts[job] or 0) + made
+      n_created = n_created + made
+      created_by = created_by or new_actor
+    end
+  end
+end
+out[1] = table.concat(letters)
+-- the others
+for k, sid in ipairs(other_sids) do
   local at = starts[k]
   local read_rev, read_mark, content, actor = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3],
     ARGV[at + 4]
-  local line, mark = lines[k], marks_read[k] or ''
+  local line, mark = lines[n_new + k], marks_read[k] or ''
   local rev = line and schedule_rev(line) or '0'
   if read_rev == '?' then  -- as read now if that changes nothing, else as not there
     if line and schedule_content(line) == content then read_rev, read_mark = rev, mark
     else read_rev, read_mark = '0', '' end
   end
   if rev ~= read_rev or (mark ~= read_mark and tonumber(mark) ~= tonumber(read_mark)) then
-    out[2 * k - 1], out[2 * k] = 'retry', tonumber(rev)
+    out[2 * k], out[2 * k + 1] = 'retry', tonumber(rev)
   elseif line and schedule_content(line) == content then
-    out[2 * k - 1], out[2 * k] = 'unchanged', tonumber(rev)
+    out[2 * k], out[2 * k + 1] = 'unchanged', tonumber(rev)
   else
     local new_rev = tonumber(rev) + 1
     local job = string.match(content, '^([^|]*)|')
@@ -95,7 +151,7 @@ for k, sid in ipairs(sids) do
       first_created, last_created = first_created or sid, sid
       created_by = created_by or actor
     end
-    out[2 * k - 1], out[2 * k] = line and 'changed' or 'created', new_rev
+    out[2 * k], out[2 * k + 1] = line and 'changed' or 'created', new_rev
   end
 end
 bulk('HSET', KEYS[1], sets, 2)

@@ -35,7 +35,7 @@ from cronsvc.schedule.runtime import (
 )
 from cronsvc.schedule.upserts import FirstFires, Row, Rows, Whens, row_of
 from cronsvc.store.replies import json_object, text
-from cronsvc.store.scripts import UNREAD, Scripts, SetRow
+from cronsvc.store.scripts import NEW_OUTCOMES, UNREAD, NewRows, Scripts, SetRow
 
 #: How far ahead an upsert queues the first fires itself while no planner is live, and
 #: at most (with planners, up to their next look: the planners take it from there).
@@ -281,12 +281,18 @@ class ScheduleOps:
                     return None
                 if attempt == 0 and expect_rev is None:  # mostly new: the next goes unread
                     self.unread_first = 2 * new > len(pending)
-            sent: list[tuple[list[Row], bool]] = []
+            sent: list[tuple[list[Row], list[Row], bool]] = []
             replies = self.scripts.schedule_set_stream(
                 keys, self._set_calls(keys, todo, now, until, sent))
             retry = []
-            wake = wake or any(soon for _, soon in sent)
-            for (rows_sent, _), reply in zip(sent, replies, strict=True):
+            for (new_sent, rows_sent, soon), (letters, reply) in zip(sent, replies,
+                                                                      strict=True):
+                wake = wake or soon
+                for row, letter in zip(new_sent, letters, strict=True):
+                    if letter == "r":
+                        retry.append(row)
+                    else:
+                        outcomes[row.id] = NEW_OUTCOMES[letter]  # type: ignore[assignment]
                 for row, (outcome, _) in zip(rows_sent, reply, strict=True):
                     if outcome == "retry":
                         retry.append(row)
@@ -336,24 +342,41 @@ class ScheduleOps:
 
     def _set_calls(self, keys: Keys,
                    todo: Mapping[str, list[tuple[Row, int | str, float | None, Sequence[str]]]],
-                   now: int, until: int, sent: list[tuple[list[Row], bool]]
-                   ) -> Iterator[tuple[Keys, list[SetRow]]]:
+                   now: int, until: int, sent: list[tuple[list[Row], list[Row], bool]]
+                   ) -> Iterator[tuple[Keys, str, NewRows, list[SetRow]]]:
         """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,
         fires to unqueue; the fires after ``now`` up to ``until`` queued), each made while
-        the one before runs; ``sent`` gets each call's rows, and whether one of them fires
-        soon."""
+        the one before runs; ``sent`` gets each call's new rows and other rows in the order
+        the reply gives them, and whether one of them fires soon. A row sent unread with
+        nothing to queue yet, of the first row's actor, goes as a new one (a bulk load's
+        rows: three arguments each)."""
         plan = self.first_fires.plan
         for pool, rows in todo.items():
             for i in range(0, len(rows), PER_CALL):
                 part: list[SetRow] = []
+                others: list[Row] = []
+                new: dict[str, list[str | int]] = {}
+                new_rows: dict[str, list[Row]] = {}
                 soon = False
-                for row, rev, mark, unqueue in rows[i:i + PER_CALL]:
+                chunk = rows[i:i + PER_CALL]
+                actor = chunk[0][0].actor
+                for row, rev, mark, unqueue in chunk:
                     dues, new_mark = plan(row, now, until)
+                    if not dues and rev is UNREAD and row.actor == actor:
+                        flat = new.get(row.job)
+                        if flat is None:
+                            flat = new[row.job] = []
+                            new_rows[row.job] = []
+                        flat += (row.id, row.content, new_mark)
+                        new_rows[row.job].append(row)
+                        continue
                     soon = soon or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
                     part.append((row.id, rev, mark, row.content, row.actor, new_mark, unqueue,
                                  dues))
-                sent.append(([row for row, _, _, _ in rows[i:i + PER_CALL]], soon))
-                yield keys.with_pool(pool), part
+                    others.append(row)
+                sent.append(([row for group in new_rows.values() for row in group], others,
+                             soon))
+                yield keys.with_pool(pool), actor, new, part
 
     def _read(self, keys: Keys, ids: Sequence[str], pools: set[str]
               ) -> tuple[list[str | None], list[float | None], dict[str, float]]:
