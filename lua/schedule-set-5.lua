@@ -28,8 +28,8 @@
 -- call, and a fire of that id may have started (or ended) under the old definition already.
 -- Events: one per changed schedule; the created ones of a call in one event (a bulk load
 -- would push every other decision out of the capped list otherwise).
--- Returns the letters of the new ones, in order (n created, u unchanged, r retry), then
--- per other schedule {'created' | 'changed' | 'unchanged', rev}, or {'retry', rev} when
+-- Returns the letters of the new ones, in order (n created, u unchanged, r retry), now
+-- (ms: when the changes took effect), then per other schedule {'created' | 'changed' | 'unchanged', rev}, or {'retry', rev} when
 -- the rev or the mark moved since they were read; flat.
 -- @include now.lua
 -- @include events.lua
@@ -103,7 +103,7 @@ if n_new > 0 then
     end
   end
 end
-out[1] = table.concat(letters)
+out[1], out[2] = table.concat(letters), now
 -- the others
 for k, sid in ipairs(other_sids) do
   local at = starts[k]
@@ -116,9 +116,9 @@ for k, sid in ipairs(other_sids) do
     else read_rev, read_mark = '0', '' end
   end
   if rev ~= read_rev or (mark ~= read_mark and tonumber(mark) ~= tonumber(read_mark)) then
-    out[2 * k], out[2 * k + 1] = 'retry', tonumber(rev)
+    out[2 * k + 1], out[2 * k + 2] = 'retry', tonumber(rev)
   elseif line and schedule_content(line) == content then
-    out[2 * k], out[2 * k + 1] = 'unchanged', tonumber(rev)
+    out[2 * k + 1], out[2 * k + 2] = 'unchanged', tonumber(rev)
   else
     local new_rev = tonumber(rev) + 1
     local job = string.match(content, '^([^|]*)|')
@@ -151,7 +151,7 @@ for k, sid in ipairs(other_sids) do
       first_created, last_created = first_created or sid, sid
       created_by = created_by or actor
     end
-    out[2 * k], out[2 * k + 1] = line and 'changed' or 'created', new_rev
+    out[2 * k + 1], out[2 * k + 2] = line and 'changed' or 'created', new_rev
   end
 end
 bulk('HSET', KEYS[1], sets, 2)

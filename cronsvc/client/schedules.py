@@ -20,6 +20,7 @@ from typing import Any, Protocol, cast
 
 import redis
 
+from cronsvc.client.core import pool_of_line
 from cronsvc.errors import BadSchedule, CronsvcError, UnknownSchedule, Unreadable, did_you_mean
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
@@ -78,7 +79,7 @@ class ScheduleContext(Protocol):
     def all_shards(self) -> list[Keys]: ...
     def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]: ...
     def audited(self, action: str, target: str, note: str | None = None, *,
-                by: str | None = None, **detail: Any) -> None: ...
+                by: str | None = None, at_ms: int | None = None, **detail: Any) -> None: ...
 
 
 class ScheduleOps:
@@ -108,11 +109,12 @@ class ScheduleOps:
     def upsert_schedules(self, items: Iterable[Mapping[str, Any]]) -> list[Outcome]:
         """:meth:`upsert_schedule` for many at once, in a few round trips per shard: the
         outcome of each, in order. Every item is checked before anything changes."""
-        now = self.core.server_ms()
-        jobs = set(self.core.published_jobs())
+        items = list(items)
+        named = {job for item in items if isinstance(job := item.get("job"), str)}
+        now, jobs, until, pools = self._context(named)
         made = Rows(jobs, self.core.actor, lambda item: self._build(item, now, jobs),
                     self.whens)
-        rows = [made.row(item) for item in items]
+        rows = made.rows(items)
         if len({row.id for row in rows}) < len(rows):
             seen: set[str] = set()
             for row in rows:
@@ -123,8 +125,9 @@ class ScheduleOps:
         if self.core.shards > 1:
             self._check_mirrored(groups)
         outcomes: dict[str, Outcome] = {}
+        at = [now]  # when the last change took effect
         for keys, group in groups.items():
-            done = self._set_all(keys, group, now)
+            done = self._set_all(keys, group, now, until, pools[keys.shard], at=at)
             assert done is not None  # only an expected rev can fail to hold
             outcomes.update(done)
         counted = Counter(outcomes.values())
@@ -133,9 +136,33 @@ class ScheduleOps:
             target = rows[0].id if len(rows) == 1 else f"{len(rows)} schedules"
             by = {row.actor for row in rows}  # the actor the call named, as the records say
             self.core.audited("schedule-set", target, None, job=rows[0].job if len(rows) == 1
-                              else None, by=by.pop() if len(by) == 1 else None,
+                              else None, by=by.pop() if len(by) == 1 else None, at_ms=at[0],
                               **{k: v for k, v in changed.items() if v})
         return [outcomes[row.id] for row in rows]
+
+    def _context(self, named: set[str]
+                 ) -> tuple[int, set[str], int, dict[int | None, dict[str, str]]]:
+        """What a batch upsert reads first, in one round trip: the server clock, the
+        published jobs, up to when the first fires are queued (:meth:`reach_ms`), and per
+        shard the pool of each job ``named``."""
+        shards = self.core.all_shards()
+        names = sorted(named)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.time()
+        pipe.zrange(shards[0].planners, 0, -1, withscores=True)  # presence: the first shard
+        pipe.hgetall(shards[0].planner_info)
+        for keys in shards:
+            pipe.hkeys(keys.jobs)
+            if names:
+                pipe.hmget(keys.job_lines, names)
+        (sec, usec), seen, infos, *per_shard = pipe.execute()
+        now = int(sec) * 1000 + int(usec) // 1000
+        step = 2 if names else 1
+        jobs = {text(job) for part in per_shard[::step] for job in part}
+        pools = {keys.shard: {name: pool_of_line(line) for name, line in zip(
+            names, per_shard[i * step + 1] if names else (), strict=True)}
+            for i, keys in enumerate(shards)}
+        return now, jobs, self._reach(now, seen, infos), pools
 
     def delete_schedule(self, id: str) -> bool:
         """Delete the schedule and unqueue its fires that have not started (those in
@@ -254,19 +281,29 @@ class ScheduleOps:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrange(keys.planners, 0, -1, withscores=True)
         pipe.hgetall(keys.planner_info)
-        seen, infos = pipe.execute()
+        return self._reach(now, *pipe.execute())
+
+    @staticmethod
+    def _reach(now: int, seen: Sequence[tuple[Any, float]], infos: Mapping[Any, Any]) -> int:
+        """:meth:`reach_ms` of the planners ``seen`` (id, at) and their ``infos``."""
         within = planners_look_within_ms(now, [
             (int(at), planner_tick_s(json_object(infos.get(pid)))) for pid, at in seen])
         return now + (HORIZON_MS if within is None else min(within, HORIZON_MS))
 
-    def _set_all(self, keys: Keys, group: Sequence[Row], now: int,
-                 expect_rev: int | None = None) -> dict[str, Outcome] | None:
-        """Set every schedule of one shard; None if ``expect_rev`` no longer holds."""
+    def _set_all(self, keys: Keys, group: Sequence[Row], now: int, until: int | None = None,
+                 pools: Mapping[str, str] | None = None, expect_rev: int | None = None,
+                 at: list[int] | None = None) -> dict[str, Outcome] | None:
+        """Set every schedule of one shard, queueing first fires up to ``until`` (read
+        here if not given) in the queues of their jobs' ``pools`` (likewise); None if
+        ``expect_rev`` no longer holds. ``at[0]`` becomes the script's clock when a
+        change took effect."""
         outcomes: dict[str, Outcome] = {}
-        until = self.reach_ms(now)
+        if until is None:
+            until = self.reach_ms(now)
         pending = list(group)
         wake = False
-        pools = self.core.pools_of(keys, {row.job for row in group})  # whose queue takes them
+        if pools is None:  # whose queue takes them
+            pools = self.core.pools_of(keys, {row.job for row in group})
         unread = expect_rev is None and self.unread_first
         for attempt in range(ATTEMPTS):
             if not pending:
@@ -285,9 +322,11 @@ class ScheduleOps:
             replies = self.scripts.schedule_set_stream(
                 keys, self._set_calls(keys, todo, now, until, sent))
             retry = []
-            for (new_sent, rows_sent, soon), (letters, reply) in zip(sent, replies,
-                                                                      strict=True):
+            for (new_sent, rows_sent, soon), (letters, then, reply) in zip(sent, replies,
+                                                                            strict=True):
                 wake = wake or soon
+                if at is not None and then > at[0]:
+                    at[0] = then
                 for row, letter in zip(new_sent, letters, strict=True):
                     if letter == "r":
                         retry.append(row)

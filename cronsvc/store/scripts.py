@@ -99,10 +99,10 @@ def schedule_outcome(res: Any) -> tuple[str, int]:
 
 
 def schedule_outcomes(res: Any) -> list[tuple[str, int]]:
-    """The reply of schedule-set past its first (the letters of the new ones):
-    ``(created | changed | unchanged | retry, rev)`` per other schedule, in the order
-    given."""
-    return [(text(res[i]), int(res[i + 1])) for i in range(1, len(res), 2)]
+    """The reply of schedule-set past its first two (the letters of the new ones, and the
+    script's now): ``(created | changed | unchanged | retry, rev)`` per other schedule, in
+    the order given."""
+    return [(text(res[i]), int(res[i + 1])) for i in range(2, len(res), 2)]
 
 
 #: What a letter of schedule-set's reply says of a new schedule sent unread.
@@ -515,16 +515,16 @@ class Scripts:
 
     def schedule_set_stream(
         self, shard: Keys, batches: Iterable[tuple[Keys, str, NewRows, Sequence[SetRow]]]
-    ) -> list[tuple[str, list[tuple[str, int]]]]:
+    ) -> list[tuple[str, int, list[tuple[str, int]]]]:
         """:meth:`schedule_set_many` of each (keys of a pool of ``shard``, actor, new ones,
         rows) batch, each sent as soon as ``batches`` makes it (:meth:`streamed`): per
         batch the outcome letters of the new ones (:data:`NEW_OUTCOMES`), in the order
-        given, and ``(outcome, rev)`` of each row. A new one is created with ``actor``
-        where there is none, found unchanged where it is there with that content, and
-        left to read first (``r``) otherwise."""
+        given, the script's clock (ms) and ``(outcome, rev)`` of each row. A new one is
+        created with ``actor`` where there is none, found unchanged where it is there with
+        that content, and left to read first (``r``) otherwise."""
         calls = ((_set_keys(keys), _set_args(rows, None, actor, new))
                  for keys, actor, new, rows in batches)
-        return [(text(res[0]), schedule_outcomes(res))
+        return [(text(res[0]), int(res[1]), schedule_outcomes(res))
                 for res in self.streamed("schedule-set", shard, calls)]
 
     def schedule_delete(self, keys: Keys, sid: str, rev: int, mark: float | None,
