@@ -10,13 +10,12 @@
 -- KEYS[4] queue            zset fire -> due time, ms
 -- KEYS[5] events           list of JSON decisions, newest first, capped at 10000
 -- ARGV[1] now_ms, or '' for the server clock
--- ARGV[2] the actor of the new ones below
--- ARGV[3] g: groups of new ones (schedules not read first, most of a bulk load, with no
---         fire to queue now), each: a job, n, then n times the id, the new definition of
---         that job (the stored line after actor: job|policy|...) and the new mark. One
---         that is not there is created; one there with this definition is unchanged;
---         another is left as it is (retry: read it first). A mark of no schedule is
---         overwritten, as a read would (it reads nothing to unqueue).
+-- ARGV[2] g: groups of new ones (schedules not read first, most of a bulk load, with no
+--         fire to queue now), each: a job, n, then n times an id and its line to store
+--         (rev 1, written by the caller), then n times its new mark and the id again (as
+--         HSET and ZADD take them). One that is not there is created; one there with this
+--         definition is unchanged; another is left as it is (retry: read it first). A
+--         mark of no schedule is overwritten, as a read would (it reads nothing to unqueue).
 -- then m: the other schedules of this call, each id once (in all of the call), each: its
 --         id; the rev read ('0': it did not exist; '?': not read, as a new one above
 --         but a mark of no schedule asks for a read); the mark read ('' for none); the new
@@ -44,17 +43,15 @@ local function read_all(cmd, key, names)  -- one reply per name, in slices unpac
   end
   return out
 end
-local new_actor = ARGV[2]
 local sids, n_new = {}, 0
-local i = 4
-for _ = 1, tonumber(ARGV[3]) do  -- the ids of the new ones
+local i = 3
+for _ = 1, tonumber(ARGV[2]) do  -- the ids of the new ones
   local n = tonumber(ARGV[i + 1])
-  i = i + 2
-  for f = i, i + 3 * n - 1, 3 do
+  for f = i + 2, i + 2 * n, 2 do
     n_new = n_new + 1
     sids[n_new] = ARGV[f]
   end
-  i = i + 3 * n
+  i = i + 2 + 4 * n
 end
 local others_at = i
 local starts, other_sids = {}, {}
@@ -69,38 +66,47 @@ local marks_read = #other_sids > 0 and read_all('ZMSCORE', KEYS[2], other_sids) 
 local out, sets, unqueue, queue, marks, counts, events = {}, {}, {}, {}, {}, {}, {}
 local first_created, last_created, created_by  -- the created of this call: their ids
 local n_sets, n_unqueue, n_queue, n_created = 0, 0, 0, 0  -- # is a search in Lua 5.1
--- the new ones
-local letters = {}
-if n_new > 0 then
-  local head = schedule_line(1, now, now, new_actor, '')  -- every created line starts so
-  local r = 0
-  i = 4
-  for _ = 1, tonumber(ARGV[3]) do
-    local job, n, made = ARGV[i], tonumber(ARGV[i + 1]), 0
-    i = i + 2
-    for f = i, i + 3 * n - 1, 3 do
-      r = r + 1
-      local line = lines[r]
+-- the new ones: a group none of which is there is written as sent
+local letters, r = {}, 0
+i = 3
+for _ = 1, tonumber(ARGV[2]) do
+  local job, n = ARGV[i], tonumber(ARGV[i + 1])
+  local pairs_at, marks_at, made = i + 2, i + 2 + 2 * n, 0
+  local there = false
+  for k = r + 1, r + n do
+    if lines[k] then there = true break end
+  end
+  if not there then
+    bulk('HSET', KEYS[1], ARGV, 2, nil, pairs_at, marks_at - 1)
+    bulk('ZADD', KEYS[2], ARGV, 2, nil, marks_at, marks_at + 2 * n - 1)
+    letters[#letters + 1] = string.rep('n', n)
+    made = n
+    first_created = first_created or ARGV[pairs_at]
+    last_created = ARGV[marks_at - 2]
+  else
+    for k = 0, n - 1 do
+      local line, sent = lines[r + k + 1], ARGV[pairs_at + 2 * k + 1]
       if not line then
-        local sid = ARGV[f]
+        local sid = ARGV[pairs_at + 2 * k]
         n_sets = n_sets + 2
-        sets[n_sets - 1], sets[n_sets] = sid, head .. ARGV[f + 1]
-        marks[n_sets - 1], marks[n_sets] = ARGV[f + 2], sid
+        sets[n_sets - 1], sets[n_sets] = sid, sent
+        marks[n_sets - 1], marks[n_sets] = ARGV[marks_at + 2 * k], sid
         made = made + 1
         first_created, last_created = first_created or sid, sid
-        letters[r] = 'n'
-      elseif schedule_content(line) == ARGV[f + 1] then
-        letters[r] = 'u'
+        letters[#letters + 1] = 'n'
+      elseif schedule_content(line) == schedule_content(sent) then
+        letters[#letters + 1] = 'u'
       else
-        letters[r] = 'r'
+        letters[#letters + 1] = 'r'
       end
     end
-    i = i + 3 * n
-    if made > 0 then
-      counts[job] = (counts[job] or 0) + made
-      n_created = n_created + made
-      created_by = created_by or new_actor
-    end
+  end
+  r = r + n
+  i = marks_at + 2 * n
+  if made > 0 then
+    counts[job] = (counts[job] or 0) + made
+    n_created = n_created + made
+    created_by = created_by or string.match(ARGV[pairs_at + 1], '^%d+|[%w]*%.[%w]*|([^|]*)|')
   end
 end
 out[1], out[2] = table.concat(letters), now

@@ -31,6 +31,7 @@ from cronsvc.schedule.runtime import (
     Outcome,
     RuntimeSchedule,
     build,
+    line_head,
     parse_stored,
     with_paused,
 )
@@ -42,7 +43,7 @@ from cronsvc.store.scripts import NEW_OUTCOMES, UNREAD, NewRows, Scripts, SetRow
 #: at most (with planners, up to their next look: the planners take it from there).
 HORIZON_MS = 2 * 3_600_000
 #: Schedules set per script call (several calls go in one pipeline), and read per command.
-PER_CALL = 250
+PER_CALL = 100
 PER_READ = 10_000
 #: Attempts of a compare-and-set that others keep moving before giving up.
 ATTEMPTS = 20
@@ -382,31 +383,34 @@ class ScheduleOps:
     def _set_calls(self, keys: Keys,
                    todo: Mapping[str, list[tuple[Row, int | str, float | None, Sequence[str]]]],
                    now: int, until: int, sent: list[tuple[list[Row], list[Row], bool]]
-                   ) -> Iterator[tuple[Keys, str, NewRows, list[SetRow]]]:
+                   ) -> Iterator[tuple[Keys, NewRows, list[SetRow]]]:
         """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,
         fires to unqueue; the fires after ``now`` up to ``until`` queued), each made while
         the one before runs; ``sent`` gets each call's new rows and other rows in the order
         the reply gives them, and whether one of them fires soon. A row sent unread with
-        nothing to queue yet, of the first row's actor, goes as a new one (a bulk load's
-        rows: three arguments each)."""
+        nothing to queue yet, of the first row's actor, goes as a new one: its line as
+        stored, written at ``now`` (a bulk load's rows, four arguments each)."""
         plan = self.first_fires.plan
+        heads: dict[str, str] = {}  # actor -> what a line created now by the actor starts with
         for pool, rows in todo.items():
             for i in range(0, len(rows), PER_CALL):
                 part: list[SetRow] = []
                 others: list[Row] = []
-                new: dict[str, list[str | int]] = {}
+                new: dict[str, tuple[list[str], list[str | int]]] = {}
                 new_rows: dict[str, list[Row]] = {}
                 soon = False
                 chunk = rows[i:i + PER_CALL]
                 actor = chunk[0][0].actor
+                head = heads.get(actor) or heads.setdefault(actor, line_head(1, now, now, actor))
                 for row, rev, mark, unqueue in chunk:
                     dues, new_mark = plan(row, now, until)
                     if not dues and rev is UNREAD and row.actor == actor:
-                        flat = new.get(row.job)
-                        if flat is None:
-                            flat = new[row.job] = []
+                        group = new.get(row.job)
+                        if group is None:
+                            group = new[row.job] = ([], [])
                             new_rows[row.job] = []
-                        flat += (row.id, row.content, new_mark)
+                        group[0].extend((row.id, head + row.content))
+                        group[1].extend((new_mark, row.id))
                         new_rows[row.job].append(row)
                         continue
                     soon = soon or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
@@ -415,7 +419,7 @@ class ScheduleOps:
                     others.append(row)
                 sent.append(([row for group in new_rows.values() for row in group], others,
                              soon))
-                yield keys.with_pool(pool), actor, new, part
+                yield keys.with_pool(pool), new, part
 
     def _read(self, keys: Keys, ids: Sequence[str], pools: set[str]
               ) -> tuple[list[str | None], list[float | None], dict[str, float]]:

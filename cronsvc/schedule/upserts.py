@@ -82,6 +82,7 @@ class Rows:
         add = out.append
         specs, jobs, default_actor, when_of = self.specs, self.jobs, self.default_actor, self._when
         plain, valid_id, new = _PLAIN.issuperset, SCHEDULE_ID.fullmatch, tuple.__new__
+        job: Any
         for item in items:
             if not plain(item):
                 add(row_of(self.slow(dict(item))))

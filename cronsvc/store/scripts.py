@@ -112,9 +112,9 @@ NEW_OUTCOMES = {"n": "created", "u": "unchanged", "r": "retry"}
 #: A schedule to set: id, rev read (:data:`UNREAD`: not read), mark read, content, actor,
 #: new mark, unqueue, dues.
 SetRow = tuple[str, int | str, float | None, str, str, int, Sequence[str], Sequence[int]]
-#: New schedules sent unread with no fire to queue yet, of one actor: per job, the id, the
-#: content and the new mark of each, one after the other.
-NewRows = Mapping[str, Sequence[str | int]]
+#: New schedules sent unread with no fire to queue yet: per job, the id and the line to
+#: store (rev 1) of each, one after the other; and the new mark and the id of each.
+NewRows = Mapping[str, tuple[Sequence[str], Sequence[str | int]]]
 #: The rev of a schedule not read first: schedule-set creates it if it is absent, finds it
 #: unchanged if it holds the definition, and replies retry (read it) otherwise.
 UNREAD = "?"
@@ -124,12 +124,13 @@ def _set_keys(keys: Keys) -> list[str]:
     return [keys.schedules, keys.schedule_marks, keys.schedule_counts, keys.queue, keys.events]
 
 
-def _set_args(rows: Sequence[SetRow], now_ms: int | None, actor: str = "",
-              new: NewRows | None = None) -> list[Any]:
-    args: list[Any] = [_now(now_ms), actor, len(new or ())]
-    for job, flat in (new or {}).items():
-        args += (job, len(flat) // 3)
-        args += flat
+def _set_args(rows: Sequence[SetRow], now_ms: int | None, new: NewRows | None = None
+              ) -> list[Any]:
+    args: list[Any] = [_now(now_ms), len(new or ())]
+    for job, (lines, marks) in (new or {}).items():
+        args += (job, len(lines) // 2)
+        args += lines
+        args += marks
     args.append(len(rows))
     for sid, rev, mark, content, actor, new_mark, unqueue, dues in rows:
         args += (sid, rev, "" if mark is None else _mark(mark), content, actor, new_mark,
@@ -514,16 +515,15 @@ class Scripts:
                                           _set_args(rows, now_ms)))
 
     def schedule_set_stream(
-        self, shard: Keys, batches: Iterable[tuple[Keys, str, NewRows, Sequence[SetRow]]]
+        self, shard: Keys, batches: Iterable[tuple[Keys, NewRows, Sequence[SetRow]]]
     ) -> list[tuple[str, int, list[tuple[str, int]]]]:
-        """:meth:`schedule_set_many` of each (keys of a pool of ``shard``, actor, new ones,
-        rows) batch, each sent as soon as ``batches`` makes it (:meth:`streamed`): per
+        """:meth:`schedule_set_many` of each (keys of a pool of ``shard``, new ones, rows)
+        batch, each sent as soon as ``batches`` makes it (:meth:`streamed`): per
         batch the outcome letters of the new ones (:data:`NEW_OUTCOMES`), in the order
         given, the script's clock (ms) and ``(outcome, rev)`` of each row. A new one is
-        created with ``actor`` where there is none, found unchanged where it is there with
-        that content, and left to read first (``r``) otherwise."""
-        calls = ((_set_keys(keys), _set_args(rows, None, actor, new))
-                 for keys, actor, new, rows in batches)
+        created where there is none, found unchanged where it is there with that content,
+        and left to read first (``r``) otherwise."""
+        calls = ((_set_keys(keys), _set_args(rows, None, new)) for keys, new, rows in batches)
         return [(text(res[0]), int(res[1]), schedule_outcomes(res))
                 for res in self.streamed("schedule-set", shard, calls)]
 
