@@ -43,7 +43,7 @@ from cronsvc.store.scripts import NEW_OUTCOMES, UNREAD, NewRows, Scripts, SetRow
 #: at most (with planners, up to their next look: the planners take it from there).
 HORIZON_MS = 2 * 3_600_000
 #: Schedules set per script call (several calls go in one pipeline), and read per command.
-PER_CALL = 100
+PER_CALL = 250
 PER_READ = 10_000
 #: Attempts of a compare-and-set that others keep moving before giving up.
 ATTEMPTS = 20
@@ -311,35 +311,44 @@ class ScheduleOps:
                 break
             todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]] = {}
             if unread:  # the script reads them: those that are there come back as retry
-                for row in pending:
-                    todo.setdefault(pools[row.job], []).append((row, UNREAD, None, ()))
+                if len(set(pools.values())) == 1:
+                    todo[next(iter(pools.values()))] = [(row, UNREAD, None, ()) for row in pending]
+                else:
+                    for row in pending:
+                        todo.setdefault(pools[row.job], []).append((row, UNREAD, None, ()))
             else:
                 new = self._todo(keys, pending, pools, expect_rev, outcomes, todo)
                 if new is None:
                     return None
                 if attempt == 0 and expect_rev is None:  # mostly new: the next goes unread
                     self.unread_first = 2 * new > len(pending)
-            sent: list[tuple[list[Row], list[Row], bool]] = []
+            sent: list[tuple[list[Row], list[str], list[Row], bool]] = []
             replies = self.scripts.schedule_set_stream(
                 keys, self._set_calls(keys, todo, now, until, sent))
             retry = []
-            for (new_sent, rows_sent, soon), (letters, then, reply) in zip(sent, replies,
-                                                                            strict=True):
+            created = 0
+            for (new_sent, new_ids, rows_sent, soon), (letters, then, reply) in zip(
+                    sent, replies, strict=True):
                 wake = wake or soon
                 if at is not None and then > at[0]:
                     at[0] = then
-                for row, letter in zip(new_sent, letters, strict=True):
-                    if letter == "r":
-                        retry.append(row)
-                    else:
-                        outcomes[row.id] = NEW_OUTCOMES[letter]  # type: ignore[assignment]
+                made = letters.count("n")
+                created += made
+                if made == len(new_ids):  # all created (a bulk load)
+                    outcomes.update(dict.fromkeys(new_ids, "created"))
+                else:
+                    for row, letter in zip(new_sent, letters, strict=True):
+                        if letter == "r":
+                            retry.append(row)
+                        else:
+                            outcomes[row.id] = NEW_OUTCOMES[letter]  # type: ignore[assignment]
                 for row, (outcome, _) in zip(rows_sent, reply, strict=True):
                     if outcome == "retry":
                         retry.append(row)
                     else:
                         outcomes[row.id] = outcome  # type: ignore[assignment]
+                        created += outcome == "created"
             if unread:  # kept while most are new
-                created = sum(1 for row in pending if outcomes.get(row.id) == "created")
                 self.unread_first, unread = 2 * created > len(pending), False
             pending = retry
         if pending:
@@ -382,15 +391,15 @@ class ScheduleOps:
 
     def _set_calls(self, keys: Keys,
                    todo: Mapping[str, list[tuple[Row, int | str, float | None, Sequence[str]]]],
-                   now: int, until: int, sent: list[tuple[list[Row], list[Row], bool]]
+                   now: int, until: int, sent: list[tuple[list[Row], list[str], list[Row], bool]]
                    ) -> Iterator[tuple[Keys, NewRows, list[SetRow]]]:
         """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,
         fires to unqueue; the fires after ``now`` up to ``until`` queued), each made while
-        the one before runs; ``sent`` gets each call's new rows and other rows in the order
-        the reply gives them, and whether one of them fires soon. A row sent unread with
-        nothing to queue yet, of the first row's actor, goes as a new one: its line as
-        stored, written at ``now`` (a bulk load's rows, four arguments each)."""
-        plan = self.first_fires.plan
+        the one before runs; ``sent`` gets each call's new rows (and their ids) and other
+        rows in the order the reply gives them, and whether one of them fires soon. A row
+        sent unread with nothing to queue yet, of the first row's actor, goes as a new one:
+        its line as stored, written at ``now`` (a bulk load's rows, four arguments each)."""
+        plan, nexts = self.first_fires.plan, self.first_fires.nexts
         heads: dict[str, str] = {}  # actor -> what a line created now by the actor starts with
         for pool, rows in todo.items():
             for i in range(0, len(rows), PER_CALL):
@@ -403,7 +412,12 @@ class ScheduleOps:
                 actor = chunk[0][0].actor
                 head = heads.get(actor) or heads.setdefault(actor, line_head(1, now, now, actor))
                 for row, rev, mark, unqueue in chunk:
-                    dues, new_mark = plan(row, now, until)
+                    after = nexts.get(row.when)  # most: nothing due before the next look
+                    if after is not None and after[0] <= now and until < after[1] and (
+                            not row.paused):
+                        dues, new_mark = (), after[1] - 1
+                    else:
+                        dues, new_mark = plan(row, now, until)
                     if not dues and rev is UNREAD and row.actor == actor:
                         group = new.get(row.job)
                         if group is None:
@@ -417,8 +431,9 @@ class ScheduleOps:
                     part.append((row.id, rev, mark, row.content, row.actor, new_mark, unqueue,
                                  dues))
                     others.append(row)
-                sent.append(([row for group in new_rows.values() for row in group], others,
-                             soon))
+                sent.append(([row for group in new_rows.values() for row in group],
+                             [sid for lines, _ in new.values() for sid in lines[::2]],
+                             others, soon))
                 yield keys.with_pool(pool), new, part
 
     def _read(self, keys: Keys, ids: Sequence[str], pools: set[str]

@@ -148,6 +148,10 @@ class FirstFires:
     def __init__(self, horizon_ms: int) -> None:
         self.horizon_ms = horizon_ms
         self.windows: dict[str, tuple[int, int, list[int]]] = {}
+        #: Per plain ``when``: (lo, fire) where no fire is in (lo, fire): a plan from
+        #: ``after_ms`` in [lo, fire) up to before ``fire`` queues nothing, and its mark is
+        #: ``fire - 1`` (the callers' shortcut for most rows).
+        self.nexts: dict[str, tuple[int, int]] = {}
 
     def plan(self, row: Row, after_ms: int, until_ms: int,
              max_ahead: int = MAX_AHEAD) -> tuple[list[int], int]:
@@ -168,11 +172,14 @@ class FirstFires:
             window = (after_ms, hi, occurrences_ms(spec, after_ms, hi))
             if len(self.windows) >= _KEPT:
                 self.windows.clear()
+                self.nexts.clear()
             self.windows[row.when] = window
         fires = window[2]
         last = bisect_right(fires, until)
         first = bisect_right(fires, after_ms, 0, last)
         if first == last and last < len(fires):  # nothing due yet (most): the next is in sight
+            self.nexts[row.when] = (max(window[0], fires[first - 1] if first else window[0]),
+                                    fires[last])
             return [], fires[last] - 1
         dues = fires[first:last]
         if len(dues) > max_ahead:
