@@ -411,11 +411,12 @@ class ScheduleOps:
                 chunk = rows[i:i + PER_CALL]
                 actor = chunk[0][0].actor
                 head = heads.get(actor) or heads.setdefault(actor, line_head(1, now, now, actor))
+                dues: list[int]
                 for row, rev, mark, unqueue in chunk:
                     after = nexts.get(row.when)  # most: nothing due before the next look
                     if after is not None and after[0] <= now and until < after[1] and (
                             not row.paused):
-                        dues, new_mark = (), after[1] - 1
+                        dues, new_mark = [], after[1] - 1
                     else:
                         dues, new_mark = plan(row, now, until)
                     if not dues and rev is UNREAD and row.actor == actor:
