@@ -42,8 +42,10 @@ from cronsvc.store.scripts import NEW_OUTCOMES, UNREAD, NewRows, Scripts, SetRow
 #: How far ahead an upsert queues the first fires itself while no planner is live, and
 #: at most (with planners, up to their next look: the planners take it from there).
 HORIZON_MS = 2 * 3_600_000
-#: Schedules set per script call (several calls go in one pipeline), and read per command.
+#: Schedules set per script call (several calls go in one pipeline), and read per command;
+#: the first call of a batch is smaller, so Redis starts on it sooner.
 PER_CALL = 250
+FIRST_CALL = 50
 PER_READ = 10_000
 #: Attempts of a compare-and-set that others keep moving before giving up.
 ATTEMPTS = 20
@@ -402,13 +404,13 @@ class ScheduleOps:
         plan, nexts = self.first_fires.plan, self.first_fires.nexts
         heads: dict[str, str] = {}  # actor -> what a line created now by the actor starts with
         for pool, rows in todo.items():
-            for i in range(0, len(rows), PER_CALL):
+            for i, j in _calls(len(rows)):
                 part: list[SetRow] = []
                 others: list[Row] = []
                 new: dict[str, tuple[list[str], list[str | int]]] = {}
                 new_rows: dict[str, list[Row]] = {}
                 soon = False
-                chunk = rows[i:i + PER_CALL]
+                chunk = rows[i:j]
                 actor = chunk[0][0].actor
                 head = heads.get(actor) or heads.setdefault(actor, line_head(1, now, now, actor))
                 dues: list[int]
@@ -479,6 +481,15 @@ class ScheduleOps:
         for row in group:
             out.setdefault(self.core.keys(row.id), []).append(row)
         return out
+
+
+def _calls(n: int) -> Iterator[tuple[int, int]]:
+    """The slices of ``n`` rows a call each: :data:`FIRST_CALL`, then :data:`PER_CALL`."""
+    i = 0
+    while i < n:
+        j = min(n, i + (FIRST_CALL if i == 0 else PER_CALL))
+        yield i, j
+        i = j
 
 
 def _old_fires(old: RuntimeSchedule, mark: float | None, lowest: float | None) -> list[str]:
