@@ -150,16 +150,23 @@ class ScheduleOps:
         shard the pool of each job ``named``."""
         shards = self.core.all_shards()
         names = sorted(named)
+        clock = isinstance(self.redis, redis.Redis)  # a cluster's pipeline sends no TIME
         pipe = self.redis.pipeline(transaction=False)
-        pipe.time()
+        if clock:
+            pipe.time()
         pipe.zrange(shards[0].planners, 0, -1, withscores=True)  # presence: the first shard
         pipe.hgetall(shards[0].planner_info)
         for keys in shards:
             pipe.hkeys(keys.jobs)
             if names:
                 pipe.hmget(keys.job_lines, names)
-        (sec, usec), seen, infos, *per_shard = pipe.execute()
-        now = int(sec) * 1000 + int(usec) // 1000
+        replies = pipe.execute()
+        if clock:
+            sec, usec = replies.pop(0)
+            now = int(sec) * 1000 + int(usec) // 1000
+        else:
+            now = self.core.server_ms()
+        seen, infos, *per_shard = replies
         step = 2 if names else 1
         jobs = {text(job) for part in per_shard[::step] for job in part}
         pools = {keys.shard: {name: pool_of_line(line) for name, line in zip(
