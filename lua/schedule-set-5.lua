@@ -10,14 +10,15 @@
 -- KEYS[4] queue            zset fire -> due time, ms
 -- KEYS[5] events           list of JSON decisions, newest first, capped at 10000
 -- ARGV[1] now_ms, or '' for the server clock
--- ARGV[2] g: groups of new ones (schedules not read first, most of a bulk load, with no
---         fire to queue now), each: a job, n, then n times an id and its line to store
---         (rev 1, written by the caller), then n times its new mark and the id again (as
---         HSET and ZADD take them). One that is not there is created; one there with this
---         definition is unchanged; another is left as it is (retry: read it first). A
---         mark of no schedule is overwritten, as a read would (it reads nothing to unqueue).
--- then m: the other schedules of this call, each id once (in all of the call), each: its
---         id; the rev read ('0': it did not exist; '?': not read, as a new one above
+-- ARGV[2] g: the groups of new ones (schedules not read first, most of a bulk load, with
+--         no fire to queue now)
+-- ARGV[3..] the g groups, each: a job, n, then n times an id and its line to store (rev
+--         1, written by the caller), then n times its new mark and the id again (as HSET
+--         and ZADD take them). One that is not there is created; one there with this
+--         definition is unchanged; another is left as it is (retry: read it first). A mark
+--         of no schedule is overwritten, as a read would (it reads nothing to unqueue).
+--         Then m, the other schedules of this call (each id once in all of the call), each:
+--         its id; the rev read ('0': it did not exist; '?': not read, as a new one above
 --         but a mark of no schedule asks for a read); the mark read ('' for none); the new
 --         definition; actor; the new mark (every fire of the new definition at or before
 --         it is queued here); u and d; then u fire ids of the old definition to unqueue,
@@ -28,8 +29,9 @@
 -- Events: one per changed schedule; the created ones of a call in one event (a bulk load
 -- would push every other decision out of the capped list otherwise).
 -- Returns the letters of the new ones, in order (n created, u unchanged, r retry), now
--- (ms: when the changes took effect), then per other schedule {'created' | 'changed' | 'unchanged', rev}, or {'retry', rev} when
--- the rev or the mark moved since they were read; flat.
+-- (ms: when the changes took effect), then per other schedule {'created' | 'changed' |
+-- 'unchanged', rev}, or {'retry', rev} when the rev or the mark moved since they were
+-- read; flat.
 -- @include now.lua
 -- @include events.lua
 -- @include schedules.lua
