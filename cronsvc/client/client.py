@@ -167,10 +167,11 @@ class Client:
         return self._core.require_job(job)
 
     def audited(self, action: str, target: str, note: str | None = None, *,
-                by: str | None = None, **detail: Any) -> None:
-        """Write one entry for an action that just took effect, done by this core's actor
-        or ``by`` (the actor a call named)."""
-        self._core.audited(action, target, note, by=by, **detail)
+                by: str | None = None, at_ms: int | None = None, **detail: Any) -> None:
+        """Write one entry for an action that just took effect (at ``at_ms`` if the
+        script that made it said when, else now), done by this core's actor or ``by``
+        (the actor a call named)."""
+        self._core.audited(action, target, note, by=by, at_ms=at_ms, **detail)
 
     # -- reading the fleet ------------------------------------------------------------
     def pools(self) -> list[str]:

@@ -57,8 +57,7 @@ class Core:
         every job); a job not published there: the default."""
         names = sorted(set(jobs))
         lines = self.redis.hmget(keys.job_lines, names) if names else []
-        return {name: Policy.parse(text(line)).pool if line is not None else DEFAULT_POOL
-                for name, line in zip(names, lines, strict=True)}
+        return {name: pool_of_line(line) for name, line in zip(names, lines, strict=True)}
 
     def all_shards(self) -> list[Keys]:
         return all_shards(self.shards, self.prefix)
@@ -98,9 +97,16 @@ class Core:
 
     # -- the audit log -----------------------------------------------------------------
     def audited(self, action: str, target: str, note: str | None = None, *,
-                by: str | None = None, **detail: Any) -> None:
-        """Write one entry for an action that just took effect, done by this core's actor
-        or ``by`` (the actor a call named)."""
+                by: str | None = None, at_ms: int | None = None, **detail: Any) -> None:
+        """Write one entry for an action that just took effect (at ``at_ms`` if the
+        script that made it said when, else now), done by this core's actor or ``by``
+        (the actor a call named)."""
         write(self.redis, self.all_shards()[0].audit,
-              Action(self.server_ms(), by or self.actor, action, target, note or None,
-                     {k: v for k, v in detail.items() if v is not None}))
+              Action(self.server_ms() if at_ms is None else at_ms, by or self.actor, action,
+                     target, note or None, {k: v for k, v in detail.items() if v is not None}))
+
+
+def pool_of_line(line: Any) -> str:
+    """The pool of a job from its line in ``job_lines`` (None: not published there, the
+    default pool)."""
+    return Policy.parse(text(line)).pool if line is not None else DEFAULT_POOL

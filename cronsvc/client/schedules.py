@@ -20,6 +20,7 @@ from typing import Any, Protocol, cast
 
 import redis
 
+from cronsvc.client.core import pool_of_line
 from cronsvc.errors import BadSchedule, CronsvcError, UnknownSchedule, Unreadable, did_you_mean
 from cronsvc.fires import fire_id
 from cronsvc.keys import Keys
@@ -30,18 +31,21 @@ from cronsvc.schedule.runtime import (
     Outcome,
     RuntimeSchedule,
     build,
+    line_head,
     parse_stored,
     with_paused,
 )
 from cronsvc.schedule.upserts import FirstFires, Row, Rows, Whens, row_of
 from cronsvc.store.replies import json_object, text
-from cronsvc.store.scripts import UNREAD, Scripts, SetRow
+from cronsvc.store.scripts import NEW_OUTCOMES, UNREAD, NewRows, Scripts, SetRow
 
 #: How far ahead an upsert queues the first fires itself while no planner is live, and
 #: at most (with planners, up to their next look: the planners take it from there).
 HORIZON_MS = 2 * 3_600_000
-#: Schedules set per script call (several calls go in one pipeline), and read per command.
+#: Schedules set per script call (several calls go in one pipeline), and read per command;
+#: the first call of a batch is smaller, so Redis starts on it sooner.
 PER_CALL = 250
+FIRST_CALL = 50
 PER_READ = 10_000
 #: Attempts of a compare-and-set that others keep moving before giving up.
 ATTEMPTS = 20
@@ -78,7 +82,7 @@ class ScheduleContext(Protocol):
     def all_shards(self) -> list[Keys]: ...
     def pools_of(self, keys: Keys, jobs: Iterable[str]) -> dict[str, str]: ...
     def audited(self, action: str, target: str, note: str | None = None, *,
-                by: str | None = None, **detail: Any) -> None: ...
+                by: str | None = None, at_ms: int | None = None, **detail: Any) -> None: ...
 
 
 class ScheduleOps:
@@ -108,11 +112,12 @@ class ScheduleOps:
     def upsert_schedules(self, items: Iterable[Mapping[str, Any]]) -> list[Outcome]:
         """:meth:`upsert_schedule` for many at once, in a few round trips per shard: the
         outcome of each, in order. Every item is checked before anything changes."""
-        now = self.core.server_ms()
-        jobs = set(self.core.published_jobs())
+        items = list(items)
+        named = {job for item in items if isinstance(job := item.get("job"), str)}
+        now, jobs, until, pools = self._context(named)
         made = Rows(jobs, self.core.actor, lambda item: self._build(item, now, jobs),
                     self.whens)
-        rows = [made.row(item) for item in items]
+        rows = made.rows(items)
         if len({row.id for row in rows}) < len(rows):
             seen: set[str] = set()
             for row in rows:
@@ -123,8 +128,9 @@ class ScheduleOps:
         if self.core.shards > 1:
             self._check_mirrored(groups)
         outcomes: dict[str, Outcome] = {}
+        at = [now]  # when the last change took effect
         for keys, group in groups.items():
-            done = self._set_all(keys, group, now)
+            done = self._set_all(keys, group, now, until, pools[keys.shard], at=at)
             assert done is not None  # only an expected rev can fail to hold
             outcomes.update(done)
         counted = Counter(outcomes.values())
@@ -133,9 +139,40 @@ class ScheduleOps:
             target = rows[0].id if len(rows) == 1 else f"{len(rows)} schedules"
             by = {row.actor for row in rows}  # the actor the call named, as the records say
             self.core.audited("schedule-set", target, None, job=rows[0].job if len(rows) == 1
-                              else None, by=by.pop() if len(by) == 1 else None,
+                              else None, by=by.pop() if len(by) == 1 else None, at_ms=at[0],
                               **{k: v for k, v in changed.items() if v})
         return [outcomes[row.id] for row in rows]
+
+    def _context(self, named: set[str]
+                 ) -> tuple[int, set[str], int, dict[int | None, dict[str, str]]]:
+        """What a batch upsert reads first, in one round trip: the server clock, the
+        published jobs, up to when the first fires are queued (:meth:`reach_ms`), and per
+        shard the pool of each job ``named``."""
+        shards = self.core.all_shards()
+        names = sorted(named)
+        clock = isinstance(self.redis, redis.Redis)  # a cluster's pipeline sends no TIME
+        pipe = self.redis.pipeline(transaction=False)
+        if clock:
+            pipe.time()
+        pipe.zrange(shards[0].planners, 0, -1, withscores=True)  # presence: the first shard
+        pipe.hgetall(shards[0].planner_info)
+        for keys in shards:
+            pipe.hkeys(keys.jobs)
+            if names:
+                pipe.hmget(keys.job_lines, names)
+        replies = pipe.execute()
+        if clock:
+            sec, usec = replies.pop(0)
+            now = int(sec) * 1000 + int(usec) // 1000
+        else:
+            now = self.core.server_ms()
+        seen, infos, *per_shard = replies
+        step = 2 if names else 1
+        jobs = {text(job) for part in per_shard[::step] for job in part}
+        pools = {keys.shard: {name: pool_of_line(line) for name, line in zip(
+            names, per_shard[i * step + 1] if names else (), strict=True)}
+            for i, keys in enumerate(shards)}
+        return now, jobs, self._reach(now, seen, infos), pools
 
     def delete_schedule(self, id: str) -> bool:
         """Delete the schedule and unqueue its fires that have not started (those in
@@ -254,46 +291,73 @@ class ScheduleOps:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrange(keys.planners, 0, -1, withscores=True)
         pipe.hgetall(keys.planner_info)
-        seen, infos = pipe.execute()
+        return self._reach(now, *pipe.execute())
+
+    @staticmethod
+    def _reach(now: int, seen: Sequence[tuple[Any, float]], infos: Mapping[Any, Any]) -> int:
+        """:meth:`reach_ms` of the planners ``seen`` (id, at) and their ``infos``."""
         within = planners_look_within_ms(now, [
             (int(at), planner_tick_s(json_object(infos.get(pid)))) for pid, at in seen])
         return now + (HORIZON_MS if within is None else min(within, HORIZON_MS))
 
-    def _set_all(self, keys: Keys, group: Sequence[Row], now: int,
-                 expect_rev: int | None = None) -> dict[str, Outcome] | None:
-        """Set every schedule of one shard; None if ``expect_rev`` no longer holds."""
+    def _set_all(self, keys: Keys, group: Sequence[Row], now: int, until: int | None = None,
+                 pools: Mapping[str, str] | None = None, expect_rev: int | None = None,
+                 at: list[int] | None = None) -> dict[str, Outcome] | None:
+        """Set every schedule of one shard, queueing first fires up to ``until`` (read
+        here if not given) in the queues of their jobs' ``pools`` (likewise); None if
+        ``expect_rev`` no longer holds. ``at[0]`` becomes the script's clock when a
+        change took effect."""
         outcomes: dict[str, Outcome] = {}
-        until = self.reach_ms(now)
+        if until is None:
+            until = self.reach_ms(now)
         pending = list(group)
         wake = False
-        pools = self.core.pools_of(keys, {row.job for row in group})  # whose queue takes them
+        if pools is None:  # whose queue takes them
+            pools = self.core.pools_of(keys, {row.job for row in group})
         unread = expect_rev is None and self.unread_first
         for attempt in range(ATTEMPTS):
             if not pending:
                 break
             todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]] = {}
             if unread:  # the script reads them: those that are there come back as retry
-                for row in pending:
-                    todo.setdefault(pools[row.job], []).append((row, UNREAD, None, ()))
+                if len(set(pools.values())) == 1:
+                    todo[next(iter(pools.values()))] = [(row, UNREAD, None, ()) for row in pending]
+                else:
+                    for row in pending:
+                        todo.setdefault(pools[row.job], []).append((row, UNREAD, None, ()))
             else:
                 new = self._todo(keys, pending, pools, expect_rev, outcomes, todo)
                 if new is None:
                     return None
                 if attempt == 0 and expect_rev is None:  # mostly new: the next goes unread
                     self.unread_first = 2 * new > len(pending)
-            sent: list[tuple[list[Row], bool]] = []
+            sent: list[tuple[list[Row], list[str], list[Row], bool]] = []
             replies = self.scripts.schedule_set_stream(
                 keys, self._set_calls(keys, todo, now, until, sent))
             retry = []
-            wake = wake or any(soon for _, soon in sent)
-            for (rows_sent, _), reply in zip(sent, replies, strict=True):
+            created = 0
+            for (new_sent, new_ids, rows_sent, soon), (letters, then, reply) in zip(
+                    sent, replies, strict=True):
+                wake = wake or soon
+                if at is not None and then > at[0]:
+                    at[0] = then
+                made = letters.count("n")
+                created += made
+                if made == len(new_ids):  # all created (a bulk load)
+                    outcomes.update(dict.fromkeys(new_ids, "created"))
+                else:
+                    for row, letter in zip(new_sent, letters, strict=True):
+                        if letter == "r":
+                            retry.append(row)
+                        else:
+                            outcomes[row.id] = NEW_OUTCOMES[letter]  # type: ignore[assignment]
                 for row, (outcome, _) in zip(rows_sent, reply, strict=True):
                     if outcome == "retry":
                         retry.append(row)
                     else:
                         outcomes[row.id] = outcome  # type: ignore[assignment]
+                        created += outcome == "created"
             if unread:  # kept while most are new
-                created = sum(1 for row in pending if outcomes.get(row.id) == "created")
                 self.unread_first, unread = 2 * created > len(pending), False
             pending = retry
         if pending:
@@ -336,24 +400,51 @@ class ScheduleOps:
 
     def _set_calls(self, keys: Keys,
                    todo: Mapping[str, list[tuple[Row, int | str, float | None, Sequence[str]]]],
-                   now: int, until: int, sent: list[tuple[list[Row], bool]]
-                   ) -> Iterator[tuple[Keys, list[SetRow]]]:
+                   now: int, until: int, sent: list[tuple[list[Row], list[str], list[Row], bool]]
+                   ) -> Iterator[tuple[Keys, NewRows, list[SetRow]]]:
         """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,
         fires to unqueue; the fires after ``now`` up to ``until`` queued), each made while
-        the one before runs; ``sent`` gets each call's rows, and whether one of them fires
-        soon."""
-        plan = self.first_fires.plan
+        the one before runs; ``sent`` gets each call's new rows (and their ids) and other
+        rows in the order the reply gives them, and whether one of them fires soon. A row
+        sent unread with nothing to queue yet, of the first row's actor, goes as a new one:
+        its line as stored, written at ``now`` (a bulk load's rows, four arguments each)."""
+        plan, nexts = self.first_fires.plan, self.first_fires.nexts
+        heads: dict[str, str] = {}  # actor -> what a line created now by the actor starts with
         for pool, rows in todo.items():
-            for i in range(0, len(rows), PER_CALL):
+            for i, j in _calls(len(rows)):
                 part: list[SetRow] = []
+                others: list[Row] = []
+                new: dict[str, tuple[list[str], list[str | int]]] = {}
+                new_rows: dict[str, list[Row]] = {}
                 soon = False
-                for row, rev, mark, unqueue in rows[i:i + PER_CALL]:
-                    dues, new_mark = plan(row, now, until)
+                chunk = rows[i:j]
+                actor = chunk[0][0].actor
+                head = heads.get(actor) or heads.setdefault(actor, line_head(1, now, now, actor))
+                dues: list[int]
+                for row, rev, mark, unqueue in chunk:
+                    after = nexts.get(row.when)  # most: nothing due before the next look
+                    if after is not None and after[0] <= now and until < after[1] and (
+                            not row.paused):
+                        dues, new_mark = [], after[1] - 1
+                    else:
+                        dues, new_mark = plan(row, now, until)
+                    if not dues and rev is UNREAD and row.actor == actor:
+                        group = new.get(row.job)
+                        if group is None:
+                            group = new[row.job] = ([], [])
+                            new_rows[row.job] = []
+                        group[0].extend((row.id, head + row.content))
+                        group[1].extend((new_mark, row.id))
+                        new_rows[row.job].append(row)
+                        continue
                     soon = soon or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
                     part.append((row.id, rev, mark, row.content, row.actor, new_mark, unqueue,
                                  dues))
-                sent.append(([row for row, _, _, _ in rows[i:i + PER_CALL]], soon))
-                yield keys.with_pool(pool), part
+                    others.append(row)
+                sent.append(([row for group in new_rows.values() for row in group],
+                             [sid for lines, _ in new.values() for sid in lines[::2]],
+                             others, soon))
+                yield keys.with_pool(pool), new, part
 
     def _read(self, keys: Keys, ids: Sequence[str], pools: set[str]
               ) -> tuple[list[str | None], list[float | None], dict[str, float]]:
@@ -397,6 +488,15 @@ class ScheduleOps:
         for row in group:
             out.setdefault(self.core.keys(row.id), []).append(row)
         return out
+
+
+def _calls(n: int) -> Iterator[tuple[int, int]]:
+    """The slices of ``n`` rows a call each: :data:`FIRST_CALL`, then :data:`PER_CALL`."""
+    i = 0
+    while i < n:
+        j = min(n, i + (FIRST_CALL if i == 0 else PER_CALL))
+        yield i, j
+        i = j
 
 
 def _old_fires(old: RuntimeSchedule, mark: float | None, lowest: float | None) -> list[str]:

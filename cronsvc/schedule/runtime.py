@@ -114,12 +114,17 @@ class RuntimeSchedule:
 
     def stored(self) -> str:
         """The hash value of this schedule (see the module docstring)."""
-        created = "" if self.created_ms == self.updated_ms else _b36(self.created_ms)
-        return f"{self.rev}|{_b36(self.updated_ms)}.{created}|{self.actor}|{self.content}"
+        return line_head(self.rev, self.updated_ms, self.created_ms, self.actor) + self.content
 
     def as_dict(self) -> dict[str, Any]:
         """Every field, for JSON output."""
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+def line_head(rev: int, updated_ms: int, created_ms: int, actor: str) -> str:
+    """The stored line up to its content: ``rev|updated.created|actor|``."""
+    created = "" if created_ms == updated_ms else _b36(created_ms)
+    return f"{rev}|{_b36(updated_ms)}.{created}|{actor}|"
 
 
 def content_of(job: str, policy: str, when: str, payload: str) -> str:

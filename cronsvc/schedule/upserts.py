@@ -11,7 +11,7 @@ through :func:`cronsvc.schedule.runtime.build`, so its error is the same word fo
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from cronsvc.errors import ScheduleError
@@ -74,40 +74,46 @@ class Rows:
         self.default_actor = actor_of(actor)
 
     def row(self, item: Mapping[str, Any]) -> Row:
-        row = self._plain(item) if item.keys() <= _PLAIN else None
-        return row if row is not None else row_of(self.slow(dict(item)))
+        return self.rows((item,))[0]
 
-    def _plain(self, item: Mapping[str, Any]) -> Row | None:
-        """The row of a plain item; None where build() has to look (or to say what is wrong)."""
-        get = item.get
-        sid, job, every = get("id"), get("job"), get("every")
-        if (type(sid) is not str or type(job) is not str or job not in self.jobs
-                or not SCHEDULE_ID.fullmatch(sid) or type(every) is bool):  # True == 1
-            return None
-        key = (get("cron"), every, get("timezone", "UTC"))
-        try:
-            known = self.specs.get(key) or self._when(*key)
-        except TypeError:  # not hashable: build() says what it is
-            return None
-        if known is None:
-            return None
-        when, spec = known
-        catch_up, overlap, paused = get("catch_up"), get("overlap"), bool(get("paused"))
-        if (catch_up is not None and catch_up not in CATCH_UP) or (
-                overlap is not None and overlap not in OVERLAP):
-            return None
-        payload = get("payload")
-        try:
-            text = "" if payload is None else stored_json(payload)
-        except (TypeError, ValueError):
-            return None
-        if len(text) > MAX_PAYLOAD_BYTES // 4 and len(text.encode()) > MAX_PAYLOAD_BYTES:
-            return None
-        policy = policy_of(paused, catch_up, None, overlap) if (
-            paused or catch_up or overlap) else ""
-        actor = get("actor")  # None or empty: nobody named, the client's actor
-        return Row(sid, job, content_of(job, policy, when, text),
-                   actor_of(actor) if actor else self.default_actor, paused, when, spec, None)
+    def rows(self, items: Iterable[Mapping[str, Any]]) -> list[Row]:
+        """The row of each item, in order (one loop: a batch's hot path)."""
+        out: list[Row] = []
+        add = out.append
+        specs, jobs, default_actor, when_of = self.specs, self.jobs, self.default_actor, self._when
+        plain, valid_id, new = _PLAIN.issuperset, SCHEDULE_ID.fullmatch, tuple.__new__
+        job: Any
+        for item in items:
+            if not plain(item):
+                add(row_of(self.slow(dict(item))))
+                continue
+            get = item.get
+            sid, job, every, catch_up, overlap, payload, actor = (
+                get("id"), get("job"), get("every"), get("catch_up"), get("overlap"),
+                get("payload"), get("actor"))
+            try:
+                known = (type(sid) is str and type(job) is str and job in jobs
+                         and type(every) is not bool  # True == 1
+                         and valid_id(sid) is not None and (
+                             specs.get(key := (get("cron"), every, get("timezone", "UTC")))
+                             or when_of(*key)))
+                text = None if not known or (catch_up is not None and catch_up not in CATCH_UP) or (
+                    overlap is not None and overlap not in OVERLAP) else (
+                    "" if payload is None else stored_json(payload))
+            except (TypeError, ValueError):  # not hashable, or not JSON: build() says so
+                text = None
+            if text is None or (len(text) > MAX_PAYLOAD_BYTES // 4
+                                and len(text.encode()) > MAX_PAYLOAD_BYTES):
+                add(row_of(self.slow(dict(item))))
+                continue
+            when, spec = known  # type: ignore[misc]
+            paused = bool(get("paused"))
+            policy = policy_of(paused, catch_up, None, overlap) if (
+                paused or catch_up or overlap) else ""
+            add(new(Row, (sid, job, content_of(job, policy, when, text),
+                          actor_of(actor) if actor else default_actor, paused, when, spec,
+                          None)))
+        return out
 
     def _when(self, cron: Any, every: Any, timezone: Any) -> tuple[str, Spec] | None:
         """The stored when and the spec of a plain schedule not met before, checked."""
@@ -142,6 +148,10 @@ class FirstFires:
     def __init__(self, horizon_ms: int) -> None:
         self.horizon_ms = horizon_ms
         self.windows: dict[str, tuple[int, int, list[int]]] = {}
+        #: Per plain ``when``: (lo, fire) where no fire is in (lo, fire): a plan from
+        #: ``after_ms`` in [lo, fire) up to before ``fire`` queues nothing, and its mark is
+        #: ``fire - 1`` (the callers' shortcut for most rows).
+        self.nexts: dict[str, tuple[int, int]] = {}
 
     def plan(self, row: Row, after_ms: int, until_ms: int,
              max_ahead: int = MAX_AHEAD) -> tuple[list[int], int]:
@@ -162,11 +172,14 @@ class FirstFires:
             window = (after_ms, hi, occurrences_ms(spec, after_ms, hi))
             if len(self.windows) >= _KEPT:
                 self.windows.clear()
+                self.nexts.clear()
             self.windows[row.when] = window
         fires = window[2]
         last = bisect_right(fires, until)
         first = bisect_right(fires, after_ms, 0, last)
         if first == last and last < len(fires):  # nothing due yet (most): the next is in sight
+            self.nexts[row.when] = (max(window[0], fires[first - 1] if first else window[0]),
+                                    fires[last])
             return [], fires[last] - 1
         dues = fires[first:last]
         if len(dues) > max_ahead:

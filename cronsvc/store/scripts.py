@@ -13,7 +13,7 @@ and without ``decode_responses`` both work.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -99,14 +99,22 @@ def schedule_outcome(res: Any) -> tuple[str, int]:
 
 
 def schedule_outcomes(res: Any) -> list[tuple[str, int]]:
-    """The reply of schedule-set: ``(created | changed | unchanged | retry, rev)`` per
-    schedule, in the order given."""
-    return [(text(res[i]), int(res[i + 1])) for i in range(0, len(res), 2)]
+    """The reply of schedule-set past its first two (the letters of the new ones, and the
+    script's now): ``(created | changed | unchanged | retry, rev)`` per other schedule, in
+    the order given."""
+    return [(text(res[i]), int(res[i + 1])) for i in range(2, len(res), 2)]
+
+
+#: What a letter of schedule-set's reply says of a new schedule sent unread.
+NEW_OUTCOMES = {"n": "created", "u": "unchanged", "r": "retry"}
 
 
 #: A schedule to set: id, rev read (:data:`UNREAD`: not read), mark read, content, actor,
 #: new mark, unqueue, dues.
 SetRow = tuple[str, int | str, float | None, str, str, int, Sequence[str], Sequence[int]]
+#: New schedules sent unread with no fire to queue yet: per job, the id and the line to
+#: store (rev 1) of each, one after the other; and the new mark and the id of each.
+NewRows = Mapping[str, tuple[Sequence[str], Sequence[str | int]]]
 #: The rev of a schedule not read first: schedule-set creates it if it is absent, finds it
 #: unchanged if it holds the definition, and replies retry (read it) otherwise.
 UNREAD = "?"
@@ -116,8 +124,14 @@ def _set_keys(keys: Keys) -> list[str]:
     return [keys.schedules, keys.schedule_marks, keys.schedule_counts, keys.queue, keys.events]
 
 
-def _set_args(rows: Sequence[SetRow], now_ms: int | None) -> list[Any]:
-    args: list[Any] = [_now(now_ms), len(rows)]
+def _set_args(rows: Sequence[SetRow], now_ms: int | None, new: NewRows | None = None
+              ) -> list[Any]:
+    args: list[Any] = [_now(now_ms), len(new or ())]
+    for job, (lines, marks) in (new or {}).items():
+        args += (job, len(lines) // 2)
+        args += lines
+        args += marks
+    args.append(len(rows))
     for sid, rev, mark, content, actor, new_mark, unqueue, dues in rows:
         args += (sid, rev, "" if mark is None else _mark(mark), content, actor, new_mark,
                  len(unqueue), len(dues))
@@ -511,12 +525,18 @@ class Scripts:
         return schedule_outcomes(self.run("schedule-set", _set_keys(keys),
                                           _set_args(rows, now_ms)))
 
-    def schedule_set_stream(self, shard: Keys, batches: Iterable[tuple[Keys, Sequence[SetRow]]]
-                            ) -> list[list[tuple[str, int]]]:
-        """:meth:`schedule_set_many` of each (keys of a pool of ``shard``, rows) batch,
-        each sent as soon as ``batches`` makes it (:meth:`streamed`)."""
-        calls = ((_set_keys(keys), _set_args(rows, None)) for keys, rows in batches)
-        return [schedule_outcomes(res) for res in self.streamed("schedule-set", shard, calls)]
+    def schedule_set_stream(
+        self, shard: Keys, batches: Iterable[tuple[Keys, NewRows, Sequence[SetRow]]]
+    ) -> list[tuple[str, int, list[tuple[str, int]]]]:
+        """:meth:`schedule_set_many` of each (keys of a pool of ``shard``, new ones, rows)
+        batch, each sent as soon as ``batches`` makes it (:meth:`streamed`): per
+        batch the outcome letters of the new ones (:data:`NEW_OUTCOMES`), in the order
+        given, the script's clock (ms) and ``(outcome, rev)`` of each row. A new one is
+        created where there is none, found unchanged where it is there with that content,
+        and left to read first (``r``) otherwise."""
+        calls = ((_set_keys(keys), _set_args(rows, None, new)) for keys, new, rows in batches)
+        return [(text(res[0]), int(res[1]), schedule_outcomes(res))
+                for res in self.streamed("schedule-set", shard, calls)]
 
     def schedule_delete(self, keys: Keys, sid: str, rev: int, mark: float | None,
                         unqueue: Sequence[str], *, now_ms: int | None = None) -> str:

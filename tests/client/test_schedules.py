@@ -5,6 +5,7 @@ clients and two planners."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -203,6 +204,39 @@ def test_a_schedule_sent_unread_is_created_only_where_nothing_is(
     assert client.upsert_schedules([{"id": f"m{i}", "job": "digest", "every": "30m"}
                                     for i in range(5)]) == ["created"] * 5
     assert ops.unread_first
+
+
+def test_a_bulk_load_sent_unread_creates_only_what_is_not_there(
+        client: Client, r: redis.Redis) -> None:
+    ops = client._schedules
+    daily = [{"id": f"d{i}", "job": "digest", "cron": f"{i} 3 * * *",
+              "timezone": "Europe/Berlin", "payload": {"user": i}} for i in range(6)]
+    assert client.upsert_schedules(daily[:2]) == ["created"] * 2
+    made = {sid: (r.hget(K.schedules, sid), r.zscore(K.schedule_marks, sid))
+            for sid in ("d0", "d1")}
+    assert ops.unread_first
+    # sent unread in one group: one there as given, one there otherwise, four new
+    changed = {**daily[1], "payload": {"user": -1}}
+    assert client.upsert_schedules([daily[0], changed] + daily[2:]) == [
+        "unchanged", "changed"] + ["created"] * 4
+    assert (r.hget(K.schedules, "d0"), r.zscore(K.schedule_marks, "d0")) == made["d0"]
+    assert client.get_schedule("d1").payload == {"user": -1}
+    assert client.get_schedule("d1").rev == 2
+    for item in daily[2:]:
+        s = client.get_schedule(item["id"])
+        assert (s.cron, s.timezone, s.payload, s.rev) == (
+            item["cron"], "Europe/Berlin", item["payload"], 1)
+        mark = r.zscore(K.schedule_marks, item["id"])
+        assert mark is not None and mark >= s.created_ms
+    assert client.count_schedules(job="digest") == 6
+    assert r.hget(K.schedule_counts, "digest") == "6"
+    # all new: written as sent, one event for the created of the call
+    more = [{"id": f"e{i}", "job": "digest", "every": "1h"} for i in range(3)]
+    assert client.upsert_schedules(more) == ["created"] * 3
+    assert r.hget(K.schedule_counts, "digest") == "9"
+    latest = json.loads(r.lindex(K.events, 0))
+    assert (latest["event"], latest["count"], latest["first"], latest["last"]) == (
+        "schedules created", 3, "e0", "e2")
 
 
 def test_thousands_of_fires_are_queued_and_unqueued_in_one_call(

@@ -67,6 +67,26 @@ def test_a_batch_row_and_its_first_fires_are_what_build_makes(now: int) -> None:
                     s, now + later, until), (item, later, until)
 
 
+@pytest.mark.parametrize("now", NOWS)
+def test_the_shortcut_of_a_plan_that_queues_nothing_is_the_plan(now: int) -> None:
+    rows = Rows(JOBS, "me", slow(now), Whens())
+    fires = FirstFires(HORIZON)
+    seen = 0
+    for later in (0, 1_800_000, 3_500_000, 5_000_000):
+        for item in ITEMS:
+            row = rows.row(item)
+            fires.plan(row, now + later, now + later + 150_000)
+            if row.when not in fires.nexts:
+                continue
+            lo, fire = fires.nexts[row.when]
+            assert lo < fire
+            for after in (lo, (lo + fire) // 2, fire - 1):
+                for until in (after, fire - 1):
+                    assert plan_schedule(slow(now)(dict(item)), after, until) == ([], fire - 1)
+                    seen += 1
+    assert seen > 0
+
+
 def test_an_item_a_check_here_refuses_gets_the_error_build_gives() -> None:
     rows = Rows(JOBS, "me", slow(0), Whens())
     for item, message in (
