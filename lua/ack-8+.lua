@@ -1,6 +1,6 @@
 -- ack: finish fires held with these tokens and record each run in its job's history.
--- Any number of fires in one call: the cost per fire is one ZREM, one LPUSH and one APPEND
--- (and an HSET and a PEXPIRE for a run that printed something).
+-- Any number of fires in one call: the cost per fire is one LPUSH and one APPEND (and an
+-- HSET and a PEXPIRE for a run that printed something); the fires leave working with one ZREM.
 -- KEYS[1] working   zset fire -> lease deadline, ms
 -- KEYS[2] attempts  hash fire -> fencing token of the current claim
 -- KEYS[3] claims    hash fire -> claim
@@ -39,9 +39,11 @@
 -- @include outbox.lua
 -- @include ran.lua
 -- @include output.lua
+-- @include bulk.lua
 local cap, period, reach = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local retention, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 local argv, keys = ARGV, KEYS
+local working = keys[1]
 local fids = {}
 for i = 1, n do fids[i] = argv[4 * i + 2] end
 -- The extras: per fire number, where its values start in ARGV, and its outputs' key.
@@ -51,20 +53,57 @@ for x = 4 * n + 6, #argv, 4 do
   extra[f], extra_key[f] = x, keys[8 + 2 * n + (x - 4 * n - 2) / 4]
 end
 local current = redis.call('HMGET', keys[2], unpack(fids))
-local out, done, spent = {}, {}, {}  -- spent: the tokens of the fires done
+-- done: the fires held with their token (at: their numbers), and in working. Whether a fire
+-- is in working is asked without a reply per fire (ZMSCORE writes each score with printf):
+-- a ZADD NX of them all at a score no lease has (ZCOUNT says none has it) adds none in the
+-- common case, and then writes nothing; one it adds was not in working (its lease was lost),
+-- and the one ZREM of them all takes it out again.
+local NOWHERE = '-1'  -- a string: a number would be formatted at each call
+local done, at, probe, m = {}, {}, {}, 0
 for i = 1, n do
-  local a, k = 4 * i + 1, 2 * i + 6  -- the fire's ARGV and KEYS before its first
-  local fid, token, held = argv[a + 1], argv[a + 2], current[i]
+  local held, token = current[i], argv[4 * i + 3]
   -- Tokens are written as decimal digits: equal strings are the common case, no tonumber.
-  if (held == token or tonumber(held) == tonumber(token))
-      and redis.call('ZREM', keys[1], fid) == 1 then
-    local record = argv[a + 3]
-    local d = #done + 1
-    done[d], spent[d] = fid, token
+  if held == token or tonumber(held) == tonumber(token) then
+    local fid = fids[i]
+    m = m + 1
+    done[m], at[m], probe[2 * m - 1], probe[2 * m] = fid, i, NOWHERE, fid
+  end
+end
+if m > 0 then
+  local absent  -- j -> true: the j-th was not in working; nil: none was missing
+  if redis.call('ZCOUNT', working, NOWHERE, NOWHERE) > 0 then
+    local leased = redis.call('ZMSCORE', working, unpack(done))
+    absent = {}
+    for j = 1, m do absent[j] = not leased[j] end
+  elseif bulk('ZADD', working, probe, 2, 'NX') > 0 then
+    local leased = redis.call('ZMSCORE', working, unpack(done))
+    absent = {}
+    for j = 1, m do absent[j] = tonumber(leased[j]) == -1 end
+  end
+  -- Fewer removed than named: a fire named twice (its later ones were not held).
+  if bulk('ZREM', working, done, 1) < m or absent then
+    local seen, kept, kept_at, k = {}, {}, {}, 0
+    for j = 1, m do
+      local fid = done[j]
+      if not (absent and absent[j]) and not seen[fid] then
+        seen[fid], k = true, k + 1
+        kept[k], kept_at[k] = fid, at[j]
+      end
+    end
+    done, at, m = kept, kept_at, k
+  end
+end
+local out, j = {}, 1
+for i = 1, n do
+  local fid = fids[i]
+  if at[j] == i then
+    j = j + 1
+    local a, k = 4 * i + 1, 2 * i + 6  -- the fire's ARGV and KEYS before its first
+    local record, entry = argv[a + 3], argv[a + 4]
     if redis.call('LPUSH', keys[k + 1], record) > cap then
       redis.call('LTRIM', keys[k + 1], 0, cap - 1)
     end
-    record_ran(keys[k + 2], argv[a + 4], fid, period, reach)
+    if entry ~= '' then record_ran(keys[k + 2], entry, fid, period, reach) end
     local x = extra[i]
     if x then
       local chain, output = argv[x + 1], argv[x + 2]
@@ -73,10 +112,11 @@ for i = 1, n do
     end
     out[i] = 1
   else
-    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current ' .. tostring(held or 'none')
+    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. argv[4 * i + 3] .. ' current '
+      .. tostring(current[i] or 'none')
   end
 end
-if #done > 0 then
+if m > 0 then
   redis.call('HDEL', keys[2], unpack(done))
   redis.call('HDEL', keys[3], unpack(done))
   -- Most fires were never cancelled nor given a payload: those hashes are then empty.
@@ -100,7 +140,7 @@ if #done > 0 then
     local names, tokens = {}, {}
     for i, fid in ipairs(done) do
       names[i] = job_of(fid)
-      tokens[i] = tonumber(spent[i])
+      tokens[i] = tonumber(argv[4 * at[i] + 3])
     end
     succeeded(keys[8], keys[7], names, done, tokens, nil)
   end
