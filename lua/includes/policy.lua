@@ -9,6 +9,8 @@
 --                        paused (the file pauses the job), definition, mask (notify),
 --                        pause_after (0: never), most (max_concurrent, 0: no bound),
 --                        limits ({name, cap} each), bounded (most or a limit bounds it),
+--                        free (overlap allow and not bounded: no slot nor run in flight
+--                        to look at),
 --                        on_failure (the jobs then's 'f=' names, or nil); nil for a line
 --                        of fewer than six fields, not a policy line (Policy.is_line).
 --                        Jobs whose lines differ only in digest and definition (most of
@@ -51,6 +53,7 @@ do
       max_attempts = int(max_attempts, 1), paused = paused == '1',
       definition = definition, mask = mask, pause_after = int(pause_after, 0),
       most = most, limits = caps, bounded = most > 0 or #caps > 0,
+      free = overlap == 'allow' and most == 0 and #caps == 0,
       on_failure = chain ~= '' and match(chain, 'f=([^;]*)') or nil}
   end
   -- A line: the five fields after the digest, the definition, and what follows it.
@@ -66,6 +69,9 @@ do
       shape = shared and {__index = shared} or false
       shapes[key] = shape
     end
-    return shape and setmetatable({definition = definition}, shape) or nil
+    -- paused and held are written per job (includes/policies.lua): made with the table, its
+    -- hash part is not grown twice.
+    return shape and setmetatable({definition = definition, paused = shape.__index.paused,
+      held = false}, shape) or nil
   end
 end
