@@ -68,9 +68,14 @@ local RESCAN_MS = 1000
 -- beyond the job's retries; a fire that keeps killing its workers still ends up dead.
 local LOST_LEASE_EXTRA = 2
 
--- An idle fleet claims often and finds nothing: answer that with two reads.
-local soonest = next_due(queue, working, false)
-if soonest < 0 or soonest > now then return {now, soonest, 0, 0, 0} end
+-- Leases lapsed, and (when none did) the first due fires: an idle fleet claims often and
+-- finds neither, answered then with two more reads (when to come back).
+local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', 0, batch)
+local first_due  -- the due fires' first read, made here when no lease lapsed
+if #stale == 0 then
+  first_due = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, batch)
+  if #first_due == 0 then return {now, next_due(queue, working, false), 0, 0, 0} end
+end
 
 local policy = policy_reader(jobs, job_lines, held, paused, schedules, ARGV[7] == '1')
 local of_job = policy.of_job
@@ -92,7 +97,6 @@ local function hand_back(f, why)
 end
 
 -- 1. Stale leases: the holder died or lost Redis; run the fire again with a higher token.
-local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', 0, batch)
 for i = #stale, 1, -1 do
   if not well_formed(stale[i]) then
     redis.call('ZREM', working, stale[i])
@@ -150,7 +154,8 @@ end
 local examined, skipped, leave, fires = 0, false, {}, {}
 if leases.count() < batch then
   local want = batch - leases.count()
-  fires = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, want)
+  -- No lease lapsed: the fires were read above (want is batch).
+  fires = first_due or redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, want)
   local complete = #fires < want or want >= scan  -- the whole scan is read
   -- The fires split: of the i-th, its job (false: not a fire id, set aside) and due time
   -- (digits); and for a fire that is not '<job>@<due_ms>' (a one-off, a runtime schedule's,

@@ -22,8 +22,9 @@ do
   local match, gmatch = string.match, string.gmatch
   -- The digest, first, is not captured (a string made costs), nor pool, the twelfth field,
   -- the planner's (which queue a fire waits in).
-  local LINE = '^[^|]*|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)'
-    .. '|?([^|]*)|?([^|]*)|?[^|]*|?([^|]*)$'
+  -- (One literal: a concatenation would run at every call.)
+  local LINE =
+    '^[^|]*|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?[^|]*|?([^|]*)$'
   -- A claim parses a line per job per call: the common values are looked up, not converted
   -- (tonumber of a string runs strtod twice), and no limits share one table (read only).
   local SMALL = {['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6,
