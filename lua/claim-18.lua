@@ -70,37 +70,49 @@ local LOST_LEASE_EXTRA = 2
 
 -- Leases lapsed, and (when none did) the first due fires: an idle fleet claims often and
 -- finds neither, answered then with two more reads (when to come back).
-local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', 0, batch)
+-- (Numbers given to redis.call are formatted with sprintf each time: ARGV[3] is the batch.)
+local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', '0', ARGV[3])
 local first_due  -- the due fires' first read, made here when no lease lapsed
 if #stale == 0 then
-  first_due = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, batch)
+  first_due = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', '0', ARGV[3])
   if #first_due == 0 then return {now, next_due(queue, working, false), 0, 0, 0} end
 end
 
 local policy = policy_reader(jobs, job_lines, held, paused, schedules, ARGV[7] == '1')
 local of_job = policy.of_job
-local bounds = slots_of(slots, running, working, now)
-local leases = leases_of(worker, now, tonumber(ARGV[4]))
-local record = outcomes_of(events, outbox, malformed, failing, paused, now)
+-- The slots and the outcomes are made when first asked for: a claim of fires whose jobs
+-- allow overlap and have no limit, that drops none, needs neither.
+local bounded, recorded
+local function bounds()
+  if not bounded then bounded = slots_of(slots, running, working, now) end
+  return bounded
+end
+local leases = leases_of(worker, now, now_s, tonumber(ARGV[4]))
+local function record()
+  if not recorded then
+    recorded = outcomes_of(events, outbox, malformed, failing, paused, now)
+  end
+  return recorded
+end
 -- Fire fid of owner, due at due_s (digits), taken as attempt `token`: leased, and in flight
 -- in its owner's overlap and slots.
 local function take(fid, due_s, owner, token, p, reclaimed, before)
   leases.take(fid, due_s, token, reclaimed, before, p.payload)
-  if not p.free then bounds.start(p, owner, fid) end
+  if not p.free then bounds().start(p, owner, fid) end
 end
 -- A lapsed lease handed back: queued at its due time again, no attempt used.
 local function hand_back(f, why)
   redis.call('ZREM', working, f.fid)
   redis.call('ZADD', queue, f.due_s, f.fid)
-  bounds.release(f.owner, f.fid)
-  record.event('handed back', f.fid, 'lease lapsed; ' .. why)
+  bounds().release(f.owner, f.fid)
+  record().event('handed back', f.fid, 'lease lapsed; ' .. why)
 end
 
 -- 1. Stale leases: the holder died or lost Redis; run the fire again with a higher token.
 for i = #stale, 1, -1 do
   if not well_formed(stale[i]) then
     redis.call('ZREM', working, stale[i])
-    record.set_aside(working, table.remove(stale, i))
+    record().set_aside(working, table.remove(stale, i))
   end
 end
 if #stale > 0 then
@@ -125,22 +137,22 @@ if #stale > 0 then
       redis.call('ZREM', working, fid)
       redis.call('HDEL', claims, fid)
       redis.call('HDEL', cancels, fid)
-      bounds.release(f.owner, fid)
+      bounds().release(f.owner, fid)
       if schedule_gone then
         -- Its schedule was deleted, or now runs another job: the run it had is not redone.
-        record.drop(fid, 'schedule removed', p, job, true)
+        record().drop(fid, 'schedule removed', p, job, true)
       else
         -- Attempts and payload stay, so the dead fire can be retried by hand.
         redis.call('ZADD', dead, now_s, fid)
-        record.died(fid, p, job, n)
+        record().died(fid, p, job, n)
       end
-    elseif bounds.full(p, f.owner) then
+    elseif bounds().full(p, f.owner) then
       -- Its slot went with its lease and is taken now: back until one is free (a retry is
       -- never judged by its starting deadline).
-      hand_back(f, bounds.full(p, f.owner))
+      hand_back(f, bounds().full(p, f.owner))
     else
       take(fid, f.due_s, f.owner, n + 1, p, 1, before[i])
-      record.reclaimed(fid, p, job, n)
+      record().reclaimed(fid, p, job, n)
     end
   end
 end
@@ -155,7 +167,7 @@ local examined, skipped, leave, fires = 0, false, {}, {}
 if leases.count() < batch then
   local want = batch - leases.count()
   -- No lease lapsed: the fires were read above (want is batch).
-  fires = first_due or redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, want)
+  fires = first_due or redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', '0', want)
   local complete = #fires < want or want >= scan  -- the whole scan is read
   -- The fires split: of the i-th, its job (false: not a fire id, set aside) and due time
   -- (digits); and for a fire that is not '<job>@<due_ms>' (a one-off, a runtime schedule's,
@@ -217,7 +229,7 @@ if leases.count() < batch then
       local p, schedule_gone, reason, wait, ahead
       if f and f.sid then p, schedule_gone = policy.of(f) elseif job then p = of_job[job] end
       if not job then
-        record.set_aside(queue, fid)
+        record().set_aside(queue, fid)
       elseif not p then
         reason = schedule_gone and 'schedule removed' or 'removed'
       elseif p.paused and not oneoff then
@@ -233,21 +245,21 @@ if leases.count() < batch then
         reason = 'catch_up latest'
       elseif not p.free then
         -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
-        local verdict, detail = bounds.admit(p, owner, fid, n == 0, queue)
+        local verdict, detail = bounds().admit(p, owner, fid, n == 0, queue)
         if verdict == 'drop' then
           reason = detail
         elseif verdict == 'replace' then
           redis.call('HSET', cancels, detail, 'replaced')
-          record.event('cancelled', detail, 'replaced by ' .. fid)
+          record().event('cancelled', detail, 'replaced by ' .. fid)
         else
           wait, ahead = verdict, detail
         end
       end
       if wait then
         skipped, leave[fid] = true, true  -- stays queued, unseen by this worker
-        if wait == 'queued' then record.held(fid, ahead) end
+        if wait == 'queued' then record().held(fid, ahead) end
       elseif reason then
-        record.drop(fid, reason, p, job, n)
+        record().drop(fid, reason, p, job, n)
       elseif job then
         -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
         local before = n and redis.call('HGET', claims, fid) or nil
@@ -260,7 +272,7 @@ end
 
 -- 3. The writes, one command per key.
 if examined > 0 and not skipped then
-  redis.call('ZREMRANGEBYRANK', queue, 0, examined - 1)
+  redis.call('ZREMRANGEBYRANK', queue, '0', examined - 1)
 elseif examined > 0 then
   local taken = {}
   for i = 1, examined do
@@ -269,8 +281,8 @@ elseif examined > 0 then
   bulk('ZREM', queue, taken, 1)
 end
 leases.write(working, attempts, claims, payloads)
-record.clean(attempts, claims, cancels, payloads)
-bounds.save()
+if recorded then recorded.clean(attempts, claims, cancels, payloads) end
+if bounded then bounded.save() end
 
 -- 4. When to come back.
 local next_ms = next_due(queue, working, skipped and now_s)
@@ -280,7 +292,9 @@ if skipped and (examined >= scan or leases.count() >= batch)
 end
 local out, n = leases.rows, 3 + 6 * leases.count()  -- the claims are in place already
 out[1], out[2], out[3] = now, next_ms, leases.count()
-for _, rows in ipairs({record.dropped, record.aside}) do
+local none = {}
+for _, rows in ipairs({recorded and recorded.dropped or none,
+                       recorded and recorded.aside or none}) do
   n = n + 1
   out[n] = #rows
   for _, row in ipairs(rows) do

@@ -20,8 +20,9 @@
 --                      nil: one match, no table (claim's hot path)
 --   fire_parts(fid)    fid split once for all a claim asks of it, or false if it is not a
 --                      fire id: a table of fid, job, due_s (digits), oneoff (nil or
---                      false: not a one-off), sid (nil for none) and owner (the due time as a number is tonumber(due_s),
---                      made where a rare judgement needs it: it costs a strtod)
+--                      false: not a one-off), sid (nil for none) and owner (the due
+--                      time as a number is tonumber(due_s), made where a rare judgement
+--                      needs it: it costs a strtod)
 local job_of, due_of, due_s_of, split_fire, is_cron_fire, fire_head, has_head, owner_of
 local well_formed, fire_id, fire_parts, cron_parts
 do

@@ -25,16 +25,13 @@ do
   -- (One literal: a concatenation would run at every call.)
   local LINE =
     '^[^|]*|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?[^|]*|?([^|]*)$'
-  -- A claim parses a line per job per call: the common values are looked up, not converted
-  -- (tonumber of a string runs strtod twice), and no limits share one table (read only).
-  local SMALL = {['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6,
-    ['7'] = 7, ['8'] = 8, ['9'] = 9, [''] = false}
+  -- A claim parses a line per shape per call (see parse_policy), a few per call: a table of
+  -- the common values, made at every call, cost more than converting them.
   local function int(s, default)
-    local v = SMALL[s]
-    if v == nil then v = tonumber(s) end
-    return v or default
+    if s == '' then return default end
+    return tonumber(s) or default
   end
-  local NO_LIMITS = {}
+  local NO_LIMITS = {}  -- of every line without limits (read only)
   function policy_digest(line) return match(line, '^[^|]*') end
   local function parse_line(line)
     local catch_up, deadline, overlap, max_attempts, paused, definition, mask,
