@@ -1,6 +1,6 @@
 -- ack: finish fires held with these tokens and record each run in its job's history.
--- Any number of fires in one call: the cost per fire is one LPUSH and one APPEND (and an
--- HSET and a PEXPIRE for a run that printed something); the fires leave working with one ZREM.
+-- Any number of fires in one call: the cost per fire is one ZREM, one LPUSH and one APPEND
+-- (and an HSET and a PEXPIRE for a run that printed something).
 -- KEYS[1] working   zset fire -> lease deadline, ms
 -- KEYS[2] attempts  hash fire -> fencing token of the current claim
 -- KEYS[3] claims    hash fire -> claim
@@ -39,7 +39,6 @@
 -- @include outbox.lua
 -- @include ran.lua
 -- @include output.lua
--- @include bulk.lua
 local cap, period, reach = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local retention, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 local argv, keys = ARGV, KEYS
@@ -53,44 +52,17 @@ for x = 4 * n + 6, #argv, 4 do
   extra[f], extra_key[f] = x, keys[8 + 2 * n + (x - 4 * n - 2) / 4]
 end
 local current = redis.call('HMGET', keys[2], unpack(fids))
--- done: the fires held with their token (at: their numbers), and in working. Whether a fire
--- is in working is asked without a reply per fire (ZMSCORE writes each score with printf):
--- a ZADD NX of them all at a score no lease has (ZCOUNT says none has it) adds none in the
--- common case, and then writes nothing; one it adds was not in working (its lease was lost),
--- and the one ZREM of them all takes it out again.
-local NOWHERE = '-1'  -- a string: a number would be formatted at each call
-local done, at, probe, m = {}, {}, {}, 0
+-- done: the fires held with their token and still in working (at: their numbers), taken
+-- out of it. (Asking working about them all at once costs more: ZMSCORE formats each score
+-- with printf, and while working is small Redis keeps it a list scanned on every lookup.)
+local done, at, m = {}, {}, 0
 for i = 1, n do
-  local held, token = current[i], argv[4 * i + 3]
+  local held, token, fid = current[i], argv[4 * i + 3], fids[i]
   -- Tokens are written as decimal digits: equal strings are the common case, no tonumber.
-  if held == token or tonumber(held) == tonumber(token) then
-    local fid = fids[i]
+  if (held == token or tonumber(held) == tonumber(token))
+      and redis.call('ZREM', working, fid) == 1 then
     m = m + 1
-    done[m], at[m], probe[2 * m - 1], probe[2 * m] = fid, i, NOWHERE, fid
-  end
-end
-if m > 0 then
-  local absent  -- j -> true: the j-th was not in working; nil: none was missing
-  if redis.call('ZCOUNT', working, NOWHERE, NOWHERE) > 0 then
-    local leased = redis.call('ZMSCORE', working, unpack(done))
-    absent = {}
-    for j = 1, m do absent[j] = not leased[j] end
-  elseif bulk('ZADD', working, probe, 2, 'NX') > 0 then
-    local leased = redis.call('ZMSCORE', working, unpack(done))
-    absent = {}
-    for j = 1, m do absent[j] = tonumber(leased[j]) == -1 end
-  end
-  -- Fewer removed than named: a fire named twice (its later ones were not held).
-  if bulk('ZREM', working, done, 1) < m or absent then
-    local seen, kept, kept_at, k = {}, {}, {}, 0
-    for j = 1, m do
-      local fid = done[j]
-      if not (absent and absent[j]) and not seen[fid] then
-        seen[fid], k = true, k + 1
-        kept[k], kept_at[k] = fid, at[j]
-      end
-    end
-    done, at, m = kept, kept_at, k
+    done[m], at[m] = fid, i
   end
 end
 local out, j = {}, 1
