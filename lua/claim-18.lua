@@ -188,7 +188,7 @@ if leases.count() < batch then
         if job then
           jobs_at[i], dues_at[i] = job, due_s
         else
-          local f = fire_parts(fid)
+          local f = fire_parts(fid, true)
           if f then
             jobs_at[i], dues_at[i], parts_at[i] = f.job, f.due_s, f
           else

@@ -18,8 +18,9 @@
 --                      others are not split
 --   cron_parts(fid)    the job and due time (digits) of a well formed '<job>@<due_ms>', else
 --                      nil: one match, no table (claim's hot path)
---   fire_parts(fid)    fid split once for all a claim asks of it, or false if it is not a
---                      fire id: a table of fid, job, due_s (digits), oneoff (nil or
+--   fire_parts(fid[, not_cron])  fid split once for all a claim asks of it, or false if it
+--                      is not a fire id (not_cron: cron_parts said it is no '<job>@<due_ms>'):
+--                      a table of fid, job, due_s (digits), oneoff (nil or
 --                      false: not a one-off), sid (nil for none) and owner (the due
 --                      time as a number is tonumber(due_s), made where a rare judgement
 --                      needs it: it costs a strtod)
@@ -71,9 +72,10 @@ do
     if job and #due_s <= 15 then return job, due_s end
     return nil
   end
-  function fire_parts(fid)
+  function fire_parts(fid, not_cron)
     -- Most fires are '<job>@<due_ms>': one match says so and splits them.
-    local job, due_s = cron_parts(fid)
+    local job, due_s
+    if not not_cron then job, due_s = cron_parts(fid) end
     if job then
       return {fid = fid, job = job, due_s = due_s, owner = job}  -- oneoff: nil, false
     end
