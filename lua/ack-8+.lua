@@ -42,6 +42,7 @@
 local cap, period, reach = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local retention, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 local argv, keys = ARGV, KEYS
+local working = keys[1]
 local fids = {}
 for i = 1, n do fids[i] = argv[4 * i + 2] end
 -- The extras: per fire number, where its values start in ARGV, and its outputs' key.
@@ -51,20 +52,30 @@ for x = 4 * n + 6, #argv, 4 do
   extra[f], extra_key[f] = x, keys[8 + 2 * n + (x - 4 * n - 2) / 4]
 end
 local current = redis.call('HMGET', keys[2], unpack(fids))
-local out, done, spent = {}, {}, {}  -- spent: the tokens of the fires done
+-- done: the fires held with their token and still in working (at: their numbers), taken
+-- out of it. (Asking working about them all at once costs more: ZMSCORE formats each score
+-- with printf, and while working is small Redis keeps it a list scanned on every lookup.)
+local done, at, m = {}, {}, 0
 for i = 1, n do
-  local a, k = 4 * i + 1, 2 * i + 6  -- the fire's ARGV and KEYS before its first
-  local fid, token, held = argv[a + 1], argv[a + 2], current[i]
+  local held, token, fid = current[i], argv[4 * i + 3], fids[i]
   -- Tokens are written as decimal digits: equal strings are the common case, no tonumber.
   if (held == token or tonumber(held) == tonumber(token))
-      and redis.call('ZREM', keys[1], fid) == 1 then
-    local record = argv[a + 3]
-    local d = #done + 1
-    done[d], spent[d] = fid, token
+      and redis.call('ZREM', working, fid) == 1 then
+    m = m + 1
+    done[m], at[m] = fid, i
+  end
+end
+local out, j = {}, 1
+for i = 1, n do
+  local fid = fids[i]
+  if at[j] == i then
+    j = j + 1
+    local a, k = 4 * i + 1, 2 * i + 6  -- the fire's ARGV and KEYS before its first
+    local record, entry = argv[a + 3], argv[a + 4]
     if redis.call('LPUSH', keys[k + 1], record) > cap then
       redis.call('LTRIM', keys[k + 1], 0, cap - 1)
     end
-    record_ran(keys[k + 2], argv[a + 4], fid, period, reach)
+    if entry ~= '' then record_ran(keys[k + 2], entry, fid, period, reach) end
     local x = extra[i]
     if x then
       local chain, output = argv[x + 1], argv[x + 2]
@@ -73,10 +84,11 @@ for i = 1, n do
     end
     out[i] = 1
   else
-    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current ' .. tostring(held or 'none')
+    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. argv[4 * i + 3] .. ' current '
+      .. tostring(current[i] or 'none')
   end
 end
-if #done > 0 then
+if m > 0 then
   redis.call('HDEL', keys[2], unpack(done))
   redis.call('HDEL', keys[3], unpack(done))
   -- Most fires were never cancelled nor given a payload: those hashes are then empty.
@@ -100,7 +112,7 @@ if #done > 0 then
     local names, tokens = {}, {}
     for i, fid in ipairs(done) do
       names[i] = job_of(fid)
-      tokens[i] = tonumber(spent[i])
+      tokens[i] = tonumber(argv[4 * at[i] + 3])
     end
     succeeded(keys[8], keys[7], names, done, tokens, nil)
   end

@@ -68,39 +68,61 @@ local RESCAN_MS = 1000
 -- beyond the job's retries; a fire that keeps killing its workers still ends up dead.
 local LOST_LEASE_EXTRA = 2
 
--- An idle fleet claims often and finds nothing: answer that with two reads.
-local soonest = next_due(queue, working, false)
-if soonest < 0 or soonest > now then return {now, soonest, 0, 0, 0} end
+-- Leases lapsed, and (when none did) the first due fires: an idle fleet claims often and
+-- finds neither, answered then with two more reads (when to come back).
+-- (Numbers given to redis.call are formatted with sprintf each time: ARGV[3] is the batch.)
+local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', '0', ARGV[3])
+local first_due  -- the due fires' first read, made here when no lease lapsed
+if #stale == 0 then
+  first_due = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', '0', ARGV[3])
+  if #first_due == 0 then return {now, next_due(queue, working, false), 0, 0, 0} end
+end
 
 local policy = policy_reader(jobs, job_lines, held, paused, schedules, ARGV[7] == '1')
-local bounds = slots_of(slots, running, working, now)
-local leases = leases_of(worker, now, tonumber(ARGV[4]))
-local record = outcomes_of(events, outbox, malformed, failing, paused, now)
--- Fire f taken as attempt `token`: leased, and in flight in its owner's overlap and slots.
-local function take(f, token, p, reclaimed, before)
-  leases.take(f.fid, f.due_s, token, reclaimed, before, p.payload)
-  bounds.start(p, f.owner, f.fid)
+local of_job = policy.of_job
+-- The slots and the outcomes are made when first asked for: a claim of fires whose jobs
+-- allow overlap and have no limit, that drops none, needs neither.
+local bounded, recorded
+local function bounds()
+  if not bounded then bounded = slots_of(slots, running, working, now) end
+  return bounded
+end
+local leases = leases_of(worker, now, now_s, tonumber(ARGV[4]))
+local function record()
+  if not recorded then
+    recorded = outcomes_of(events, outbox, malformed, failing, paused, now)
+  end
+  return recorded
+end
+-- Fire fid of owner, due at due_s (digits), taken as attempt `token`: leased, and in flight
+-- in its owner's overlap and slots.
+local function take(fid, due_s, owner, token, p, reclaimed, before)
+  leases.take(fid, due_s, token, reclaimed, before, p.payload)
+  if not p.free then bounds().start(p, owner, fid) end
 end
 -- A lapsed lease handed back: queued at its due time again, no attempt used.
 local function hand_back(f, why)
   redis.call('ZREM', working, f.fid)
   redis.call('ZADD', queue, f.due_s, f.fid)
-  bounds.release(f.owner, f.fid)
-  record.event('handed back', f.fid, 'lease lapsed; ' .. why)
+  bounds().release(f.owner, f.fid)
+  record().event('handed back', f.fid, 'lease lapsed; ' .. why)
 end
 
 -- 1. Stale leases: the holder died or lost Redis; run the fire again with a higher token.
-local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', 0, batch)
 for i = #stale, 1, -1 do
   if not well_formed(stale[i]) then
     redis.call('ZREM', working, stale[i])
-    record.set_aside(working, table.remove(stale, i))
+    record().set_aside(working, table.remove(stale, i))
   end
 end
 if #stale > 0 then
   local lapsed = {}
-  for i, fid in ipairs(stale) do lapsed[i] = fire_parts(fid) end
-  policy.load(lapsed, 1, #lapsed)
+  local lapsed_jobs = {}
+  for i, fid in ipairs(stale) do
+    lapsed[i] = fire_parts(fid)
+    lapsed_jobs[i] = lapsed[i].job
+  end
+  policy.load(lapsed_jobs, lapsed, 1, #lapsed)
   local used = redis.call('HMGET', attempts, unpack(stale))
   local before = redis.call('HMGET', claims, unpack(stale))
   for i, f in ipairs(lapsed) do
@@ -115,22 +137,22 @@ if #stale > 0 then
       redis.call('ZREM', working, fid)
       redis.call('HDEL', claims, fid)
       redis.call('HDEL', cancels, fid)
-      bounds.release(f.owner, fid)
+      bounds().release(f.owner, fid)
       if schedule_gone then
         -- Its schedule was deleted, or now runs another job: the run it had is not redone.
-        record.drop(fid, 'schedule removed', p, job, true)
+        record().drop(fid, 'schedule removed', p, job, true)
       else
         -- Attempts and payload stay, so the dead fire can be retried by hand.
         redis.call('ZADD', dead, now_s, fid)
-        record.died(fid, p, job, n)
+        record().died(fid, p, job, n)
       end
-    elseif bounds.full(p, f.owner) then
+    elseif bounds().full(p, f.owner) then
       -- Its slot went with its lease and is taken now: back until one is free (a retry is
       -- never judged by its starting deadline).
-      hand_back(f, bounds.full(p, f.owner))
+      hand_back(f, bounds().full(p, f.owner))
     else
-      take(f, n + 1, p, 1, before[i])
-      record.reclaimed(fid, p, job, n)
+      take(fid, f.due_s, f.owner, n + 1, p, 1, before[i])
+      record().reclaimed(fid, p, job, n)
     end
   end
 end
@@ -144,9 +166,13 @@ end
 local examined, skipped, leave, fires = 0, false, {}, {}
 if leases.count() < batch then
   local want = batch - leases.count()
-  fires = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', 0, want)
+  -- No lease lapsed: the fires were read above (want is batch).
+  fires = first_due or redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', '0', want)
   local complete = #fires < want or want >= scan  -- the whole scan is read
-  local parsed, latest = {}, nil  -- latest: the last cron fire due of each owner
+  -- The fires split: of the i-th, its job (false: not a fire id, set aside) and due time
+  -- (digits); and for a fire that is not '<job>@<due_ms>' (a one-off, a runtime schedule's,
+  -- a host's run), its fire_parts table: most fires cost no table of their own.
+  local jobs_at, dues_at, parts_at, latest = {}, {}, {}, nil  -- latest: see latest_of
   local function read_rest()
     if complete then return end
     complete = true
@@ -156,17 +182,34 @@ if leases.count() < batch then
   end
   local function split(first, last)
     for i = first, last do
-      if parsed[i] == nil then parsed[i] = fire_parts(fires[i]) end  -- false: set aside
+      if jobs_at[i] == nil then
+        local fid = fires[i]
+        local job, due_s = cron_parts(fid)
+        if job then
+          jobs_at[i], dues_at[i] = job, due_s
+        else
+          local f = fire_parts(fid, true)
+          if f then
+            jobs_at[i], dues_at[i], parts_at[i] = f.job, f.due_s, f
+          else
+            jobs_at[i] = false
+          end
+        end
+      end
     end
   end
+  -- The last cron fire due of each owner, in the scan.
   local function latest_of(owner)
     if not latest then
       read_rest()
       split(1, #fires)
       latest = {}
-      for _, f in ipairs(parsed) do
-        local due = f and not f.oneoff and tonumber(f.due_s)
-        if due and (latest[f.owner] or -1) < due then latest[f.owner] = due end
+      for i = 1, #fires do
+        local f, job = parts_at[i], jobs_at[i]
+        if job and not (f and f.oneoff) then
+          local due, o = tonumber(dues_at[i]), f and f.owner or job
+          if (latest[o] or -1) < due then latest[o] = due end
+        end
       end
     end
     return latest[owner]
@@ -177,48 +220,50 @@ if leases.count() < batch then
     -- One slice at a time, the size still missing: drops are rare, so usually one slice.
     local first, last = examined + 1, math.min(#fires, examined + batch - leases.count())
     split(first, last)
-    policy.load(parsed, first, last)
+    policy.load(jobs_at, parts_at, first, last)
     local used = redis.call('HMGET', attempts, unpack(fires, first, last))
     for i = first, last do
-      local f, n = parsed[i], tonumber(used[i - first + 1])
+      local fid, job, f, n = fires[i], jobs_at[i], parts_at[i], used[i - first + 1]
+      n = n and tonumber(n)  -- most fires were never tried: no tonumber of nothing
+      local due_s, oneoff, owner = dues_at[i], f and f.oneoff, f and f.owner or job
       local p, schedule_gone, reason, wait, ahead
-      if f then p, schedule_gone = policy.of(f) end
-      if not f then
-        record.set_aside(queue, fires[i])
+      if f and f.sid then p, schedule_gone = policy.of(f) elseif job then p = of_job[job] end
+      if not job then
+        record().set_aside(queue, fid)
       elseif not p then
         reason = schedule_gone and 'schedule removed' or 'removed'
-      elseif p.paused and not f.oneoff then
+      elseif p.paused and not oneoff then
         reason = 'paused'
       -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
-      elseif not n and p.deadline > 0 and now - tonumber(f.due_s) > p.deadline then
+      elseif not n and p.deadline > 0 and now - tonumber(due_s) > p.deadline then
         reason = 'missed'
       elseif not p.held then
-        if now - tonumber(f.due_s) > unheld_ms then reason = 'definition not held'
+        if now - tonumber(due_s) > unheld_ms then reason = 'definition not held'
         else wait = 'wait' end
-      elseif not n and not f.oneoff and p.catch_up == 'latest'
-          and latest_of(f.owner) > tonumber(f.due_s) then
+      elseif not n and not oneoff and p.catch_up == 'latest'
+          and latest_of(owner) > tonumber(due_s) then
         reason = 'catch_up latest'
-      else
+      elseif not p.free then
         -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
-        local verdict, detail = bounds.admit(p, f.owner, f.fid, n == 0, queue)
+        local verdict, detail = bounds().admit(p, owner, fid, n == 0, queue)
         if verdict == 'drop' then
           reason = detail
         elseif verdict == 'replace' then
           redis.call('HSET', cancels, detail, 'replaced')
-          record.event('cancelled', detail, 'replaced by ' .. f.fid)
+          record().event('cancelled', detail, 'replaced by ' .. fid)
         else
           wait, ahead = verdict, detail
         end
       end
       if wait then
-        skipped, leave[f.fid] = true, true  -- stays queued, unseen by this worker
-        if wait == 'queued' then record.held(f.fid, ahead) end
+        skipped, leave[fid] = true, true  -- stays queued, unseen by this worker
+        if wait == 'queued' then record().held(fid, ahead) end
       elseif reason then
-        record.drop(f.fid, reason, p, f.job, n)
-      elseif f then
+        record().drop(fid, reason, p, job, n)
+      elseif job then
         -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
-        local before = n and redis.call('HGET', claims, f.fid) or nil
-        take(f, (n or 0) + 1, p, before and 1 or 0, before)
+        local before = n and redis.call('HGET', claims, fid) or nil
+        take(fid, due_s, owner, (n or 0) + 1, p, before and 1 or 0, before)
       end
     end
     examined = last
@@ -227,7 +272,7 @@ end
 
 -- 3. The writes, one command per key.
 if examined > 0 and not skipped then
-  redis.call('ZREMRANGEBYRANK', queue, 0, examined - 1)
+  redis.call('ZREMRANGEBYRANK', queue, '0', examined - 1)
 elseif examined > 0 then
   local taken = {}
   for i = 1, examined do
@@ -236,8 +281,8 @@ elseif examined > 0 then
   bulk('ZREM', queue, taken, 1)
 end
 leases.write(working, attempts, claims, payloads)
-record.clean(attempts, claims, cancels, payloads)
-bounds.save()
+if recorded then recorded.clean(attempts, claims, cancels, payloads) end
+if bounded then bounded.save() end
 
 -- 4. When to come back.
 local next_ms = next_due(queue, working, skipped and now_s)
@@ -247,7 +292,9 @@ if skipped and (examined >= scan or leases.count() >= batch)
 end
 local out, n = leases.rows, 3 + 6 * leases.count()  -- the claims are in place already
 out[1], out[2], out[3] = now, next_ms, leases.count()
-for _, rows in ipairs({record.dropped, record.aside}) do
+local none = {}
+for _, rows in ipairs({recorded and recorded.dropped or none,
+                       recorded and recorded.aside or none}) do
   n = n + 1
   out[n] = #rows
   for _, row in ipairs(rows) do

@@ -3,7 +3,8 @@
 -- ms) with a fencing token, its attempt number (Keys.attempts), and a claim (Keys.claims:
 -- JSON {worker, token, due, claimed_at[, reclaimed]}, as cronsvc/client/views.py and
 -- cronsvc/worker/records.py read it).
---   leases_of(worker, now, lease_ms)  the leases of one call; a table of:
+--   leases_of(worker, now, now_s, lease_ms)  the leases of one call (now_s: now's digits);
+--                      a table of:
 --     take(fid, due, token, reclaimed, before, payload)  lease fid: due, its due time (a
 --                      string of digits); token, its attempt; reclaimed, 1 when the lease
 --                      of a holder lapsed, else 0; before, that holder's claim JSON (or
@@ -20,15 +21,16 @@
 -- and a claim and an ack look up each fire (the claim's are mostly not there): with 100
 -- fires in flight that scan was a fifth of their cost.
 -- @include bulk.lua
-local function leases_of(worker, now, lease_ms)
+-- One literal: a concatenation would run at every call.
+local PIN_VALUE = 'not a fire: a value this long keeps the hash a hash table, not a compact list scanned on every lookup (lua/includes/leases.lua)'
+local function leases_of(worker, now, now_s, lease_ms)
   -- Lua formats numbers with sprintf on every use: the ones used per fire are made once.
   local lease_until = string.format('%d', now + lease_ms)
   local head = '{"worker":' .. cjson.encode(worker) .. ',"token":'
-  local tail = ',"claimed_at":' .. string.format('%d', now)
+  local tail = ',"claimed_at":' .. now_s
   -- One flat table a fire, no table per fire: the reply is this table itself.
   local w_args, c_args, rows, n = {}, {}, {false, false, false}, 0
-  local a_args = {'~pin', 'not a fire: a value this long keeps the hash a hash table, not a'
-    .. ' compact list scanned on every lookup (lua/includes/leases.lua)'}
+  local a_args = {'~pin', PIN_VALUE}
 
   local function take(fid, due, token, reclaimed, before, payload)
     local token_s = token == 1 and '1' or tostring(token)

@@ -5,9 +5,11 @@
 --   policy_reader(jobs, job_lines, held, paused, schedules, any_definition)  a reader of
 --                       those hashes (the claim's KEYS of those names; any_definition: every
 --                       definition counts as held); a table of:
---     load(fires, first, last)  read what this call has not read yet for fires[first..
---                       last] (fire_parts tables of fires.lua; false ones are skipped): the
---                       policies of their jobs, then those of their runtime schedules
+--     load(fire_jobs, parts, first, last)  read what this call has not read yet for the
+--                       fires first..last, of jobs fire_jobs[i] (false ones are skipped) and
+--                       parts[i] their fire_parts tables of fires.lua (nil for a fire that
+--                       is '<job>@<due_ms>'): the policies of their jobs, then those of their
+--                       runtime schedules
 --     of(f)             the policy fire f (a fire_parts table) is judged by, or false: its
 --                       job is not published, or its schedule is gone or runs another job
 --                       now; then true if the schedule is why. A policy is parse_policy's
@@ -70,22 +72,25 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
         if job == job_of_want[i] then
           -- The schedule's own values; the rest is its job's (one shared metatable per job).
           p.inherit = p.inherit or {__index = p}
+          overlap = overlap ~= '' and overlap or p.overlap
           of_schedule[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
             deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
-            overlap = overlap ~= '' and overlap or p.overlap,
+            overlap = overlap, free = overlap == 'allow' and not p.bounded,
             paused = p.paused or paused_s == '1', payload = payload}, p.inherit)
         end
       end
     end
   end
 
-  local function load(fires, first, last)
-    local names, sids, jobs_of = {}, {}, {}
+  local function load(fire_jobs, parts, first, last)
+    local names, sids, jobs_of, k = {}, {}, {}, 0
     for i = first, last do
-      local f = fires[i]
-      if f then
-        names[#names + 1] = f.job
-        if f.sid then sids[#sids + 1] = f.sid; jobs_of[#sids] = f.job end
+      local job = fire_jobs[i]
+      if job then
+        k = k + 1
+        names[k] = job
+        local f = parts[i]
+        if f and f.sid then sids[#sids + 1] = f.sid; jobs_of[#sids] = job end
       end
     end
     load_jobs(names)
@@ -101,5 +106,6 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
     return p, false
   end
 
-  return {load = load, of = of}
+  -- of_job: job -> its policy (or false), for the fires of no runtime schedule (f.sid nil)
+  return {load = load, of = of, of_job = of_job}
 end

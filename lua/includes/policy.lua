@@ -9,6 +9,8 @@
 --                        paused (the file pauses the job), definition, mask (notify),
 --                        pause_after (0: never), most (max_concurrent, 0: no bound),
 --                        limits ({name, cap} each), bounded (most or a limit bounds it),
+--                        free (overlap allow and not bounded: no slot nor run in flight
+--                        to look at),
 --                        on_failure (the jobs then's 'f=' names, or nil); nil for a line
 --                        of fewer than six fields, not a policy line (Policy.is_line).
 --                        Jobs whose lines differ only in digest and definition (most of
@@ -20,18 +22,16 @@ do
   local match, gmatch = string.match, string.gmatch
   -- The digest, first, is not captured (a string made costs), nor pool, the twelfth field,
   -- the planner's (which queue a fire waits in).
-  local LINE = '^[^|]*|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)'
-    .. '|?([^|]*)|?([^|]*)|?[^|]*|?([^|]*)$'
-  -- A claim parses a line per job per call: the common values are looked up, not converted
-  -- (tonumber of a string runs strtod twice), and no limits share one table (read only).
-  local SMALL = {['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6,
-    ['7'] = 7, ['8'] = 8, ['9'] = 9, [''] = false}
+  -- (One literal: a concatenation would run at every call.)
+  local LINE =
+    '^[^|]*|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?([^|]*)|?[^|]*|?([^|]*)$'
+  -- A claim parses a line per shape per call (see parse_policy), a few per call: a table of
+  -- the common values, made at every call, cost more than converting them.
   local function int(s, default)
-    local v = SMALL[s]
-    if v == nil then v = tonumber(s) end
-    return v or default
+    if s == '' then return default end
+    return tonumber(s) or default
   end
-  local NO_LIMITS = {}
+  local NO_LIMITS = {}  -- of every line without limits (read only)
   function policy_digest(line) return match(line, '^[^|]*') end
   local function parse_line(line)
     local catch_up, deadline, overlap, max_attempts, paused, definition, mask,
@@ -51,6 +51,7 @@ do
       max_attempts = int(max_attempts, 1), paused = paused == '1',
       definition = definition, mask = mask, pause_after = int(pause_after, 0),
       most = most, limits = caps, bounded = most > 0 or #caps > 0,
+      free = overlap == 'allow' and most == 0 and #caps == 0,
       on_failure = chain ~= '' and match(chain, 'f=([^;]*)') or nil}
   end
   -- A line: the five fields after the digest, the definition, and what follows it.
@@ -66,6 +67,9 @@ do
       shape = shared and {__index = shared} or false
       shapes[key] = shape
     end
-    return shape and setmetatable({definition = definition}, shape) or nil
+    -- paused and held are written per job (includes/policies.lua): made with the table, its
+    -- hash part is not grown twice.
+    return shape and setmetatable({definition = definition, paused = shape.__index.paused,
+      held = false}, shape) or nil
   end
 end

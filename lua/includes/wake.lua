@@ -7,17 +7,18 @@
 --                      them and left them for others)
 local next_due
 do
+  -- (The ranks are strings: a number given to redis.call is formatted with sprintf.)
   local function clamped(score) return math.min(math.max(tonumber(score), 0), 2^53) end
   function next_due(queue, working, past)
     local next_ms = -1
     local q
     if past then
-      q = redis.call('ZRANGEBYSCORE', queue, '(' .. past, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      q = redis.call('ZRANGEBYSCORE', queue, '(' .. past, '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
     else
-      q = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+      q = redis.call('ZRANGE', queue, '0', '0', 'WITHSCORES')
     end
     if q[2] then next_ms = clamped(q[2]) end
-    local w = redis.call('ZRANGE', working, 0, 0, 'WITHSCORES')
+    local w = redis.call('ZRANGE', working, '0', '0', 'WITHSCORES')
     if w[2] and (next_ms < 0 or clamped(w[2]) < next_ms) then next_ms = clamped(w[2]) end
     return next_ms
   end

@@ -351,6 +351,26 @@ def test_ack_after_takeover_is_lease_lost_and_leaves_the_new_claim(s: Scripts,
     assert s.ack_many(K, [(old.fire_id, 1, "a", {}), (new.fire_id, 2, "a", "{}")]) == [False, True]
 
 
+def test_an_ack_batch_finishes_only_the_fires_in_working_and_each_once(
+        s: Scripts, r: redis.Redis) -> None:
+    # A fire whose token still matches but that left working (its lease lapsed and it was
+    # handed back), and a fire named twice in one call, are lease lost; the others are done.
+    setup_job(s, dues=(1, 2, 3))
+    claims = s.claim(K, "w", batch=3, now_ms=T0 + 5 * MIN).claimed
+    assert len(claims) == 3
+    gone, kept, twice = claims
+    r.zrem(K.working, gone.fire_id)
+    items = [(c.fire_id, c.token, "a", {"fire": c.fire_id, "status": "ok"})
+             for c in (gone, kept, twice, twice)]
+    assert s.ack_many(K, items) == [False, True, True, False]
+    assert r.zcard(K.working) == 0
+    assert r.hget(K.attempts, gone.fire_id) == "1" and r.hexists(K.claims, gone.fire_id)
+    for c in (kept, twice):
+        assert not r.hexists(K.attempts, c.fire_id) and not r.hexists(K.claims, c.fire_id)
+    assert sorted(json.loads(x)["fire"] for x in r.lrange(K.history("a"), 0, -1)) == sorted(
+        [kept.fire_id, twice.fire_id])
+
+
 def test_an_ack_batch_keeps_each_fires_output_and_chain_as_its_own(s: Scripts,
                                                                      r: redis.Redis) -> None:
     # Only some fires of a batch trigger jobs or kept output: each goes to its own fire.
