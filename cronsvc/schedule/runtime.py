@@ -315,6 +315,8 @@ def build(sid: str, *, job: str, now_ms: int, cron: str | None = None,
     problem = payload_problem(payload)
     if problem:
         raise bad("payload", problem)
+    if actor is not None and not isinstance(actor, str):
+        raise bad("actor", f"{actor!r}: text naming who made the change")
     calendar = _calendar(skip, business_days, only, cron, bad)
     jitter_ms = _duration_ms(jitter, bad, "jitter", least_ms=0)
     deadline_ms = _duration_ms(starting_deadline, bad, "starting_deadline", least_ms=1)

@@ -93,6 +93,7 @@ class Rows:
                 get("payload"), get("actor"))
             try:
                 known = (type(sid) is str and type(job) is str and job in jobs
+                         and (actor is None or type(actor) is str)  # else build() says so
                          and type(every) is not bool  # True == 1
                          and valid_id(sid) is not None and (
                              specs.get(key := (get("cron"), every, get("timezone", "UTC")))

@@ -96,9 +96,13 @@ def test_an_item_a_check_here_refuses_gets_the_error_build_gives() -> None:
              "timezone: unknown time zone"),
             ({"id": "x", "job": "digest", "cron": "0 9 * * *", "payload": float("nan")},
              "payload: not JSON"),
-            ({"id": "x", "job": "digest", "every": "1m", "catch_up": "some"}, "catch_up")):
+            ({"id": "x", "job": "digest", "every": "1m", "catch_up": "some"}, "catch_up"),
+            ({"id": "x", "job": "digest", "every": "1m", "actor": 7}, "actor: 7"),
+            ({"id": "x", "job": "digest", "every": "1m", "actor": ["me"]}, "actor: ['me']")):
         with pytest.raises(BadSchedule, match=re.escape(f"schedule 'x': {message}")):
             rows.row(item)
+        with pytest.raises(BadSchedule, match=re.escape(f"schedule 'x': {message}")):
+            rows.rows([{"id": "ok", "job": "digest", "every": "1m"}, item])
     rows.row({"id": "x", "job": "digest", "every": 1})  # True is not the every of 1 s
     with pytest.raises(BadSchedule, match="every: True"):
         rows.row({"id": "x", "job": "digest", "every": True})
