@@ -382,13 +382,15 @@ class Worker:
                 else:
                     self._busy_n += 1
         # Handed to the slots in one go: one lock and at most one thread called for them
-        # (which calls the next); runs that start processes get a thread each, at once.
+        # (which calls the next); the async runs put on the loop; then the runs that start
+        # processes, a thread each, at once (last: their starts hold the GIL, and the
+        # launches before would wait for them).
         sync = [run for run in runs if not run.on_loop]
         self._pool.submit_many(self._run, [(r,) for r in sync if not starts_processes(r.job)])
-        self._pool.submit_each(self._run, [(r,) for r in sync if starts_processes(r.job)])
         for run in runs:
             if run.on_loop:
                 self._launch(run)
+        self._pool.submit_each(self._run, [(r,) for r in sync if starts_processes(r.job)])
         for claim in unknown:
             # Redis names the job; only this worker's own config says what it runs. The
             # claim only gives it fires of definitions it holds, so this is a reload in
