@@ -63,25 +63,24 @@ class Slots:
         Python, so that no task waits for the one before it to be under way."""
         if not each:
             return
-        new = []
         with self._lock:
             self._tasks.extend([(fn, args) for args in each])
-            for _ in each:
-                if self._idle:
-                    self._coming += 1
-                    self._idle.pop().release()
-                elif self._started < self._size:
-                    self._coming += 1
-                    self._started += 1
-                    new.append(self._started - 1)
+            new = [self._call_another() for _ in each]
         for number in new:
-            self._start(number)
+            if number is not None:
+                self._start(number)
 
     def _call_one(self) -> int | None:
         """Holding the lock, with tasks waiting: make sure a thread comes for them. The
         number of a new one to start (by the caller, the lock released), if it must be."""
         if self._coming:
             return None  # one comes: it takes a task, and calls the next thread if more wait
+        return self._call_another()
+
+    def _call_another(self) -> int | None:
+        """Holding the lock: wake an idle thread, or say which new one to start, whether or
+        not another is on its way; None if every thread is busy (the first done takes the
+        next task)."""
         if self._idle:
             self._coming += 1
             self._idle.pop().release()
@@ -90,7 +89,7 @@ class Slots:
             self._coming += 1
             self._started += 1
             return self._started - 1
-        return None  # every thread is busy: the first done takes the next
+        return None
 
     def _start(self, number: int) -> None:
         gate = threading.Lock()
