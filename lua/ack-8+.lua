@@ -53,11 +53,11 @@ for x = 4 * n + 6, #argv, 4 do
 end
 local call = redis.call
 local current = call('HMGET', keys[2], unpack(fids))
--- done: the fires held with their token and still in working (at: their numbers), taken
--- out of it and recorded in one pass. (Asking working about them all at once costs more:
--- ZMSCORE formats each score with printf, and while working is small Redis keeps it a
--- list scanned on every lookup.)
-local done, at, m, out = {}, {}, 0, {}
+-- done: the fires held with their token and still in working, taken out of it and
+-- recorded in one pass (out[i] is 1 for each); while every fire so far is done, it is fids
+-- itself. (Asking working about them all at once costs more: ZMSCORE formats each score
+-- with printf, and while working is small Redis keeps it a list scanned on every lookup.)
+local done, m, out = fids, 0, {}
 for i = 1, n do
   local held, a, fid = current[i], 4 * i + 1, fids[i]
   local token = argv[a + 2]
@@ -65,7 +65,7 @@ for i = 1, n do
   if (held == token or tonumber(held) == tonumber(token))
       and call('ZREM', working, fid) == 1 then
     m = m + 1
-    done[m], at[m] = fid, i
+    done[m] = fid
     local k = 2 * i + 6  -- the fire's KEYS before its first
     local record, entry = argv[a + 3], argv[a + 4]
     if call('LPUSH', keys[k + 1], record) > cap then
@@ -80,6 +80,7 @@ for i = 1, n do
     end
     out[i] = 1
   else
+    if done == fids then done = {unpack(fids, 1, m)} end
     out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current '
       .. tostring(held or 'none')
   end
@@ -106,9 +107,11 @@ if m > 0 then
   -- Failures are counted per job whose policy wants it: a success ends its streak.
   if redis.call('HLEN', keys[8]) > 0 then
     local names, tokens = {}, {}
-    for i, fid in ipairs(done) do
-      names[i] = job_of(fid)
-      tokens[i] = tonumber(argv[4 * at[i] + 3])
+    for i = 1, n do
+      if out[i] == 1 then
+        names[#names + 1] = job_of(fids[i])
+        tokens[#tokens + 1] = tonumber(argv[4 * i + 3])
+      end
     end
     succeeded(keys[8], keys[7], names, done, tokens, nil)
   end
