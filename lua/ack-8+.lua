@@ -40,7 +40,7 @@
 -- @include ran.lua
 -- @include output.lua
 local cap, period, reach = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local retention, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+local retention, n = ARGV[4], tonumber(ARGV[5])  -- (retention: digits, given to PEXPIRE)
 local argv, keys = ARGV, KEYS
 local working = keys[1]
 local fids = {}
@@ -52,6 +52,9 @@ for x = 4 * n + 6, #argv, 4 do
   extra[f], extra_key[f] = x, keys[8 + 2 * n + (x - 4 * n - 2) / 4]
 end
 local call = redis.call
+-- The history's last index kept, as digits: a number given to redis.call is formatted with
+-- printf at each call, and once a job's history is full each fire trims it.
+local last_s = string.format('%d', cap - 1)
 local current = call('HMGET', keys[2], unpack(fids))
 -- done: the fires held with their token and still in working, taken out of it and
 -- recorded in one pass (out[i] is 1 for each); while every fire so far is done, it is fids
@@ -69,7 +72,7 @@ for i = 1, n do
     local k = 2 * i + 6  -- the fire's KEYS before its first
     local record, entry = argv[a + 3], argv[a + 4]
     if call('LPUSH', keys[k + 1], record) > cap then
-      call('LTRIM', keys[k + 1], 0, cap - 1)
+      call('LTRIM', keys[k + 1], '0', last_s)
     end
     if entry ~= '' then record_ran(keys[k + 2], entry, fid, period, reach) end
     local x = extra[i]

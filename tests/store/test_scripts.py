@@ -13,6 +13,7 @@ from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownJob
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.history import record
 from cronsvc.keys import ATTEMPTS_PIN, Keys
+from cronsvc.run.output import OUTPUT_RETENTION_MS
 from cronsvc.store.replies import record_json
 from cronsvc.store.scripts import Claim, Scripts, ack_call, load_sources
 
@@ -386,6 +387,8 @@ def test_an_ack_batch_keeps_each_fires_output_and_chain_as_its_own(s: Scripts,
     assert {c.fire_id: r.hgetall(K.output(c.fire_id)) for c in claims} == {
         claims[0].fire_id: {}, claims[1].fire_id: {str(T0 + MIN + 1): "printed by 1"},
         claims[2].fire_id: {str(T0 + MIN + 2): "printed by 2"}, claims[3].fire_id: {}}
+    for c in claims[1:3]:  # an output is kept for its retention, from its ack on
+        assert OUTPUT_RETENTION_MS - 60_000 < r.pttl(K.output(c.fire_id)) <= OUTPUT_RETENTION_MS
     chains = [json.loads(e) for e in r.lrange(K.outbox, 0, -1)]
     assert [(e["event"], e["fire"], e["next"]) for e in chains] == [
         ("chain", claims[1].fire_id, "next")]
