@@ -340,6 +340,19 @@ def test_ack_records_history_and_clears_state(s: Scripts, r: redis.Redis) -> Non
     assert [json.loads(x)["status"] for x in r.lrange(K.history("a"), 0, -1)] == ["ok"]
 
 
+def test_a_claim_makes_the_working_set_a_skiplist_that_holds_fires_only(
+        s: Scripts, r: redis.Redis) -> None:
+    # A few fires would make a compact list, scanned on every lookup; the member that turns
+    # it into a skiplist is gone when the claim returns, and a later claim adds to the set.
+    setup_job(s, dues=(1, 2, 3))
+    first = s.claim(K, "w", batch=1, now_ms=T0 + 5 * MIN).claimed
+    assert r.zrange(K.working, 0, -1) == [first[0].fire_id]
+    assert r.object("encoding", K.working) == "skiplist"
+    more = s.claim(K, "w", batch=2, now_ms=T0 + 5 * MIN).claimed
+    assert sorted(r.zrange(K.working, 0, -1)) == sorted(c.fire_id for c in first + more)
+    assert len(more) == 2 and r.object("encoding", K.working) == "skiplist"
+
+
 def test_ack_after_takeover_is_lease_lost_and_leaves_the_new_claim(s: Scripts,
                                                                    r: redis.Redis) -> None:
     setup_job(s, dues=(1,))
