@@ -353,6 +353,25 @@ def test_a_claim_makes_the_working_set_a_skiplist_that_holds_fires_only(
     assert len(more) == 2 and r.object("encoding", K.working) == "skiplist"
 
 
+def test_an_ack_keeps_the_newest_records_up_to_the_cap_even_a_lowered_one(
+        s: Scripts, r: redis.Redis) -> None:
+    setup_job(s, dues=(1, 2, 3, 4))
+    claims = s.claim(K, "w", batch=4, now_ms=T0 + 5 * MIN).claimed
+    assert len(claims) == 4
+
+    def ack(c: Claim, cap: int) -> None:
+        s.ack(K, c.fire_id, c.token, "a", {"fire": c.fire_id, "status": "ok"}, history_cap=cap)
+
+    def kept() -> list[str]:
+        return [json.loads(x)["fire"] for x in r.lrange(K.history("a"), 0, -1)]
+
+    for c in claims[:3]:  # the third is one over the cap: the oldest goes
+        ack(c, 2)
+    assert kept() == [claims[2].fire_id, claims[1].fire_id]
+    ack(claims[3], 1)  # a lowered cap: trimmed to it at once
+    assert kept() == [claims[3].fire_id]
+
+
 def test_ack_after_takeover_is_lease_lost_and_leaves_the_new_claim(s: Scripts,
                                                                    r: redis.Redis) -> None:
     setup_job(s, dues=(1,))
