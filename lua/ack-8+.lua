@@ -40,7 +40,7 @@
 -- @include ran.lua
 -- @include output.lua
 local cap, period, reach = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local retention, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+local retention, n = ARGV[4], tonumber(ARGV[5])  -- (retention: digits, given to PEXPIRE)
 local argv, keys = ARGV, KEYS
 local working = keys[1]
 local fids = {}
@@ -51,29 +51,28 @@ for x = 4 * n + 6, #argv, 4 do
   local f = tonumber(argv[x])
   extra[f], extra_key[f] = x, keys[8 + 2 * n + (x - 4 * n - 2) / 4]
 end
-local current = redis.call('HMGET', keys[2], unpack(fids))
--- done: the fires held with their token and still in working (at: their numbers), taken
--- out of it. (Asking working about them all at once costs more: ZMSCORE formats each score
+local call = redis.call
+-- The history's last index kept, as digits: a number given to redis.call is formatted with
+-- printf at each call, and once a job's history is full each fire trims it.
+local last_s = string.format('%d', cap - 1)
+local current = call('HMGET', keys[2], unpack(fids))
+-- done: the fires held with their token and still in working, taken out of it and
+-- recorded in one pass (out[i] is 1 for each); while every fire so far is done, it is fids
+-- itself. (Asking working about them all at once costs more: ZMSCORE formats each score
 -- with printf, and while working is small Redis keeps it a list scanned on every lookup.)
-local done, at, m = {}, {}, 0
+local done, m, out = fids, 0, {}
 for i = 1, n do
-  local held, token, fid = current[i], argv[4 * i + 3], fids[i]
+  local held, a, fid = current[i], 4 * i + 1, fids[i]
+  local token = argv[a + 2]
   -- Tokens are written as decimal digits: equal strings are the common case, no tonumber.
   if (held == token or tonumber(held) == tonumber(token))
-      and redis.call('ZREM', working, fid) == 1 then
+      and call('ZREM', working, fid) == 1 then
     m = m + 1
-    done[m], at[m] = fid, i
-  end
-end
-local out, j = {}, 1
-for i = 1, n do
-  local fid = fids[i]
-  if at[j] == i then
-    j = j + 1
-    local a, k = 4 * i + 1, 2 * i + 6  -- the fire's ARGV and KEYS before its first
+    done[m] = fid
+    local k = 2 * i + 6  -- the fire's KEYS before its first
     local record, entry = argv[a + 3], argv[a + 4]
-    if redis.call('LPUSH', keys[k + 1], record) > cap then
-      redis.call('LTRIM', keys[k + 1], 0, cap - 1)
+    if call('LPUSH', keys[k + 1], record) > cap then
+      call('LTRIM', keys[k + 1], '0', last_s)
     end
     if entry ~= '' then record_ran(keys[k + 2], entry, fid, period, reach) end
     local x = extra[i]
@@ -84,8 +83,9 @@ for i = 1, n do
     end
     out[i] = 1
   else
-    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. argv[4 * i + 3] .. ' current '
-      .. tostring(current[i] or 'none')
+    if done == fids then done = {unpack(fids, 1, m)} end
+    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current '
+      .. tostring(held or 'none')
   end
 end
 if m > 0 then
@@ -110,9 +110,11 @@ if m > 0 then
   -- Failures are counted per job whose policy wants it: a success ends its streak.
   if redis.call('HLEN', keys[8]) > 0 then
     local names, tokens = {}, {}
-    for i, fid in ipairs(done) do
-      names[i] = job_of(fid)
-      tokens[i] = tonumber(argv[4 * at[i] + 3])
+    for i = 1, n do
+      if out[i] == 1 then
+        names[#names + 1] = job_of(fids[i])
+        tokens[#tokens + 1] = tonumber(argv[4 * i + 3])
+      end
     end
     succeeded(keys[8], keys[7], names, done, tokens, nil)
   end

@@ -20,23 +20,32 @@
 -- 64 bytes): the hash stays a hash table. A compact one is scanned whole on every lookup,
 -- and a claim and an ack look up each fire (the claim's are mostly not there): with 100
 -- fires in flight that scan was a fifth of their cost.
+-- Keys.working is kept a skiplist too, with no member kept in it for that: while it holds
+-- at most 128 fires Redis keeps it a compact list (zset-max-ziplist-entries; a listpack on
+-- Redis 7), scanned twice by each ZADD and once by each ZREM and heartbeat. A claim that
+-- finds it empty (no key) creates it with a member longer than such a list holds
+-- (zset-max-ziplist-value, 64 bytes) named first, and takes that member out at once: the
+-- set holds fire ids only whenever a script ends, and stays a skiplist until it is emptied
+-- again. (One reloaded from disk with few fires, or made by an older version, stays a
+-- compact list until then.)
 -- @include bulk.lua
--- One literal: a concatenation would run at every call.
+-- One literal each: a concatenation would run at every call.
 local PIN_VALUE = 'not a fire: a value this long keeps the hash a hash table, not a compact list scanned on every lookup (lua/includes/leases.lua)'
+local WIDE_MEMBER = 'not a fire: a member this long makes the working set a skiplist, not a compact list scanned on every lookup (lua/includes/leases.lua)'
 local function leases_of(worker, now, now_s, lease_ms)
   -- Lua formats numbers with sprintf on every use: the ones used per fire are made once.
   local lease_until = string.format('%d', now + lease_ms)
   local head = '{"worker":' .. cjson.encode(worker) .. ',"token":'
   local tail = ',"claimed_at":' .. now_s
   -- One flat table a fire, no table per fire: the reply is this table itself.
-  local w_args, c_args, rows, n = {}, {}, {false, false, false}, 0
+  local w_args, c_args, rows, n = {false, false}, {}, {false, false, false}, 0
   local a_args = {'~pin', PIN_VALUE}
 
   local function take(fid, due, token, reclaimed, before, payload)
     local token_s = token == 1 and '1' or tostring(token)
     local i, r = 2 * n, 3 + 6 * n  -- the lists grow by a fixed step a fire: no length asked
     n = n + 1
-    w_args[i + 1], w_args[i + 2] = lease_until, fid
+    w_args[i + 3], w_args[i + 4] = lease_until, fid
     a_args[i + 3], a_args[i + 4] = fid, token_s
     c_args[i + 1] = fid
     c_args[i + 2] = head .. token_s .. ',"due":' .. due .. tail
@@ -47,7 +56,13 @@ local function leases_of(worker, now, now_s, lease_ms)
 
   local function write(working, attempts, claims, payloads)
     if n == 0 then return end
-    bulk('ZADD', working, w_args, 2)
+    if redis.call('ZCARD', working) == 0 then
+      w_args[1], w_args[2] = '0', WIDE_MEMBER
+      bulk('ZADD', working, w_args, 2)
+      redis.call('ZREM', working, WIDE_MEMBER)
+    else
+      bulk('ZADD', working, w_args, 2, nil, 3)
+    end
     bulk('HSET', attempts, a_args, 2)
     bulk('HSET', claims, c_args, 2)
     if redis.call('HLEN', payloads) > 0 then

@@ -94,6 +94,26 @@ def test_a_success_after_failures_is_recovered_once(s: Scripts, r: redis.Redis) 
     assert not r.hexists(K.failing, "a")
 
 
+def test_a_success_in_a_batch_after_a_lost_lease_recovers_its_own_job(
+        s: Scripts, r: redis.Redis) -> None:
+    # The fires an ack call finishes are told by their own job and attempt, whichever fires
+    # before them in the call were lost.
+    for job in ("a", "b"):
+        setup(s, job, dues=(1, 2))
+    for c in s.claim(K, "w", batch=2, now_ms=T0 + MIN).claimed:
+        fail(s, c)
+    by_job = {c.job: c for c in s.claim(K, "w", batch=2, now_ms=T0 + 2 * MIN).claimed}
+    lost, done = by_job["a"], by_job["b"]
+    r.zrem(K.working, lost.fire_id)
+    items = [(c.fire_id, c.token, c.job, {"fire": c.fire_id, "status": "ok"})
+             for c in (lost, done)]
+    assert s.ack_many(K, items) == [False, True]
+    recovered = [e for e in outbox(r) if e["event"] == "recovered"]
+    assert [(e["job"], e["fire"], e["attempt"]) for e in recovered] == [
+        ("b", done.fire_id, done.token)]
+    assert r.hget(K.failing, "a") == "1" and not r.hexists(K.failing, "b")
+
+
 def test_missed_and_skipped_fires_are_told(s: Scripts, r: redis.Redis) -> None:
     setup(s, "late", deadline=1000)
     setup(s, "latest", catch_up="latest", dues=(1, 2))

@@ -13,6 +13,7 @@ from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownJob
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.history import record
 from cronsvc.keys import ATTEMPTS_PIN, Keys
+from cronsvc.run.output import OUTPUT_RETENTION_MS
 from cronsvc.store.replies import record_json
 from cronsvc.store.scripts import Claim, Scripts, ack_call, load_sources
 
@@ -339,6 +340,38 @@ def test_ack_records_history_and_clears_state(s: Scripts, r: redis.Redis) -> Non
     assert [json.loads(x)["status"] for x in r.lrange(K.history("a"), 0, -1)] == ["ok"]
 
 
+def test_a_claim_makes_the_working_set_a_skiplist_that_holds_fires_only(
+        s: Scripts, r: redis.Redis) -> None:
+    # A few fires would make a compact list, scanned on every lookup; the member that turns
+    # it into a skiplist is gone when the claim returns, and a later claim adds to the set.
+    setup_job(s, dues=(1, 2, 3))
+    first = s.claim(K, "w", batch=1, now_ms=T0 + 5 * MIN).claimed
+    assert r.zrange(K.working, 0, -1) == [first[0].fire_id]
+    assert r.object("encoding", K.working) == "skiplist"
+    more = s.claim(K, "w", batch=2, now_ms=T0 + 5 * MIN).claimed
+    assert sorted(r.zrange(K.working, 0, -1)) == sorted(c.fire_id for c in first + more)
+    assert len(more) == 2 and r.object("encoding", K.working) == "skiplist"
+
+
+def test_an_ack_keeps_the_newest_records_up_to_the_cap_even_a_lowered_one(
+        s: Scripts, r: redis.Redis) -> None:
+    setup_job(s, dues=(1, 2, 3, 4))
+    claims = s.claim(K, "w", batch=4, now_ms=T0 + 5 * MIN).claimed
+    assert len(claims) == 4
+
+    def ack(c: Claim, cap: int) -> None:
+        s.ack(K, c.fire_id, c.token, "a", {"fire": c.fire_id, "status": "ok"}, history_cap=cap)
+
+    def kept() -> list[str]:
+        return [json.loads(x)["fire"] for x in r.lrange(K.history("a"), 0, -1)]
+
+    for c in claims[:3]:  # the third is one over the cap: the oldest goes
+        ack(c, 2)
+    assert kept() == [claims[2].fire_id, claims[1].fire_id]
+    ack(claims[3], 1)  # a lowered cap: trimmed to it at once
+    assert kept() == [claims[3].fire_id]
+
+
 def test_ack_after_takeover_is_lease_lost_and_leaves_the_new_claim(s: Scripts,
                                                                    r: redis.Redis) -> None:
     setup_job(s, dues=(1,))
@@ -386,6 +419,8 @@ def test_an_ack_batch_keeps_each_fires_output_and_chain_as_its_own(s: Scripts,
     assert {c.fire_id: r.hgetall(K.output(c.fire_id)) for c in claims} == {
         claims[0].fire_id: {}, claims[1].fire_id: {str(T0 + MIN + 1): "printed by 1"},
         claims[2].fire_id: {str(T0 + MIN + 2): "printed by 2"}, claims[3].fire_id: {}}
+    for c in claims[1:3]:  # an output is kept for its retention, from its ack on
+        assert OUTPUT_RETENTION_MS - 60_000 < r.pttl(K.output(c.fire_id)) <= OUTPUT_RETENTION_MS
     chains = [json.loads(e) for e in r.lrange(K.outbox, 0, -1)]
     assert [(e["event"], e["fire"], e["next"]) for e in chains] == [
         ("chain", claims[1].fire_id, "next")]
