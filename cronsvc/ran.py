@@ -49,29 +49,34 @@ def ran_entry(keys: Keys, fid: str) -> tuple[str, bytes] | None:
 
 
 class RanEntries:
-    """:func:`ran_entry` for the many fires of one ack on shard ``keys``: the name of each
-    record string made once, and a fire of its job's own schedule (most fires) read
-    without :func:`split_fire`."""
+    """:func:`ran_entry` for the many fires acked on shard ``keys``: the name of each
+    record string made once (per job, that of its last period: a worker may keep one for
+    good), and a fire of its job's own schedule (most fires) read without
+    :func:`split_fire`."""
 
     __slots__ = ("keys", "_names")
 
     def __init__(self, keys: Keys) -> None:
         self.keys = keys
-        self._names: dict[tuple[str, int], str] = {}  # (owner, period) -> its string
+        self._names: dict[str, tuple[int, str]] = {}  # job -> (period, its string)
 
     def entry(self, fid: str, job: str) -> tuple[str, bytes] | None:
         """:func:`ran_entry` of ``fid``, a fire of ``job`` (a hint: any other works)."""
         at = len(job)
-        if "#" in fid or "!" in fid or fid[at:at + 1] != "@" or not fid.startswith(job):
+        if fid[at:at + 1] != "@" or not fid.startswith(job) or "#" in fid or "!" in fid:
             return ran_entry(self.keys, fid)
         due = int(fid[at + 1:])
-        owner = (job, due >> PERIOD_BITS)
-        name = self._names.get(owner)
-        if name is None:
-            name = self._names[owner] = self.keys.ran(job, owner[1])
-        return name, (due & _IN_PERIOD).to_bytes(4, "big")
+        period = due >> PERIOD_BITS
+        hit = self._names.get(job)
+        if hit is None or hit[0] != period:
+            if len(self._names) >= _NAMES_KEPT:
+                self._names.clear()
+            hit = self._names[job] = (period, self.keys.ran(job, period))
+        return hit[1], (due & _IN_PERIOD).to_bytes(4, "big")
 
 
+#: Jobs whose record string a :class:`RanEntries` remembers at most.
+_NAMES_KEPT = 100_000
 _IN_PERIOD = PERIOD_MS - 1
 
 
