@@ -12,7 +12,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from cronsvc.clock import monotonic
 from cronsvc.config.models import Config, Job
@@ -21,10 +21,11 @@ from cronsvc.history import Cancel, drop_explained
 from cronsvc.keys import Keys, keys_for
 from cronsvc.metrics.counters import NoMetrics
 from cronsvc.policy import Policy
-from cronsvc.process.logs import batched_lines, line_writer
+from cronsvc.process.logs import LineWriter, batched_lines, line_writer
+from cronsvc.ran import RanEntries
 from cronsvc.run.outcome import Outcome
 from cronsvc.store.faults import REDIS_ERRORS, describe, is_outage
-from cronsvc.store.scripts import Claim, Scripts
+from cronsvc.store.scripts import AckCall, Claim, Scripts
 from cronsvc.worker.records import (
     drop_record,
     history_json,
@@ -32,6 +33,8 @@ from cronsvc.worker.records import (
     log_dropped,
     log_outcome,
     lost_record,
+    ok_line,
+    run_fields,
 )
 from cronsvc.worker.running import Note, Running
 
@@ -50,12 +53,19 @@ RETRY_AT_MOST = 2.0
 DEFER_AT_MOST = 0.05
 DEFER_STEP = 0.002
 T = TypeVar("T")
-# Successes to ack, per shard and history cap (a job may keep more than the worker's): the
-# items of the ack (Scripts.ack_many), made as each run's result comes, and beside them
-# each run, its outcome and its history status.
-AckItem = tuple[str, int, str, str, str, str, int]
-Acked = tuple[Running, Outcome, str]
-Acks = dict[tuple[Keys, int], tuple[list[AckItem], list[Acked]]]
+
+
+class _Ack:
+    """Successes to ack in one call on one shard with one history cap (a job may keep more
+    than the worker's): the call, made as each run's result comes, and beside it each run
+    and its outcome; whether one of them holds a slot others may wait for."""
+
+    __slots__ = ("call", "runs", "frees")
+
+    def __init__(self, call: AckCall) -> None:
+        self.call = call
+        self.runs: list[tuple[Running, Outcome]] = []
+        self.frees = False
 
 
 class ResultsHolder(Protocol):
@@ -96,6 +106,8 @@ class Results:
         # per job definition: the jobs its success triggers ('a,b').
         self._caps: tuple[Config | None, dict[str, int]] = (None, {})
         self._thens: dict[str, tuple[Job, str]] = {}
+        # Per shard: the names its acks use, kept from ack to ack (record strings, histories).
+        self._names: dict[Keys, tuple[RanEntries, dict[str, str]]] = {}
 
     # -- what the worker hands over ---------------------------------------------
     def start(self) -> None:
@@ -165,12 +177,22 @@ class Results:
             # Not for runs holding slots in Redis others wait for (their ack frees them),
             # nor for async runs: the loop's thread, not the slots, starts the next ones,
             # and waiting made an async drain cost more (65 against 53 us a fire).
-            if not last and self.w.claiming and not any(
-                    r.on_loop or self._bounded(r.job) for r, _ in batch):
+            if not last and self.w.claiming and not self._frees_slots(batch):
                 last = self._defer(batch, notes)
             with batched_lines():
                 self._record_batch(batch)
                 self._write_notes(notes)
+
+    def _frees_slots(self, batch: list[tuple[Running, Outcome]]) -> bool:
+        """Some of these runs hold slots others may wait for, or run on the loop."""
+        bounds = self._bounds
+        for run, _ in batch:
+            job = run.job
+            hit = bounds.get(job.name)
+            if run.on_loop or (hit[1] if hit is not None and hit[0] is job
+                               else self._bounded(job)):
+                return True
+        return False
 
     def _bounded(self, job: Job) -> bool:
         """:func:`bounded`, asked once per job of the config in force."""
@@ -209,39 +231,59 @@ class Results:
                           describe(exc))
 
     def _record_batch(self, batch: list[tuple[Running, Outcome]]) -> None:
-        acks: Acks = {}
-        for run, outcome in batch:
+        w = self.w
+        acks: dict[tuple[Keys, int], list[_Ack]] = {}
+        worker, offset = w.worker_id, w.offset_ms
+        # The group of the last success (most batches have one shard and one cap).
+        last: tuple[Keys | None, int, list[_Ack]] = (None, 0, [])
+        for item in batch:
+            run, outcome = item
             try:
-                self._finish(run, outcome, acks)
+                status = outcome.status
+                if status != "ok" and (status != "cancelled"
+                                       or run.cancel_reason != Cancel.REPLACED):
+                    self._finish(run, outcome)
+                    continue
+                job, keys = run.job, run.keys
+                cap = self.history_cap(job.name)
+                if keys is not last[0] or cap != last[1]:
+                    last = (keys, cap, acks.setdefault((keys, cap), []))
+                group = last[2]
+                if not group or group[-1].call.full:
+                    group.append(_Ack(self._ack_call(keys, cap)))
+                ack = group[-1]
+                claim = run.claim
+                ack.call.add(claim.fire_id, claim.token, claim.job,
+                             history_json(claim, outcome, worker, offset,
+                                          "ok" if status == "ok" else Cancel.REPLACED),
+                             self._then(job) if status == "ok" else "", outcome.output,
+                             outcome.started_ms + offset)
+                ack.runs.append(item)
+                if not ack.frees and self._bounded(job):
+                    ack.frees = True
             except REDIS_ERRORS as exc:
                 self.w.noted(exc)
                 log.error("%s: result not recorded, the fire will run again: %s",
                           run.claim.fire_id, describe(exc))
             except Exception:  # the worker must survive a result it cannot record
                 log.exception("result of %s not recorded", run.claim.fire_id)
-        for (keys, cap), (items, runs) in acks.items():
-            self._ack(keys, cap, items, runs)
-        self.w.free(*(run for run, _ in batch))
+        for group in acks.values():
+            for ack in group:
+                self._ack(ack)
+        w.free(*(run for run, _ in batch))
 
-    def _finish(self, run: Running, outcome: Outcome, acks: Acks) -> None:
-        """Record a failure or a release now; add a success to ``acks``."""
+    def _ack_call(self, keys: Keys, cap: int) -> AckCall:
+        """An ack on shard ``keys`` with the names it uses kept from ack to ack."""
+        names = self._names.get(keys)
+        if names is None:
+            names = self._names[keys] = (RanEntries(keys), {})
+        return AckCall(keys, cap, self.retention_ms, *names)
+
+    def _finish(self, run: Running, outcome: Outcome) -> None:
+        """Record a failure or a release now."""
         w = self.w
         claim, job = run.claim, run.job
         status: str = outcome.status
-        if status == "ok" or (status == "cancelled" and run.cancel_reason == Cancel.REPLACED):
-            if status != "ok":
-                status = Cancel.REPLACED
-            offset = w.offset_ms
-            key = (run.keys, self.history_cap(job.name))
-            group = acks.get(key)
-            if group is None:
-                group = acks[key] = ([], [])
-            group[0].append((claim.fire_id, claim.token, claim.job,
-                             history_json(claim, outcome, w.worker_id, offset, status),
-                             self._then(job) if status == "ok" else "", outcome.output,
-                             outcome.started_ms + offset))
-            group[1].append((run, outcome, status))
-            return
         lag = self.lag(run, outcome)
         stopped = run.cancel_reason
         if status == "cancelled" and stopped in (Cancel.SHUTDOWN, Cancel.LEASE_LOST):
@@ -273,30 +315,61 @@ class Results:
             w.metrics.dead(claim.job)
         w.metrics.run_finished(claim, status, lag, job.kind)
 
-    def _ack(self, keys: Keys, cap: int, items: list[AckItem], runs: list[Acked]) -> None:
+    def _ack(self, ack: _Ack) -> None:
         w = self.w
         try:
-            recorded = self.persist(lambda: w.scripts.ack_many(keys, items, cap,
-                                                               self.retention_ms))
+            lost = self.persist(lambda: w.scripts.acked(ack.call))
         except REDIS_ERRORS as exc:
             w.noted(exc)
             log.error("%d result(s) not recorded, their fires will run again: %s",
-                      len(items), describe(exc))
+                      len(ack.runs), describe(exc))
             return
-        bounds = self._bounded
-        if any(bounds(acked[0].job) for acked in runs):
+        if ack.frees:
             w.wake()  # a slot is free: a fire waiting for it starts now, not at the next look
         write = line_writer(log, logging.INFO)
-        worker, offset, finished = w.worker_id, w.offset_ms, w.metrics.run_finished
-        for (run, outcome, status), ok in zip(runs, recorded, strict=True):
+        # The lines of most successes, written at once (those before any other line).
+        lines: list[str] = []
+        fields: list[dict[str, Any]] | None = None if write is None or write.plain else []
+        worker, offset, metrics = w.worker_id, w.offset_ms, w.metrics
+        finished = None if type(metrics) is NoMetrics else metrics.run_finished
+        for (run, outcome), why in zip(ack.runs, lost, strict=True):
             claim = run.claim
-            if not ok:
+            if why is not None:
+                if lines:
+                    self._write(write, lines, fields)
                 log.warning("%s: result not recorded, lease taken over (attempt %d)",
                             claim.fire_id, claim.token)
                 continue
             lag = outcome.started_ms + offset - claim.due_ms  # as self.lag
-            log_outcome(log, worker, claim, outcome, lag, write=write)
-            finished(claim, status, lag, run.job.kind)
+            line = None if write is None else ok_line(claim, outcome, lag)
+            if line is None:
+                if lines:
+                    self._write(write, lines, fields)
+                log_outcome(log, worker, claim, outcome, lag, write=write)
+            else:
+                lines.append(line)
+                if fields is not None:
+                    fields.append(run_fields(claim, worker))
+            if finished is not None:
+                finished(claim, "ok" if outcome.status == "ok" else Cancel.REPLACED, lag,
+                         run.job.kind)
+        if lines:
+            self._write(write, lines, fields)
+
+    @staticmethod
+    def _write(write: LineWriter | None, lines: list[str],
+               fields: list[dict[str, Any]] | None) -> None:
+        """Write these run lines (and forget them); a line not written is reported as
+        logging reports it."""
+        try:
+            if write is not None:
+                write.lines(lines, fields)
+        except Exception:  # logging's way reports it (Handler.handleError)
+            for n, line in enumerate(lines):
+                log.info("%s", line, extra=None if fields is None else fields[n])
+        lines.clear()
+        if fields is not None:
+            fields.clear()
 
     def _then(self, job: Job) -> str:
         """The jobs a success of ``job`` triggers, as the ack takes them ('a,b')."""
