@@ -60,10 +60,10 @@ class _Ack:
     than the worker's): the call, made as each run's result comes, and beside it each run
     and its outcome; whether one of them holds a slot others may wait for."""
 
-    __slots__ = ("call", "runs", "frees")
+    __slots__ = ("call", "cap", "runs", "frees")
 
-    def __init__(self, call: AckCall) -> None:
-        self.call = call
+    def __init__(self, call: AckCall, cap: int) -> None:
+        self.call, self.cap = call, cap
         self.runs: list[tuple[Running, Outcome]] = []
         self.frees = False
 
@@ -106,6 +106,8 @@ class Results:
         # per job definition: the jobs its success triggers ('a,b').
         self._caps: tuple[Config | None, dict[str, int]] = (None, {})
         self._thens: dict[str, tuple[Job, str]] = {}
+        # Per job of the config in force: what the ack of a success takes (_traits_of).
+        self._traits: dict[str, tuple[Job, Config, int, str, bool]] = {}
         # Per shard: the names its acks use, kept from ack to ack (record strings, histories).
         self._names: dict[Keys, tuple[RanEntries, dict[str, str]]] = {}
 
@@ -234,8 +236,8 @@ class Results:
         w = self.w
         acks: dict[tuple[Keys, int], list[_Ack]] = {}
         worker, offset = w.worker_id, w.offset_ms
-        # The group of the last success (most batches have one shard and one cap).
-        last: tuple[Keys | None, int, list[_Ack]] = (None, 0, [])
+        config, traits = w.config, self._traits
+        ack: _Ack | None = None  # that of the last success (most batches need one)
         for item in batch:
             run, outcome = item
             try:
@@ -245,21 +247,21 @@ class Results:
                     self._finish(run, outcome)
                     continue
                 job, keys = run.job, run.keys
-                cap = self.history_cap(job.name)
-                if keys is not last[0] or cap != last[1]:
-                    last = (keys, cap, acks.setdefault((keys, cap), []))
-                group = last[2]
-                if not group or group[-1].call.full:
-                    group.append(_Ack(self._ack_call(keys, cap)))
-                ack = group[-1]
+                t = traits.get(job.name)
+                if t is None or t[0] is not job or t[1] is not config:
+                    t = self._traits_of(job, config)
+                if ack is None or keys is not ack.call.k or t[2] != ack.cap or ack.call.full:
+                    ack = self._ack_for(acks, keys, t[2])
                 claim = run.claim
-                ack.call.add(claim.fire_id, claim.token, claim.job,
-                             history_json(claim, outcome, worker, offset,
-                                          "ok" if status == "ok" else Cancel.REPLACED),
-                             self._then(job) if status == "ok" else "", outcome.output,
+                if status == "ok":
+                    text, then = history_json(claim, outcome, worker, offset, "ok"), t[3]
+                else:
+                    text, then = history_json(claim, outcome, worker, offset,
+                                              Cancel.REPLACED), ""
+                ack.call.add(claim.fire_id, claim.token, claim.job, text, then, outcome.output,
                              outcome.started_ms + offset)
                 ack.runs.append(item)
-                if not ack.frees and self._bounded(job):
+                if t[4]:
                     ack.frees = True
             except REDIS_ERRORS as exc:
                 self.w.noted(exc)
@@ -272,12 +274,24 @@ class Results:
                 self._ack(ack)
         w.free(*(run for run, _ in batch))
 
-    def _ack_call(self, keys: Keys, cap: int) -> AckCall:
-        """An ack on shard ``keys`` with the names it uses kept from ack to ack."""
-        names = self._names.get(keys)
-        if names is None:
-            names = self._names[keys] = (RanEntries(keys), {})
-        return AckCall(keys, cap, self.retention_ms, *names)
+    def _ack_for(self, acks: dict[tuple[Keys, int], list[_Ack]], keys: Keys, cap: int
+                 ) -> _Ack:
+        """The ack of ``acks`` a success on shard ``keys`` with history cap ``cap`` goes to
+        (a new one when there is none yet or the last one is full)."""
+        group = acks.setdefault((keys, cap), [])
+        if not group or group[-1].call.full:
+            names = self._names.get(keys)
+            if names is None:
+                names = self._names[keys] = (RanEntries(keys), {})
+            group.append(_Ack(AckCall(keys, cap, self.retention_ms, *names), cap))
+        return group[-1]
+
+    def _traits_of(self, job: Job, config: Config) -> tuple[Job, Config, int, str, bool]:
+        """What the ack of a success of ``job`` takes, of ``config`` (that in force): its
+        history cap, the jobs it triggers, whether its runs hold slots others wait for."""
+        hit = self._traits[job.name] = (job, config, self.history_cap(job.name),
+                                        self._then(job), self._bounded(job))
+        return hit
 
     def _finish(self, run: Running, outcome: Outcome) -> None:
         """Record a failure or a release now."""
