@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -164,18 +165,7 @@ class Results:
         while not last:
             batch: list[tuple[Running, Outcome]] = []
             notes: list[Note] = []
-            item = self._queue.get()
-            while True:
-                if item is None:  # the worker is stopping and this is all
-                    last = True
-                    break
-                if isinstance(item, Note):
-                    notes.append(item)
-                else:
-                    batch.append(item)
-                if len(batch) + len(notes) >= RESULT_BATCH or self._queue.empty():
-                    break
-                item = self._queue.get_nowait()
+            last = bool(self._take(self._queue.get(), batch, notes))
             # Not for runs holding slots in Redis others wait for (their ack frees them),
             # nor for async runs: the loop's thread, not the slots, starts the next ones,
             # and waiting made an async drain cost more (65 against 53 us a fire).
@@ -203,22 +193,40 @@ class Results:
             hit = self._bounds[job.name] = (job, bounded(job))
         return hit[1]
 
+    def _take(self, item: tuple[Running, Outcome] | Note | None,
+              batch: list[tuple[Running, Outcome]], notes: list[Note],
+              watch: bool = False) -> bool | None:
+        """Put ``item`` and what is queued behind it in ``batch`` or ``notes`` (runs and
+        notes, RESULT_BATCH at most); True if the end mark came; ``watch``: None as soon as
+        a run that frees a slot comes."""
+        get, room = self._queue.get_nowait, RESULT_BATCH - len(batch) - len(notes)
+        while True:
+            if item is None:  # the worker is stopping and this is all
+                return True
+            if isinstance(item, tuple):
+                batch.append(item)
+                if watch and (item[0].on_loop or self._bounded(item[0].job)):
+                    return None  # its ack frees a slot another fire may wait for
+            else:
+                notes.append(item)
+            room -= 1
+            if room <= 0:
+                return False
+            try:
+                item = get()
+            except queue.Empty:
+                return False
+
     def _defer(self, batch: list[tuple[Running, Outcome]], notes: list[Note]) -> bool:
         """Wait while the claim loop takes fires due now (at most DEFER_AT_MOST), taking
         what comes meanwhile into this batch; True if the end mark came."""
         w, until = self.w, monotonic() + DEFER_AT_MOST
         while w.claiming and monotonic() < until and not w.hard_stopped.is_set():
-            w.hard_stopped.wait(DEFER_STEP)
-            while len(batch) + len(notes) < RESULT_BATCH and not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item is None:
-                    return True
-                if isinstance(item, Note):
-                    notes.append(item)
-                    continue
-                batch.append(item)
-                if item[0].on_loop or self._bounded(item[0].job):
-                    return False  # its ack frees a slot another fire may wait for
+            time.sleep(DEFER_STEP)  # a hard stop is seen at the next step
+            if len(batch) + len(notes) < RESULT_BATCH and not self._queue.empty():
+                took = self._take(self._queue.get_nowait(), batch, notes, watch=True)
+                if took is not False:
+                    return bool(took)
         return False
 
     def _write_notes(self, notes: list[Note]) -> None:
