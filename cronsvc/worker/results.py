@@ -26,7 +26,7 @@ from cronsvc.process.logs import LineWriter, batched_lines, line_writer
 from cronsvc.ran import RanEntries
 from cronsvc.run.outcome import Outcome
 from cronsvc.store.faults import REDIS_ERRORS, describe, is_outage
-from cronsvc.store.scripts import AckCall, Claim, Scripts
+from cronsvc.store.scripts import ACK_CHUNK, AckCall, Claim, Scripts
 from cronsvc.worker.records import (
     drop_record,
     history_json,
@@ -61,10 +61,10 @@ class _Ack:
     than the worker's): the call, made as each run's result comes, and beside it each run
     and its outcome; whether one of them holds a slot others may wait for."""
 
-    __slots__ = ("call", "cap", "runs", "frees")
+    __slots__ = ("call", "runs", "frees")
 
-    def __init__(self, call: AckCall, cap: int) -> None:
-        self.call, self.cap = call, cap
+    def __init__(self, call: AckCall) -> None:
+        self.call = call
         self.runs: list[tuple[Running, Outcome]] = []
         self.frees = False
 
@@ -245,7 +245,10 @@ class Results:
         acks: dict[tuple[Keys, int], list[_Ack]] = {}
         worker, offset = w.worker_id, w.offset_ms
         config, traits = w.config, self._traits
-        ack: _Ack | None = None  # that of the last success (most batches need one)
+        # The ack of the last success (most batches need one), its call, shard and cap.
+        call: AckCall | None = None
+        call_keys: Keys | None = None
+        call_cap = 0
         for item in batch:
             run, outcome = item
             try:
@@ -258,16 +261,18 @@ class Results:
                 t = traits.get(job.name)
                 if t is None or t[0] is not job or t[1] is not config:
                     t = self._traits_of(job, config)
-                if ack is None or keys is not ack.call.k or t[2] != ack.cap or ack.call.full:
+                if (call is None or keys is not call_keys or t[2] != call_cap
+                        or call.n >= ACK_CHUNK):
                     ack = self._ack_for(acks, keys, t[2])
+                    call, call_keys, call_cap = ack.call, keys, t[2]
                 claim = run.claim
                 if status == "ok":
                     text, then = history_json(claim, outcome, worker, offset, "ok"), t[3]
                 else:
                     text, then = history_json(claim, outcome, worker, offset,
                                               Cancel.REPLACED), ""
-                ack.call.add(claim.fire_id, claim.token, claim.job, text, then, outcome.output,
-                             outcome.started_ms + offset)
+                call.add(claim.fire_id, claim.token, claim.job, text, then, outcome.output,
+                         outcome.started_ms + offset)
                 ack.runs.append(item)
                 if t[4]:
                     ack.frees = True
@@ -291,7 +296,7 @@ class Results:
             names = self._names.get(keys)
             if names is None:
                 names = self._names[keys] = (RanEntries(keys), {})
-            group.append(_Ack(AckCall(keys, cap, self.retention_ms, *names), cap))
+            group.append(_Ack(AckCall(keys, cap, self.retention_ms, *names)))
         return group[-1]
 
     def _traits_of(self, job: Job, config: Config) -> tuple[Job, Config, int, str, bool]:
