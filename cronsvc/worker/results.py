@@ -102,13 +102,16 @@ class Results:
             queue.SimpleQueue())
         self._thread = threading.Thread(target=self.record_all, name="cronsvc-results",
                                         daemon=True)
-        self._bounds: dict[str, tuple[Job, bool]] = {}  # name -> (job, bounded(job))
+        # Per job definition (by its id: the value holds it), bounded(job), of the config
+        # in force (the runs of the one before go on a while).
+        self._bounds: tuple[Config | None, dict[int, tuple[Job, bool]]] = (None, {})
         # Per job of the config in force (the config they were read of): its history cap;
         # per job definition: the jobs its success triggers ('a,b').
         self._caps: tuple[Config | None, dict[str, int]] = (None, {})
         self._thens: dict[str, tuple[Job, str]] = {}
-        # Per job of the config in force: what the ack of a success takes (_traits_of).
-        self._traits: dict[str, tuple[Job, Config, int, str, bool]] = {}
+        # Per job definition (by its id: the value holds it, so the id is its own while
+        # there), what the ack of a success takes (_traits_of), of the config in force.
+        self._traits: tuple[Config | None, dict[int, tuple[Job, int, str, bool]]] = (None, {})
         # Per shard: the names its acks use, kept from ack to ack (record strings, histories).
         self._names: dict[Keys, tuple[RanEntries, dict[str, str]]] = {}
 
@@ -177,20 +180,22 @@ class Results:
 
     def _frees_slots(self, batch: list[tuple[Running, Outcome]]) -> bool:
         """Some of these runs hold slots others may wait for, or run on the loop."""
-        bounds = self._bounds
         for run, _ in batch:
-            job = run.job
-            hit = bounds.get(job.name)
-            if run.on_loop or (hit[1] if hit is not None and hit[0] is job
-                               else self._bounded(job)):
+            if run.on_loop:
+                return True
+            hit = self._bounds[1].get(id(run.job))
+            if hit[1] if hit is not None else self._bounded(run.job):
                 return True
         return False
 
     def _bounded(self, job: Job) -> bool:
-        """:func:`bounded`, asked once per job of the config in force."""
-        hit = self._bounds.get(job.name)
-        if hit is None or hit[0] is not job:
-            hit = self._bounds[job.name] = (job, bounded(job))
+        """:func:`bounded`, asked once per job definition."""
+        config, bounds = self._bounds
+        if config is not self.w.config:
+            config, bounds = self._bounds = (self.w.config, {})
+        hit = bounds.get(id(job))
+        if hit is None:
+            hit = bounds[id(job)] = (job, bounded(job))
         return hit[1]
 
     def _take(self, item: tuple[Running, Outcome] | Note | None,
@@ -244,7 +249,9 @@ class Results:
         w = self.w
         acks: dict[tuple[Keys, int], list[_Ack]] = {}
         worker, offset = w.worker_id, w.offset_ms
-        config, traits = w.config, self._traits
+        config, traits = self._traits
+        if config is not w.config:
+            config, traits = self._traits = (w.config, {})
         # The ack of the last success (most batches need one), its call, shard and cap.
         call: AckCall | None = None
         call_keys: Keys | None = None
@@ -258,23 +265,24 @@ class Results:
                     self._finish(run, outcome)
                     continue
                 job, keys = run.job, run.keys
-                t = traits.get(job.name)
-                if t is None or t[0] is not job or t[1] is not config:
-                    t = self._traits_of(job, config)
-                if (call is None or keys is not call_keys or t[2] != call_cap
+                # by id: the name would be a read of each job's dict, not in the caches
+                t = traits.get(id(job))
+                if t is None:
+                    t = traits[id(job)] = self._traits_of(job)
+                if (call is None or keys is not call_keys or t[1] != call_cap
                         or call.n >= ACK_CHUNK):
-                    ack = self._ack_for(acks, keys, t[2])
-                    call, call_keys, call_cap = ack.call, keys, t[2]
+                    ack = self._ack_for(acks, keys, t[1])
+                    call, call_keys, call_cap = ack.call, keys, t[1]
                 claim = run.claim
                 if status == "ok":
-                    text, then = history_json(claim, outcome, worker, offset, "ok"), t[3]
+                    text, then = history_json(claim, outcome, worker, offset, "ok"), t[2]
                 else:
                     text, then = history_json(claim, outcome, worker, offset,
                                               Cancel.REPLACED), ""
                 call.add(claim.fire_id, claim.token, claim.job, text, then, outcome.output,
                          outcome.started_ms + offset)
                 ack.runs.append(item)
-                if t[4]:
+                if t[3]:
                     ack.frees = True
             except REDIS_ERRORS as exc:
                 self.w.noted(exc)
@@ -299,12 +307,10 @@ class Results:
             group.append(_Ack(AckCall(keys, cap, self.retention_ms, *names)))
         return group[-1]
 
-    def _traits_of(self, job: Job, config: Config) -> tuple[Job, Config, int, str, bool]:
-        """What the ack of a success of ``job`` takes, of ``config`` (that in force): its
-        history cap, the jobs it triggers, whether its runs hold slots others wait for."""
-        hit = self._traits[job.name] = (job, config, self.history_cap(job.name),
-                                        self._then(job), self._bounded(job))
-        return hit
+    def _traits_of(self, job: Job) -> tuple[Job, int, str, bool]:
+        """What the ack of a success of ``job`` takes: its history cap (of the config in
+        force), the jobs it triggers, whether its runs hold slots others wait for."""
+        return job, self.history_cap(job.name), self._then(job), self._bounded(job)
 
     def _finish(self, run: Running, outcome: Outcome) -> None:
         """Record a failure or a release now."""
