@@ -53,6 +53,10 @@ RETRY_AT_MOST = 2.0
 # as its run ends, not once its result is in. Its lease is renewed meanwhile.
 DEFER_AT_MOST = 0.05
 DEFER_STEP = 0.002
+# ... and while no run that ends the wait can come (no job of the config holds slots others
+# wait for, no run on the loop came), only every 5 ms: a look costs the thread some 20 us of
+# CPU on a VM (the sleep's wake-up), a microsecond a fire in a drain at 2 ms.
+DEFER_STEP_PLAIN = 0.005
 T = TypeVar("T")
 
 
@@ -102,6 +106,10 @@ class Results:
             queue.SimpleQueue())
         self._thread = threading.Thread(target=self.record_all, name="cronsvc-results",
                                         daemon=True)
+        # The wait while claiming: how often it looks, per config (_step); whether runs on
+        # the loop came (their end ends it, as a bounded job's does).
+        self._steps: tuple[Config | None, float] = (None, DEFER_STEP)
+        self._loop_runs = False
         # Per job definition (by its id: the value holds it), bounded(job), of the config
         # in force (the runs of the one before go on a while).
         self._bounds: tuple[Config | None, dict[int, tuple[Job, bool]]] = (None, {})
@@ -182,6 +190,7 @@ class Results:
         """Some of these runs hold slots others may wait for, or run on the loop."""
         for run, _ in batch:
             if run.on_loop:
+                self._loop_runs = True
                 return True
             hit = self._bounds[1].get(id(run.job))
             if hit[1] if hit is not None else self._bounded(run.job):
@@ -198,6 +207,16 @@ class Results:
             hit = bounds[id(job)] = (job, bounded(job))
         return hit[1]
 
+    def _step(self) -> float:
+        """How often the wait while claiming looks at the claim loop and at what came:
+        DEFER_STEP while a run whose ack frees a slot may come, else DEFER_STEP_PLAIN."""
+        config, step = self._steps
+        if config is not self.w.config:
+            config = self.w.config
+            step = DEFER_STEP if any(map(bounded, config.jobs.values())) else DEFER_STEP_PLAIN
+            self._steps = (config, step)
+        return DEFER_STEP if self._loop_runs else step
+
     def _take(self, item: tuple[Running, Outcome] | Note | None,
               batch: list[tuple[Running, Outcome]], notes: list[Note],
               watch: bool = False) -> bool | None:
@@ -211,6 +230,7 @@ class Results:
             if isinstance(item, tuple):
                 batch.append(item)
                 if watch and (item[0].on_loop or self._bounded(item[0].job)):
+                    self._loop_runs = self._loop_runs or item[0].on_loop
                     return None  # its ack frees a slot another fire may wait for
             else:
                 notes.append(item)
@@ -227,7 +247,7 @@ class Results:
         what comes meanwhile into this batch; True if the end mark came."""
         w, until = self.w, monotonic() + DEFER_AT_MOST
         while w.claiming and monotonic() < until and not w.hard_stopped.is_set():
-            time.sleep(DEFER_STEP)  # a hard stop is seen at the next step
+            time.sleep(self._step())  # a hard stop is seen at the next step
             if len(batch) + len(notes) < RESULT_BATCH and not self._queue.empty():
                 took = self._take(self._queue.get_nowait(), batch, notes, watch=True)
                 if took is not False:

@@ -12,7 +12,7 @@ from cronsvc.keys import Keys
 from cronsvc.run.outcome import Outcome
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Claim
-from cronsvc.worker.results import RESULT_BATCH
+from cronsvc.worker.results import DEFER_STEP, DEFER_STEP_PLAIN, RESULT_BATCH
 from cronsvc.worker.running import Note, Running
 from cronsvc.worker.worker import Worker
 
@@ -72,3 +72,17 @@ def test_waiting_while_claiming_ends_at_a_run_that_frees_a_slot_or_the_end(
     worker.claiming = False  # not claiming: no wait at all
     results._queue.put(after)
     assert results._defer(batch, []) is False and results._queue.qsize() == 1
+
+
+def test_the_wait_looks_often_only_while_a_run_that_ends_it_may_come(
+        worker: Worker, tmp_path: Path) -> None:
+    results, config = worker.results, worker.config
+    assert results._step() == DEFER_STEP  # a job holds slots others wait for
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("jobs:\n  free:\n    cron: '0 0 1 1 *'\n    command: [true]\n")
+    worker.config = load_config(plain)
+    assert results._step() == DEFER_STEP_PLAIN > DEFER_STEP
+    run, outcome = run_of(config, "free", 1)
+    run.on_loop = True
+    assert results._frees_slots([(run, outcome)])
+    assert results._step() == DEFER_STEP  # runs on the loop come: their end ends it
