@@ -49,29 +49,45 @@ def ran_entry(keys: Keys, fid: str) -> tuple[str, bytes] | None:
 
 
 class RanEntries:
-    """:func:`ran_entry` for the many fires of one ack on shard ``keys``: the name of each
-    record string made once, and a fire of its job's own schedule (most fires) read
-    without :func:`split_fire`."""
+    """:func:`ran_entry` for the many fires acked on shard ``keys``: the name of each
+    record string made once (per job, that of its last period: a worker may keep one for
+    good), and a fire of its job's own schedule (most fires) read without
+    :func:`split_fire`."""
 
-    __slots__ = ("keys", "_names")
+    __slots__ = ("keys", "_names", "_dues")
 
     def __init__(self, keys: Keys) -> None:
         self.keys = keys
-        self._names: dict[tuple[str, int], str] = {}  # (owner, period) -> its string
+        self._names: dict[str, tuple[int, str]] = {}  # job -> (period, its string)
+        # due time as a fire id writes it -> (its period, its entry): many fires are due
+        # at the same time
+        self._dues: dict[str, tuple[int, bytes]] = {}
 
     def entry(self, fid: str, job: str) -> tuple[str, bytes] | None:
         """:func:`ran_entry` of ``fid``, a fire of ``job`` (a hint: any other works)."""
         at = len(job)
-        if "#" in fid or "!" in fid or fid[at:at + 1] != "@" or not fid.startswith(job):
+        if fid[at:at + 1] != "@" or not fid.startswith(job):
             return ran_entry(self.keys, fid)
-        due = int(fid[at + 1:])
-        owner = (job, due >> PERIOD_BITS)
-        name = self._names.get(owner)
-        if name is None:
-            name = self._names[owner] = self.keys.ran(job, owner[1])
-        return name, (due & _IN_PERIOD).to_bytes(4, "big")
+        digits = fid[at + 1:]
+        due = self._dues.get(digits)
+        if due is None:
+            if not digits.isdecimal():  # a one-off, a runtime schedule's, one host's...
+                return ran_entry(self.keys, fid)
+            if len(self._dues) >= _DUES_KEPT:
+                self._dues.clear()
+            ms = int(digits)
+            due = self._dues[digits] = (ms >> PERIOD_BITS, _OFFSET.pack(ms & _IN_PERIOD))
+        hit = self._names.get(job)
+        if hit is None or hit[0] != due[0]:
+            if len(self._names) >= _NAMES_KEPT:
+                self._names.clear()
+            hit = self._names[job] = (due[0], self.keys.ran(job, due[0]))
+        return hit[1], due[1]
 
 
+_DUES_KEPT = 4096
+#: Jobs whose record string a :class:`RanEntries` remembers at most.
+_NAMES_KEPT = 100_000
 _IN_PERIOD = PERIOD_MS - 1
 
 

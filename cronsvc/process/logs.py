@@ -7,7 +7,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from json.encoder import encode_basestring_ascii
 from typing import Any, cast
@@ -122,8 +122,41 @@ class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self.release()
 
 
-#: Writes one line (message, its fields) where logging would; see :func:`line_writer`.
-LineWriter = Callable[[str, dict[str, Any]], None]
+class LineWriter:
+    """Writes lines of one logger at one level as logging would, held as
+    :class:`LineHandler` holds them (see :func:`line_writer`)."""
+
+    __slots__ = ("_clock", "_end", "_handler", "_held", "_level", "_line", "_name", "plain")
+
+    def __init__(self, held: dict[LineHandler, list[str]], handler: LineHandler,
+                 fmt: Formatters, name: str, level: str) -> None:
+        self._held, self._handler, self._line = held, handler, fmt.line
+        self._name, self._level, self._end = name, level, handler.terminator
+        self._clock = time.time
+        #: The format shows no fields of a line: :meth:`lines` needs none.
+        self.plain = type(fmt) is LineFormatter
+
+    def __call__(self, msg: str, fields: dict[str, Any]) -> None:
+        """One line: ``msg``, with its fields."""
+        # Looked up per line: a warning in between writes the handler's list and drops it.
+        self._held.setdefault(self._handler, []).append(
+            self._line(self._clock(), self._level, self._name, msg, fields) + self._end)
+
+    def lines(self, msgs: list[str], fields: list[dict[str, Any]] | None = None) -> None:
+        """A line per message, made at once (the time read once for them all), the fields
+        of each in ``fields`` (None: a :attr:`plain` format's lines, which show none)."""
+        if not msgs:
+            return
+        held = self._held.setdefault(self._handler, [])
+        now, line, level, name, end = self._clock(), self._line, self._level, self._name, self._end
+        if fields is None:
+            if not self.plain:
+                raise ValueError("these lines show their fields: give them")
+            head = line(now, level, name, "", {})  # the line of an empty message
+            held.append(head + (end + head).join(msgs) + end)
+            return
+        held.extend([line(now, level, name, msg, f) + end
+                     for msg, f in zip(msgs, fields, strict=True)])
 
 
 def line_writer(logger: logging.Logger, level: int) -> LineWriter | None:
@@ -159,15 +192,7 @@ def line_writer(logger: logging.Logger, level: int) -> LineWriter | None:
     fmt = handler.formatter
     if not (type(fmt) is JsonFormatter or (type(fmt) is LineFormatter and fmt.intact())):
         return None
-    line, name, levelname = fmt.line, logger.name, logging.getLevelName(level)
-    terminator, clock = handler.terminator, time.time
-
-    def write(msg: str, fields: dict[str, Any]) -> None:
-        # Looked up per line: a warning in between writes the handler's list and drops it.
-        held.setdefault(handler, []).append(  # type: ignore[union-attr]
-            line(clock(), levelname, name, msg, fields) + terminator)
-
-    return write
+    return LineWriter(held, handler, fmt, logger.name, logging.getLevelName(level))
 
 
 @contextmanager

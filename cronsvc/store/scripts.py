@@ -33,7 +33,7 @@ from cronsvc.store.replies import compact, json_object, record_json, text
 
 __all__ = [
     "Claim", "ClaimResult", "FailResult", "PlanResult", "PublishResult", "ScriptSource",
-    "Scripts", "ack_call", "claim_keys", "load_sources", "lua_dir", "script_error",
+    "AckCall", "Scripts", "ack_call", "claim_keys", "load_sources", "lua_dir", "script_error",
 ]
 
 Pairs = Iterable[tuple[str, int]]  # (fire id, token)
@@ -160,40 +160,81 @@ def claim_keys(k: Keys, held: str | None = None) -> list[str]:
 def ack_call(k: Keys, items: Sequence[Sequence[Any]], history_cap: int,
              retention_ms: int = OUTPUT_RETENTION_MS) -> tuple[list[str], list[Any]]:
     """The KEYS and ARGV of ``lua/ack-8+.lua`` on shard ``k`` for ``(fire, token, job,
-    record[, then[, output[, started]]])`` items: per fire its job's history and its record
-    of runs, then an extra of each fire whose success triggers jobs or that kept output (its
-    outputs, ``output``, the whole of what the run kept, written where the run has a start:
-    ``started``, else the record's). A record is a mapping or its JSON text. Most fires have
-    neither extra: the call carries four values and two keys a fire."""
-    keys = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads, k.outbox,
-            k.failing]
-    args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS, int(retention_ms), len(items)]
-    extra_keys: list[str] = []
-    extras: list[Any] = []
-    histories: dict[str, str] = {}  # a batch holds many fires of a job
-    ran = RanEntries(k).entry
-    add_keys, add_args = keys.extend, args.extend
-    for f, item in enumerate(items, 1):
-        fid, token, job, record = item[0], item[1], item[2], item[3]
-        history = histories.get(job)
+    record[, then[, output[, started]]])`` items (:meth:`AckCall.add` each; without
+    ``started``, the start of a record given as a mapping)."""
+    return _ack_of(k, items, history_cap, retention_ms).made()
+
+
+def _ack_of(k: Keys, items: Sequence[Sequence[Any]], history_cap: int,
+            retention_ms: int) -> AckCall:
+    call = AckCall(k, history_cap, retention_ms)
+    add = call.add
+    for item in items:
+        record = item[3]
+        if len(item) < 7 and isinstance(record, dict):  # no start given: the record's
+            add(item[0], item[1], item[2], record, item[4] if len(item) > 4 else "",
+                item[5] if len(item) > 5 else "", record.get("started"))
+        else:
+            add(*item)
+    return call
+
+
+class AckCall:
+    """The KEYS and ARGV of one call of ``lua/ack-8+.lua`` on shard ``k``, fire by fire:
+    per fire its job's history and its record of runs, then an extra of each fire whose
+    success triggers jobs or that kept output (its outputs, ``output``, the whole of what
+    the run kept, written where the run has a start: ``started``). A record is a mapping
+    or its JSON text. Most fires have neither extra: the call carries four values and
+    two keys a fire. ``ran`` and ``histories`` (job -> its history's name) may be kept
+    from call to call of shard ``k`` (a worker acks many runs a second); at most
+    :data:`ACK_CHUNK` fires a call (:attr:`full`)."""
+
+    __slots__ = ("k", "keys", "args", "n", "_extra_keys", "_extras", "_ran", "_histories")
+
+    def __init__(self, k: Keys, history_cap: int, retention_ms: int = OUTPUT_RETENTION_MS,
+                 ran: RanEntries | None = None, histories: dict[str, str] | None = None
+                 ) -> None:
+        self.k = k
+        self.keys = [k.working, k.attempts, k.claims, k.running, k.cancels, k.payloads,
+                     k.outbox, k.failing]
+        self.args: list[Any] = [int(history_cap), PERIOD_MS, REACH_MS, int(retention_ms), 0]
+        self.n = 0
+        self._extra_keys: list[str] = []
+        self._extras: list[Any] = []
+        self._ran = (ran or RanEntries(k)).entry
+        self._histories = {} if histories is None else histories
+
+    @property
+    def full(self) -> bool:
+        return self.n >= ACK_CHUNK
+
+    def add(self, fid: str, token: int, job: str, record: Any, then: str = "",
+            output: str = "", started: int | None = None) -> None:
+        """Ack ``fid`` held with ``token``, ``record`` its history record; the jobs its
+        success triggers ('a,b'), the output it kept (none without ``started``, the run's
+        start). Nothing is added if it raises."""
+        history = self._histories.get(job)
         if history is None:
-            history = histories[job] = k.history(job)
-        ran_key, entry = ran(fid, job) or (history, "")
-        add_keys((history, ran_key))
-        add_args((fid, token if token.__class__ is int else int(token),
-                  record if record.__class__ is str else record_json(record), entry))
-        if len(item) > 4:
-            then, output = item[4], item[5] if len(item) > 5 else ""
-            if then or output:
-                started = item[6] if len(item) > 6 else (
-                    record.get("started") if isinstance(record, dict) else None)
-                if started is None:
-                    output = ""
-                if then or output:
-                    extra_keys.append(k.output(fid) if output else history)
-                    extras += (f, then, output, "" if started is None or not output
-                               else int(started))
-    return keys + extra_keys, args + extras
+            history = self._histories[job] = self.k.history(job)
+        ran = self._ran(fid, job)
+        values = (fid, token if token.__class__ is int else int(token),
+                  record if record.__class__ is str else record_json(record),
+                  "" if ran is None else ran[1])
+        if (then or output) and (then or started is not None):
+            if started is None:
+                output = ""
+            extra = (self.n + 1, then, output,
+                     "" if started is None or not output else int(started))
+            self._extra_keys.append(self.k.output(fid) if output else history)
+            self._extras += extra
+        self.n += 1
+        self.keys += (history, history if ran is None else ran[0])
+        self.args += values
+
+    def made(self) -> tuple[list[str], list[Any]]:
+        """The call's KEYS and ARGV."""
+        self.args[4] = self.n
+        return self.keys + self._extra_keys, self.args + self._extras
 
 
 def _claimed(k: Keys, res: Sequence[Any], i: int) -> Claim:
@@ -469,10 +510,14 @@ class Scripts:
         """Per item None if acked, else why not; ACK_CHUNK items per script call."""
         out: list[str | None] = []
         for i in range(0, len(items), ACK_CHUNK):
-            chunk = items[i:i + ACK_CHUNK]
-            res = self.run("ack", *ack_call(k, chunk, history_cap, retention_ms), packed=True)
-            out += [None if r == 1 else text(r) for r in res]
+            out += self.acked(_ack_of(k, items[i:i + ACK_CHUNK], history_cap,
+                                          retention_ms))
         return out
+
+    def acked(self, call: AckCall) -> list[str | None]:
+        """Run an ack made fire by fire: per fire None if acked, else why not (lease lost)."""
+        res = self.run("ack", *call.made(), packed=True)
+        return [None if r == 1 else text(r) for r in res]
 
     def fail(
         self, keys: Keys, fire_id: str, token: int, job: str, record: Any,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from cronsvc.clock import iso_utc
@@ -29,12 +30,27 @@ def history_json(claim: Claim, outcome: Outcome, worker: str, offset_ms: int, st
                  ) -> str:
     """The JSON of :func:`history_record` as stored, written without the record (a worker
     acks many runs a second)."""
-    text = encoded_run(claim.fire_id, claim.job, status, outcome.error, claim.due_ms,
-                       outcome.started_ms + offset_ms, outcome.duration_ms, claim.token, worker,
-                       outcome.exit_code, excerpt(outcome.output) or None)
+    fid, due, token = claim.fire_id, claim.due_ms, claim.token
+    started, took = outcome.started_ms + offset_ms, outcome.duration_ms
+    if (outcome.error is None and outcome.exit_code is None and not outcome.output
+            and due.__class__ is int and started.__class__ is int
+            and took.__class__ is int and token.__class__ is int):
+        # most runs: no reason, exit code or output (encoded_run's text of them)
+        try:
+            return (f'{{"fire":{_str(fid)},"job":{_str(claim.job)},"status":{_str(status)},'
+                    f'"reason":null,"scheduled":{due},"started":{started},'
+                    f'"duration_ms":{took},"attempt":{token},"worker":{_str(worker)},'
+                    '"exit_code":null,"output":null}')
+        except TypeError:  # a text value that is not a str: the record's own way
+            pass
+    text = encoded_run(fid, claim.job, status, outcome.error, due, started, took, token,
+                       worker, outcome.exit_code, excerpt(outcome.output) or None)
     if text is None:  # a value of another type: the record's own way
         return record_json(history_record(claim, outcome, worker, offset_ms, status=status))
     return text
+
+
+_str = encode_basestring_ascii  # TypeError for what is not a str
 
 
 def drop_record(fid: str, reason: str, worker: str) -> HistoryRecord:
@@ -49,19 +65,32 @@ def log_outcome(
     """The run's line: INFO for a success, else a WARNING. ``write`` (from
     :func:`~cronsvc.process.logs.line_writer`) writes an INFO line without logging's
     machinery, the same line."""
-    status, exit_code, error = outcome.status, outcome.exit_code, outcome.error
-    fields = {"job": claim.job, "fire": claim.fire_id, "attempt": claim.token, "worker": worker}
-    if status == "ok" and write is not None:
+    if outcome.status == "ok" and write is not None:
+        fields = run_fields(claim, worker)
         try:
-            if not (error or note) and (exit_code is None or exit_code == 0):
-                # most lines: RUN_LINE with nothing after the times
-                return write(OK_LINE % (claim.fire_id, claim.token, _scheduled(claim.due_ms),
-                                        lag_ms, outcome.duration_ms), fields)
+            if not note:
+                line = ok_line(claim, outcome, lag_ms)
+                if line is not None:
+                    return write(line, fields)
             return write(RUN_LINE % _args(claim, outcome, lag_ms, note), fields)
         except Exception:  # logging's way reports it (Handler.handleError)
             pass
-    log.log(logging.INFO if status == "ok" else logging.WARNING, RUN_LINE,
-            *_args(claim, outcome, lag_ms, note), extra=fields)
+    log.log(logging.INFO if outcome.status == "ok" else logging.WARNING, RUN_LINE,
+            *_args(claim, outcome, lag_ms, note), extra=run_fields(claim, worker))
+
+
+def run_fields(claim: Claim, worker: str) -> dict[str, Any]:
+    """The fields of a run's line (:data:`~cronsvc.process.logs.RUN_FIELDS`)."""
+    return {"job": claim.job, "fire": claim.fire_id, "attempt": claim.token, "worker": worker}
+
+
+def ok_line(claim: Claim, outcome: Outcome, lag_ms: int) -> str | None:
+    """The run line of most successes, with nothing after the times (:data:`OK_LINE`); None
+    for a run whose line says more (a status, an exit code, an error)."""
+    if outcome.status != "ok" or outcome.error or outcome.exit_code not in (None, 0):
+        return None
+    return OK_LINE % (claim.fire_id, claim.token, _scheduled(claim.due_ms), lag_ms,
+                      outcome.duration_ms)
 
 
 def _args(claim: Claim, outcome: Outcome, lag_ms: int, note: str) -> tuple[Any, ...]:
@@ -76,11 +105,15 @@ RUN_LINE = "%s %s attempt=%d scheduled=%s lag=%dms took=%dms%s%s%s"
 #: RUN_LINE of a success with no exit code, error or note.
 OK_LINE = "ok %s attempt=%d scheduled=%s lag=%dms took=%dms"
 _seconds: dict[int, str] = {}  # due second -> its ISO time without the Z: a run line each
+_dues: dict[int, str] = {}  # due time -> its ISO time (many fires are due at once)
 
 
 def _scheduled(ms: int) -> str:
-    """:func:`iso_utc` of a due time, the second's part remembered (its strftime is most
-    of the cost, and a batch holds many fires of a second)."""
+    """:func:`iso_utc` of a due time, remembered (its strftime is most of the cost, and a
+    batch holds many fires of a second, most due at the same time)."""
+    text = _dues.get(ms)
+    if text is not None:
+        return text
     if not 0 <= ms < _YEAR_9000:
         return iso_utc(ms)
     second, milli = divmod(ms, 1000)
@@ -89,7 +122,10 @@ def _scheduled(ms: int) -> str:
         if len(_seconds) >= 4096:
             _seconds.clear()
         head = _seconds[second] = iso_utc(second * 1000)[:-1]
-    return f"{head}.{milli:03d}Z" if milli else head + "Z"
+    if len(_dues) >= 4096:
+        _dues.clear()
+    text = _dues[ms] = f"{head}.{milli:03d}Z" if milli else head + "Z"
+    return text
 
 
 _YEAR_9000 = 221_845_392_000_000

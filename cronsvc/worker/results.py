@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from cronsvc.clock import monotonic
 from cronsvc.config.models import Config, Job
@@ -21,10 +22,11 @@ from cronsvc.history import Cancel, drop_explained
 from cronsvc.keys import Keys, keys_for
 from cronsvc.metrics.counters import NoMetrics
 from cronsvc.policy import Policy
-from cronsvc.process.logs import batched_lines, line_writer
+from cronsvc.process.logs import LineWriter, batched_lines, line_writer
+from cronsvc.ran import RanEntries
 from cronsvc.run.outcome import Outcome
 from cronsvc.store.faults import REDIS_ERRORS, describe, is_outage
-from cronsvc.store.scripts import Claim, Scripts
+from cronsvc.store.scripts import ACK_CHUNK, AckCall, Claim, Scripts
 from cronsvc.worker.records import (
     drop_record,
     history_json,
@@ -32,6 +34,8 @@ from cronsvc.worker.records import (
     log_dropped,
     log_outcome,
     lost_record,
+    ok_line,
+    run_fields,
 )
 from cronsvc.worker.running import Note, Running
 
@@ -49,13 +53,24 @@ RETRY_AT_MOST = 2.0
 # as its run ends, not once its result is in. Its lease is renewed meanwhile.
 DEFER_AT_MOST = 0.05
 DEFER_STEP = 0.002
+# ... and while no run that ends the wait can come (no job of the config holds slots others
+# wait for, no run on the loop came), only every 5 ms: a look costs the thread some 20 us of
+# CPU on a VM (the sleep's wake-up), a microsecond a fire in a drain at 2 ms.
+DEFER_STEP_PLAIN = 0.005
 T = TypeVar("T")
-# Successes to ack, per shard and history cap (a job may keep more than the worker's): the
-# items of the ack (Scripts.ack_many), made as each run's result comes, and beside them
-# each run, its outcome and its history status.
-AckItem = tuple[str, int, str, str, str, str, int]
-Acked = tuple[Running, Outcome, str]
-Acks = dict[tuple[Keys, int], tuple[list[AckItem], list[Acked]]]
+
+
+class _Ack:
+    """Successes to ack in one call on one shard with one history cap (a job may keep more
+    than the worker's): the call, made as each run's result comes, and beside it each run
+    and its outcome; whether one of them holds a slot others may wait for."""
+
+    __slots__ = ("call", "runs", "frees")
+
+    def __init__(self, call: AckCall) -> None:
+        self.call = call
+        self.runs: list[tuple[Running, Outcome]] = []
+        self.frees = False
 
 
 class ResultsHolder(Protocol):
@@ -91,11 +106,22 @@ class Results:
             queue.SimpleQueue())
         self._thread = threading.Thread(target=self.record_all, name="cronsvc-results",
                                         daemon=True)
-        self._bounds: dict[str, tuple[Job, bool]] = {}  # name -> (job, bounded(job))
+        # The wait while claiming: how often it looks, per config (_step); whether runs on
+        # the loop came (their end ends it, as a bounded job's does).
+        self._steps: tuple[Config | None, float] = (None, DEFER_STEP)
+        self._loop_runs = False
+        # Per job definition (by its id: the value holds it), bounded(job), of the config
+        # in force (the runs of the one before go on a while).
+        self._bounds: tuple[Config | None, dict[int, tuple[Job, bool]]] = (None, {})
         # Per job of the config in force (the config they were read of): its history cap;
         # per job definition: the jobs its success triggers ('a,b').
         self._caps: tuple[Config | None, dict[str, int]] = (None, {})
         self._thens: dict[str, tuple[Job, str]] = {}
+        # Per job definition (by its id: the value holds it, so the id is its own while
+        # there), what the ack of a success takes (_traits_of), of the config in force.
+        self._traits: tuple[Config | None, dict[int, tuple[Job, int, str, bool]]] = (None, {})
+        # Per shard: the names its acks use, kept from ack to ack (record strings, histories).
+        self._names: dict[Keys, tuple[RanEntries, dict[str, str]]] = {}
 
     # -- what the worker hands over ---------------------------------------------
     def start(self) -> None:
@@ -150,51 +176,82 @@ class Results:
         while not last:
             batch: list[tuple[Running, Outcome]] = []
             notes: list[Note] = []
-            item = self._queue.get()
-            while True:
-                if item is None:  # the worker is stopping and this is all
-                    last = True
-                    break
-                if isinstance(item, Note):
-                    notes.append(item)
-                else:
-                    batch.append(item)
-                if len(batch) + len(notes) >= RESULT_BATCH or self._queue.empty():
-                    break
-                item = self._queue.get_nowait()
+            last = bool(self._take(self._queue.get(), batch, notes))
             # Not for runs holding slots in Redis others wait for (their ack frees them),
             # nor for async runs: the loop's thread, not the slots, starts the next ones,
             # and waiting made an async drain cost more (65 against 53 us a fire).
-            if not last and self.w.claiming and not any(
-                    r.on_loop or self._bounded(r.job) for r, _ in batch):
+            if not last and self.w.claiming and not self._frees_slots(batch):
                 last = self._defer(batch, notes)
             with batched_lines():
                 self._record_batch(batch)
                 self._write_notes(notes)
 
+    def _frees_slots(self, batch: list[tuple[Running, Outcome]]) -> bool:
+        """Some of these runs hold slots others may wait for, or run on the loop."""
+        for run, _ in batch:
+            if run.on_loop:
+                self._loop_runs = True
+                return True
+            hit = self._bounds[1].get(id(run.job))
+            if hit[1] if hit is not None else self._bounded(run.job):
+                return True
+        return False
+
     def _bounded(self, job: Job) -> bool:
-        """:func:`bounded`, asked once per job of the config in force."""
-        hit = self._bounds.get(job.name)
-        if hit is None or hit[0] is not job:
-            hit = self._bounds[job.name] = (job, bounded(job))
+        """:func:`bounded`, asked once per job definition."""
+        config, bounds = self._bounds
+        if config is not self.w.config:
+            config, bounds = self._bounds = (self.w.config, {})
+        hit = bounds.get(id(job))
+        if hit is None:
+            hit = bounds[id(job)] = (job, bounded(job))
         return hit[1]
+
+    def _step(self) -> float:
+        """How often the wait while claiming looks at the claim loop and at what came:
+        DEFER_STEP while a run whose ack frees a slot may come, else DEFER_STEP_PLAIN."""
+        config, step = self._steps
+        if config is not self.w.config:
+            config = self.w.config
+            step = DEFER_STEP if any(map(bounded, config.jobs.values())) else DEFER_STEP_PLAIN
+            self._steps = (config, step)
+        return DEFER_STEP if self._loop_runs else step
+
+    def _take(self, item: tuple[Running, Outcome] | Note | None,
+              batch: list[tuple[Running, Outcome]], notes: list[Note],
+              watch: bool = False) -> bool | None:
+        """Put ``item`` and what is queued behind it in ``batch`` or ``notes`` (runs and
+        notes, RESULT_BATCH at most); True if the end mark came; ``watch``: None as soon as
+        a run that frees a slot comes."""
+        get, room = self._queue.get_nowait, RESULT_BATCH - len(batch) - len(notes)
+        while True:
+            if item is None:  # the worker is stopping and this is all
+                return True
+            if isinstance(item, tuple):
+                batch.append(item)
+                if watch and (item[0].on_loop or self._bounded(item[0].job)):
+                    self._loop_runs = self._loop_runs or item[0].on_loop
+                    return None  # its ack frees a slot another fire may wait for
+            else:
+                notes.append(item)
+            room -= 1
+            if room <= 0:
+                return False
+            try:
+                item = get()
+            except queue.Empty:
+                return False
 
     def _defer(self, batch: list[tuple[Running, Outcome]], notes: list[Note]) -> bool:
         """Wait while the claim loop takes fires due now (at most DEFER_AT_MOST), taking
         what comes meanwhile into this batch; True if the end mark came."""
         w, until = self.w, monotonic() + DEFER_AT_MOST
         while w.claiming and monotonic() < until and not w.hard_stopped.is_set():
-            w.hard_stopped.wait(DEFER_STEP)
-            while len(batch) + len(notes) < RESULT_BATCH and not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item is None:
-                    return True
-                if isinstance(item, Note):
-                    notes.append(item)
-                    continue
-                batch.append(item)
-                if item[0].on_loop or self._bounded(item[0].job):
-                    return False  # its ack frees a slot another fire may wait for
+            time.sleep(self._step())  # a hard stop is seen at the next step
+            if len(batch) + len(notes) < RESULT_BATCH and not self._queue.empty():
+                took = self._take(self._queue.get_nowait(), batch, notes, watch=True)
+                if took is not False:
+                    return bool(took)
         return False
 
     def _write_notes(self, notes: list[Note]) -> None:
@@ -209,39 +266,77 @@ class Results:
                           describe(exc))
 
     def _record_batch(self, batch: list[tuple[Running, Outcome]]) -> None:
-        acks: Acks = {}
-        for run, outcome in batch:
+        w = self.w
+        acks: dict[tuple[Keys, int], list[_Ack]] = {}
+        worker, offset = w.worker_id, w.offset_ms
+        config, traits = self._traits
+        if config is not w.config:
+            config, traits = self._traits = (w.config, {})
+        # The ack of the last success (most batches need one), its call, shard and cap.
+        call: AckCall | None = None
+        call_keys: Keys | None = None
+        call_cap = 0
+        for item in batch:
+            run, outcome = item
             try:
-                self._finish(run, outcome, acks)
+                status = outcome.status
+                if status != "ok" and (status != "cancelled"
+                                       or run.cancel_reason != Cancel.REPLACED):
+                    self._finish(run, outcome)
+                    continue
+                job, keys = run.job, run.keys
+                # by id: the name would be a read of each job's dict, not in the caches
+                t = traits.get(id(job))
+                if t is None:
+                    t = traits[id(job)] = self._traits_of(job)
+                if (call is None or keys is not call_keys or t[1] != call_cap
+                        or call.n >= ACK_CHUNK):
+                    ack = self._ack_for(acks, keys, t[1])
+                    call, call_keys, call_cap = ack.call, keys, t[1]
+                claim = run.claim
+                if status == "ok":
+                    text, then = history_json(claim, outcome, worker, offset, "ok"), t[2]
+                else:
+                    text, then = history_json(claim, outcome, worker, offset,
+                                              Cancel.REPLACED), ""
+                call.add(claim.fire_id, claim.token, claim.job, text, then, outcome.output,
+                         outcome.started_ms + offset)
+                ack.runs.append(item)
+                if t[3]:
+                    ack.frees = True
             except REDIS_ERRORS as exc:
                 self.w.noted(exc)
                 log.error("%s: result not recorded, the fire will run again: %s",
                           run.claim.fire_id, describe(exc))
             except Exception:  # the worker must survive a result it cannot record
                 log.exception("result of %s not recorded", run.claim.fire_id)
-        for (keys, cap), (items, runs) in acks.items():
-            self._ack(keys, cap, items, runs)
-        self.w.free(*(run for run, _ in batch))
+        for group in acks.values():
+            for ack in group:
+                self._ack(ack)
+        w.free(*(run for run, _ in batch))
 
-    def _finish(self, run: Running, outcome: Outcome, acks: Acks) -> None:
-        """Record a failure or a release now; add a success to ``acks``."""
+    def _ack_for(self, acks: dict[tuple[Keys, int], list[_Ack]], keys: Keys, cap: int
+                 ) -> _Ack:
+        """The ack of ``acks`` a success on shard ``keys`` with history cap ``cap`` goes to
+        (a new one when there is none yet or the last one is full)."""
+        group = acks.setdefault((keys, cap), [])
+        if not group or group[-1].call.full:
+            names = self._names.get(keys)
+            if names is None:
+                names = self._names[keys] = (RanEntries(keys), {})
+            group.append(_Ack(AckCall(keys, cap, self.retention_ms, *names)))
+        return group[-1]
+
+    def _traits_of(self, job: Job) -> tuple[Job, int, str, bool]:
+        """What the ack of a success of ``job`` takes: its history cap (of the config in
+        force), the jobs it triggers, whether its runs hold slots others wait for."""
+        return job, self.history_cap(job.name), self._then(job), self._bounded(job)
+
+    def _finish(self, run: Running, outcome: Outcome) -> None:
+        """Record a failure or a release now."""
         w = self.w
         claim, job = run.claim, run.job
         status: str = outcome.status
-        if status == "ok" or (status == "cancelled" and run.cancel_reason == Cancel.REPLACED):
-            if status != "ok":
-                status = Cancel.REPLACED
-            offset = w.offset_ms
-            key = (run.keys, self.history_cap(job.name))
-            group = acks.get(key)
-            if group is None:
-                group = acks[key] = ([], [])
-            group[0].append((claim.fire_id, claim.token, claim.job,
-                             history_json(claim, outcome, w.worker_id, offset, status),
-                             self._then(job) if status == "ok" else "", outcome.output,
-                             outcome.started_ms + offset))
-            group[1].append((run, outcome, status))
-            return
         lag = self.lag(run, outcome)
         stopped = run.cancel_reason
         if status == "cancelled" and stopped in (Cancel.SHUTDOWN, Cancel.LEASE_LOST):
@@ -273,30 +368,61 @@ class Results:
             w.metrics.dead(claim.job)
         w.metrics.run_finished(claim, status, lag, job.kind)
 
-    def _ack(self, keys: Keys, cap: int, items: list[AckItem], runs: list[Acked]) -> None:
+    def _ack(self, ack: _Ack) -> None:
         w = self.w
         try:
-            recorded = self.persist(lambda: w.scripts.ack_many(keys, items, cap,
-                                                               self.retention_ms))
+            lost = self.persist(lambda: w.scripts.acked(ack.call))
         except REDIS_ERRORS as exc:
             w.noted(exc)
             log.error("%d result(s) not recorded, their fires will run again: %s",
-                      len(items), describe(exc))
+                      len(ack.runs), describe(exc))
             return
-        bounds = self._bounded
-        if any(bounds(acked[0].job) for acked in runs):
+        if ack.frees:
             w.wake()  # a slot is free: a fire waiting for it starts now, not at the next look
         write = line_writer(log, logging.INFO)
-        worker, offset, finished = w.worker_id, w.offset_ms, w.metrics.run_finished
-        for (run, outcome, status), ok in zip(runs, recorded, strict=True):
+        # The lines of most successes, written at once (those before any other line).
+        lines: list[str] = []
+        fields: list[dict[str, Any]] | None = None if write is None or write.plain else []
+        worker, offset, metrics = w.worker_id, w.offset_ms, w.metrics
+        finished = None if type(metrics) is NoMetrics else metrics.run_finished
+        for (run, outcome), why in zip(ack.runs, lost, strict=True):
             claim = run.claim
-            if not ok:
+            if why is not None:
+                if lines:
+                    self._write(write, lines, fields)
                 log.warning("%s: result not recorded, lease taken over (attempt %d)",
                             claim.fire_id, claim.token)
                 continue
             lag = outcome.started_ms + offset - claim.due_ms  # as self.lag
-            log_outcome(log, worker, claim, outcome, lag, write=write)
-            finished(claim, status, lag, run.job.kind)
+            line = None if write is None else ok_line(claim, outcome, lag)
+            if line is None:
+                if lines:
+                    self._write(write, lines, fields)
+                log_outcome(log, worker, claim, outcome, lag, write=write)
+            else:
+                lines.append(line)
+                if fields is not None:
+                    fields.append(run_fields(claim, worker))
+            if finished is not None:
+                finished(claim, "ok" if outcome.status == "ok" else Cancel.REPLACED, lag,
+                         run.job.kind)
+        if lines:
+            self._write(write, lines, fields)
+
+    @staticmethod
+    def _write(write: LineWriter | None, lines: list[str],
+               fields: list[dict[str, Any]] | None) -> None:
+        """Write these run lines (and forget them); a line not written is reported as
+        logging reports it."""
+        try:
+            if write is not None:
+                write.lines(lines, fields)
+        except Exception:  # logging's way reports it (Handler.handleError)
+            for n, line in enumerate(lines):
+                log.info("%s", line, extra=None if fields is None else fields[n])
+        lines.clear()
+        if fields is not None:
+            fields.clear()
 
     def _then(self, job: Job) -> str:
         """The jobs a success of ``job`` triggers, as the ack takes them ('a,b')."""

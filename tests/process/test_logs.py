@@ -14,7 +14,7 @@ from cronsvc.run.capture import RUN_OUTPUT, install
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.output import Kept
 from cronsvc.store.scripts import Claim
-from cronsvc.worker.records import log_outcome
+from cronsvc.worker.records import log_outcome, run_fields
 
 CLAIM = Claim(fire_id="backup@1700000000000", job="backup", token=2, due_ms=1_700_000_000_000)
 OK = Outcome("ok", started_ms=1_700_000_000_004, duration_ms=12)
@@ -104,6 +104,37 @@ def test_a_run_line_written_without_logging_is_logging_s_line(
     assert written[0] and written[0].endswith("\n")
     assert written[0::2] == written[1::2]  # the same line, at each time
     assert len(set(written)) == (3 if fmt == "json" else 2)  # the human line: to the second
+
+
+@pytest.mark.parametrize("fmt", ["human", "json"])
+def test_run_lines_written_at_once_are_the_lines_written_one_by_one(
+    fmt: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    setup_logging(fmt, "worker-1")
+    log = logging.getLogger("cronsvc.worker")
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.25)
+    claims = [CLAIM._replace(fire_id=f"backup@{n}", token=n) for n in range(1, 4)]
+    msgs = [f"ok {c.fire_id}" for c in claims]
+    fields = [run_fields(c, "w") for c in claims]
+    written = []
+    for at_once in (False, True):
+        with batched_lines():
+            write = line_writer(log, logging.INFO)
+            assert write is not None and write.plain is (fmt == "human")
+            if at_once:
+                write.lines(msgs, None if write.plain else fields)
+                write.lines([], None)  # nothing
+            else:
+                for msg, f in zip(msgs, fields, strict=True):
+                    write(msg, f)
+        written.append(capsys.readouterr().err)
+    assert written[0].count("\n") == 3 and written[0] == written[1]
+    if fmt == "json":
+        with batched_lines():
+            write = line_writer(log, logging.INFO)
+            assert write is not None
+            with pytest.raises(ValueError, match="fields"):
+                write.lines(msgs)
 
 
 def test_run_lines_go_through_logging_when_a_user_s_handler_is_there(

@@ -13,9 +13,10 @@ from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownJob
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.history import record
 from cronsvc.keys import ATTEMPTS_PIN, Keys
+from cronsvc.ran import RanEntries
 from cronsvc.run.output import OUTPUT_RETENTION_MS
 from cronsvc.store.replies import record_json
-from cronsvc.store.scripts import Claim, Scripts, ack_call, load_sources
+from cronsvc.store.scripts import ACK_CHUNK, AckCall, Claim, Scripts, ack_call, load_sources
 
 T0 = 1_763_830_000_000
 MIN = 60_000
@@ -440,6 +441,32 @@ def test_an_ack_of_records_as_text_is_the_ack_of_the_records() -> None:
             for fid, token, job, r, then, output in items]
     assert ack_call(K, bare, 100, 5) == ack_call(
         K, [(fid, t, job, record_json(r), then, "") for fid, t, job, r, then, _ in items], 100, 5)
+
+
+def test_an_ack_made_fire_by_fire_with_names_kept_is_the_ack_of_its_items() -> None:
+    # The names a worker keeps from ack to ack (record strings, histories) make the same
+    # call as fresh ones; a fire whose values make no entry leaves the call as it was.
+    keys = Keys(prefix="p:", shard=2)
+    names: tuple[RanEntries, dict[str, str]] = (RanEntries(keys), {})
+    items = [(fire_id(job, T0 + n * MIN), n % 3 + 1, job, record_json(
+              record(fire_id(job, T0 + n * MIN), "ok", attempt=1)),
+              "next" if n == 2 else "", "out" if n % 2 else "", T0 + n)
+             for n in range(6) for job in ("a", "b")]
+    for part in (items[:5], items[5:]):  # the second call reuses the first's names
+        call = AckCall(keys, 7, 9, *names)
+        for n, item in enumerate(part):
+            call.add(*item)
+            if n == 1:
+                with pytest.raises(ValueError):
+                    call.add("a@soon", 1, "a", "{}")
+        assert call.made() == ack_call(keys, part, 7, 9)
+        assert not call.full
+    assert set(names[1]) == {"a", "b"}
+    call = AckCall(keys, 7)
+    for n in range(ACK_CHUNK):
+        assert not call.full
+        call.add(fire_id("a", T0 + n), 1, "a", "{}")
+    assert call.full
 
 
 def test_fail_retries_with_backoff_then_dead_letters(s: Scripts, r: redis.Redis) -> None:

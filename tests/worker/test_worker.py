@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,8 @@ from cronsvc.client.client import Client
 from cronsvc.clock import monotonic
 from cronsvc.config.models import Config, load_config
 from cronsvc.keys import Keys
+from cronsvc.process.logs import setup_logging
+from cronsvc.run.outcome import Outcome
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.testing import read_ledger
@@ -91,6 +95,44 @@ def test_a_claim_still_held_at_its_late_start_runs(
     [record] = [json.loads(h) for h in r.lrange(K.history("mark"), 0, -1)]
     assert (record["fire"], record["status"], record["attempt"]) == (fid, "ok", 1)
     assert r.zscore(K.working, fid) is None
+
+
+def test_a_batch_of_results_is_recorded_and_told_in_order_past_a_lease_lost(
+    setup: tuple[Config, Client, Path], redis_url: str, r: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Three successes acked in one call; b took the second over meanwhile: its result is
+    # not recorded, and the lines say each fire's end in the order the runs ended.
+    config, client, _ = setup
+    fids = [client.trigger("mark") for _ in range(3)]
+    a = Worker(config, connect(redis_url), worker_id="a", lease=5)
+    claims = a.scripts.claim(K, "a", batch=3, lease_ms=5000).claimed
+    assert sorted(c.fire_id for c in claims) == sorted(fids)
+    r.zadd(K.working, {claims[1].fire_id: 0})
+    [taken] = Scripts(r).claim(K, "b", batch=1, lease_ms=60_000).claimed
+    assert taken.fire_id == claims[1].fire_id
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    setup_logging("human", "a")
+    try:
+        for claim in claims:
+            run = Running(claim=claim, job=config.jobs["mark"], keys=K)
+            a._running[run.key] = run
+            a.results.finished(run, Outcome("ok", int(time.time() * 1000), 3))
+        a.results.close()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+    lines = capsys.readouterr().err.splitlines()
+    told = [(line.split()[2], next(w for w in line.split() if w.startswith("mark@")))
+            for line in lines]
+    assert told == [("INFO", claims[0].fire_id), ("WARNING", claims[1].fire_id + ":"),
+                    ("INFO", claims[2].fire_id)]
+    assert "lease taken over (attempt 1)" in lines[1]
+    history = [json.loads(h)["fire"] for h in r.lrange(K.history("mark"), 0, -1)]
+    assert history == [claims[2].fire_id, claims[0].fire_id]
+    assert r.hget(K.attempts, taken.fire_id) == "2" and not a._running
 
 
 def blocking_file(tmp_path: Path, job: str, more: str = "") -> tuple[Path, Path, Path]:

@@ -1,0 +1,88 @@
+"""How the results thread gathers what it records: runs and notes in batches, at most
+RESULT_BATCH, waiting while its worker claims (until a run frees a slot or the end)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cronsvc.config.models import Config, load_config
+from cronsvc.keys import Keys
+from cronsvc.run.outcome import Outcome
+from cronsvc.store.connection import connect
+from cronsvc.store.scripts import Claim
+from cronsvc.worker.results import DEFER_STEP, DEFER_STEP_PLAIN, RESULT_BATCH
+from cronsvc.worker.running import Note, Running
+from cronsvc.worker.worker import Worker
+
+K = Keys()
+OK = Outcome("ok", 1_700_000_000_004, 1)
+
+
+@pytest.fixture
+def worker(tmp_path: Path, redis_url: str) -> Worker:
+    cfg = tmp_path / "jobs.yaml"
+    cfg.write_text("jobs:\n"
+                   "  free:\n    cron: '0 0 1 1 *'\n    command: [true]\n"
+                   "  bound:\n    cron: '0 0 1 1 *'\n    command: [true]\n"
+                   "    max_concurrent: 1\n")
+    return Worker(load_config(cfg), connect(redis_url), worker_id="w")
+
+
+def run_of(config: Config, job: str, n: int) -> tuple[Running, Outcome]:
+    claim = Claim(f"{job}@{n}", job, 1, n)
+    return Running(claim=claim, job=config.jobs[job], keys=K), OK
+
+
+def test_a_batch_takes_what_is_queued_up_to_its_size(worker: Worker) -> None:
+    results = worker.results
+    note = Note(K, "free", {"fire": "free@0"})  # type: ignore[typeddict-item]
+    runs = [run_of(worker.config, "free", n) for n in range(RESULT_BATCH + 3)]
+    results._queue.put(note)
+    for run in runs[1:]:
+        results._queue.put(run)
+    batch: list[tuple[Running, Outcome]] = []
+    notes: list[Note] = []
+    assert results._take(runs[0], batch, notes) is False
+    assert notes == [note] and batch == runs[:RESULT_BATCH - 1]
+    assert results._queue.qsize() == 4  # the rest: the next batch's
+    batch, notes = [], []
+    results._queue.put(None)
+    assert results._take(results._queue.get(), batch, notes) is True  # and the end mark
+    assert batch == runs[RESULT_BATCH - 1:] and not notes
+
+
+def test_waiting_while_claiming_ends_at_a_run_that_frees_a_slot_or_the_end(
+        worker: Worker) -> None:
+    results, config = worker.results, worker.config
+    worker.claiming = True
+    first, bound, after = (run_of(config, "free", 1), run_of(config, "bound", 2),
+                           run_of(config, "free", 3))
+    for item in (bound, after):
+        results._queue.put(item)
+    batch = [first]
+    assert results._defer(batch, []) is False
+    assert batch == [first, bound] and results._queue.get_nowait() == after
+    results._queue.put(after)
+    results._queue.put(None)
+    batch = [first]
+    assert results._defer(batch, []) is True
+    assert batch == [first, after]
+    worker.claiming = False  # not claiming: no wait at all
+    results._queue.put(after)
+    assert results._defer(batch, []) is False and results._queue.qsize() == 1
+
+
+def test_the_wait_looks_often_only_while_a_run_that_ends_it_may_come(
+        worker: Worker, tmp_path: Path) -> None:
+    results, config = worker.results, worker.config
+    assert results._step() == DEFER_STEP  # a job holds slots others wait for
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("jobs:\n  free:\n    cron: '0 0 1 1 *'\n    command: [true]\n")
+    worker.config = load_config(plain)
+    assert results._step() == DEFER_STEP_PLAIN > DEFER_STEP
+    run, outcome = run_of(config, "free", 1)
+    run.on_loop = True
+    assert results._frees_slots([(run, outcome)])
+    assert results._step() == DEFER_STEP  # runs on the loop come: their end ends it
