@@ -27,8 +27,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from cronsvc.run import tracecontext
 from cronsvc.run.awaits import Awaited
@@ -50,14 +49,17 @@ class ImportProblem(Exception):
     """The `module:function` path of a call job cannot be resolved."""
 
 
-@dataclass
-class CallResult:
+class CallResult(NamedTuple):
     """What the call reports back; the call kind (:mod:`cronsvc.kinds.call`) makes it a
-    Result."""
+    Result. (A named tuple: one is made per call, and most are :data:`NOTHING`.)"""
 
     ok: bool
     output: str = ""
     error: str | None = None
+
+
+#: A call that printed nothing and returned None: most calls, one result for them all.
+NOTHING = CallResult(ok=True)
 
 
 def locate(path: str) -> Any:
@@ -243,4 +245,5 @@ def returned(value: Any, out: Kept) -> CallResult:
     text = "" if value is None else repr(value)
     if len(text) > OUTPUT_CAP:
         text = text[: OUTPUT_CAP - 3] + "..."
-    return CallResult(ok=True, output=kept(out, text))
+    output = kept(out, text)
+    return CallResult(ok=True, output=output) if output else NOTHING

@@ -30,24 +30,35 @@ class Feed(Protocol):
 
 
 class Kept:
-    """The head and the tail of one run's output, at most ``cap`` bytes and the gap line."""
+    """The head and the tail of one run's output, at most ``cap`` bytes and the gap line.
+
+    One is made per fire and most fires print nothing: its buffers are made at its first
+    write."""
+
+    __slots__ = ("cap", "feed", "_head_cap", "_tail_cap", "_head", "_tail", "_total",
+                 "ends_line", "_lock")
 
     def __init__(self, cap: int = DEFAULT_OUTPUT, feed: Feed | None = None) -> None:
         self.cap = cap
         self.feed = feed
-        self._head_cap = cap // 2
-        self._tail_cap = cap - self._head_cap
-        self._head = bytearray()
-        self._tail = bytearray()
         self._total = 0
         self.ends_line = True  # nothing written, or a whole line last
         self._lock = threading.Lock()  # a call's own threads may write at once
+
+    def _buffers(self) -> None:
+        """Holding the lock, at the first write: the buffers."""
+        self._head_cap = self.cap // 2
+        self._tail_cap = self.cap - self._head_cap
+        self._head = bytearray()
+        self._tail = bytearray()
 
     def add(self, chunk: bytes) -> None:
         if not chunk:
             return
         whole = chunk
         with self._lock:
+            if not self._total:
+                self._buffers()
             self._total += len(chunk)
             self.ends_line = chunk.endswith(b"\n")
             room = self._head_cap - len(self._head)
@@ -67,13 +78,15 @@ class Kept:
     def left_out(self) -> int:
         """Bytes between the head and the tail that were not kept."""
         with self._lock:
+            if not self._total:
+                return 0
             return max(self._total - len(self._head) - min(len(self._tail), self._tail_cap), 0)
 
     def text(self) -> str:
         """The output kept, decoded; a gap line where bytes were left out."""
+        if not self._total:  # most calls print nothing (a count: read whole, unlocked)
+            return ""
         with self._lock:
-            if not self._total:  # most calls print nothing
-                return ""
             head, tail = bytes(self._head), bytes(self._tail[-self._tail_cap:] if
                                                   self._tail_cap else b"")
             gap = self._total - len(head) - len(tail)

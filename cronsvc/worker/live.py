@@ -24,6 +24,7 @@ from collections.abc import Callable
 import redis
 
 from cronsvc.clock import monotonic
+from cronsvc.keys import Keys
 from cronsvc.run.output import unfinished
 from cronsvc.store.faults import REDIS_ERRORS, describe
 
@@ -39,19 +40,30 @@ KEPT_AFTER_END_MS = 60_000
 
 
 class LiveFeed:
-    """The output of one run not yet written to its fire's stream."""
+    """The output of one run not yet written to its fire's stream.
 
-    def __init__(self, key: str, attempt: int, output: LiveOutput) -> None:
-        self.key = key
+    One is made per run and most runs print nothing: its stream's name is made when it
+    joins the feeds written (its first chunk), and its close takes no lock unless it
+    did. Whichever comes first, its join or its close, takes its one ``_unjoined`` token
+    (a list's pop, whole under the GIL): the other finds none."""
+
+    __slots__ = ("_keys", "fire_id", "key", "attempt", "since", "streamed", "_output",
+                 "_unjoined", "_pending", "_lock")
+
+    def __init__(self, keys: Keys, fire_id: str, attempt: int, output: LiveOutput) -> None:
+        self._keys = keys
+        self.fire_id = fire_id
+        self.key = ""  # its stream (Keys.live), once it joins
         self.attempt = attempt
         self.since = monotonic()
         self.streamed = False  # something went to the stream: its end must too
-        self._output: LiveOutput | None = output  # until it joins its feeds (or is closed)
+        self._output = output
+        self._unjoined = [True]  # until it joins its feeds (or is closed)
         self._pending = bytearray()
         self._lock = threading.Lock()
 
     def add(self, chunk: bytes) -> None:
-        if self._output is not None:
+        if self._unjoined:
             self._output.join(self)
         with self._lock:
             # Bounded, whatever the run prints between two writes: the stream is a view.
@@ -91,24 +103,30 @@ class LiveOutput:
     def stop(self) -> None:
         self._stop.set()
 
-    def open(self, key: str, attempt: int) -> LiveFeed:
-        """The feed of a run starting now: attempt ``attempt`` of the fire of stream ``key``."""
-        return LiveFeed(key, attempt, self)
+    def open(self, keys: Keys, fire_id: str, attempt: int) -> LiveFeed:
+        """The feed of a run starting now: attempt ``attempt`` of fire ``fire_id``, whose
+        stream is ``keys.live(fire_id)``."""
+        return LiveFeed(keys, fire_id, attempt, self)
 
     def join(self, feed: LiveFeed) -> None:
         """A feed has output: write it from now on (unless its run is over)."""
-        with self._lock:
-            if feed._output is not None:
-                feed._output = None
-                self._feeds.add(feed)
+        with self._lock:  # its token taken and the feed added in one hold (see close)
+            try:
+                feed._unjoined.pop()
+            except IndexError:  # joined by another thread of its run, or closed
+                return
+            feed.key = feed._keys.live(feed.fire_id)
+            self._feeds.add(feed)
 
     def close(self, feed: LiveFeed) -> None:
         """The run is over: if it streamed, write the rest of its output and its end now,
         before its result (a follower sees the end, then the outcome)."""
+        try:
+            feed._unjoined.pop()
+            return  # never printed: the writer never saw it, nor will it
+        except IndexError:  # it joined, its token taken and the feed added in one hold
+            pass
         with self._lock:
-            if feed._output is not None:  # never printed: the writer never saw it
-                feed._output = None
-                return
             self._feeds.discard(feed)
         with self._writing:
             if feed.streamed:
