@@ -23,6 +23,7 @@ class Running:
     One is made per fire claimed, by the claim loop: a plain class, its constructor
     setting what each fire has its own of, what most keep as it was read from the class
     (a dataclass's ``__init__`` sets every field, a ``default_factory`` called for each).
+    Compared and hashed by identity: a worker's runs are a set.
     """
 
     cancel_reason: Cancel | None = None
@@ -33,13 +34,11 @@ class Running:
     counted: bool = False  # in the worker's counts of runs going (its claim loop's start)
 
     def __init__(self, claim: Claim, job: Job, keys: Keys, claimed_at: float = 0.0,
-                 renewed_at: float = 0.0, *, on_loop: bool = False, hooked: bool = True,
+                 renewed_at: float = 0.0, on_loop: bool = False, hooked: bool = True,
                  procs: bool | None = None, counted: bool = False) -> None:
         self.claim = claim
         self.job = job
         self.keys = keys
-        # A fire this worker lost and then reclaimed itself is held twice, by two tokens.
-        self.key = (claim.fire_id, claim.token)
         self.cancel: threading.Event = Flag()  # made per fire: cheap
         self.claimed_at = claimed_at  # local monotonic time the claim was sent
         # Local monotonic time the last renewal that succeeded was sent (the claim is the
@@ -51,6 +50,11 @@ class Running:
         self.procs = starts_processes(job) if procs is None else procs
         if counted:
             self.counted = True
+
+    @property
+    def key(self) -> tuple[str, int]:
+        # A fire this worker lost and then reclaimed itself is held twice, by two tokens.
+        return (self.claim.fire_id, self.claim.token)
 
     def __repr__(self) -> str:
         return f"Running({self.claim.fire_id!r}, attempt {self.claim.token})"

@@ -134,7 +134,7 @@ class Worker:
         # name -> (job, runs_async, some hook wants its runs, starts_processes)
         self._job_traits: dict[str, tuple[Job, bool, bool, bool]] = {}
         self._rotation = 0
-        self._running: dict[tuple[str, int], Running] = {}
+        self._running: set[Running] = set()
         self._outcomes: dict[int, tuple[Keys, Deliveries]] = {}  # see _deliveries
         self._lock = threading.Lock()
         # Runs started and not ended, in slots and on the loop: counted as they start and
@@ -375,15 +375,14 @@ class Worker:
             # The lease began after claimed_at, the moment the claim was sent. Counted
             # below, before any other thread sees it.
             runs.append(Running(claim, job, keys, claimed_at, claimed_at,
-                                on_loop=hit[1] and claim.unreadable is None, hooked=hit[2],
-                                procs=hit[3], counted=True))
+                                hit[1] and claim.unreadable is None, hit[2], hit[3], True))
         plain: list[tuple[Running]] = []
         on_loop: list[Running] = []
         procs: list[tuple[Running]] = []
         with self._lock:
-            running = self._running
+            held = self._running.add
             for run in runs:
-                running[run.key] = run
+                held(run)
                 if run.on_loop:
                     on_loop.append(run)
                 elif run.procs:
@@ -536,13 +535,13 @@ class Worker:
     def running(self) -> list[Running]:
         """The runs this worker holds a lease on (ended ones until their result is in)."""
         with self._lock:
-            return list(self._running.values())
+            return list(self._running)
 
     def free(self, *runs: Running) -> None:
         """Forget runs whose result is recorded (or that never started)."""
         with self._lock:
             for run in runs:
-                self._running.pop(run.key, None)
+                self._running.discard(run)
         for run in runs:
             run.forget()
         self.runs_finished += len(runs)
@@ -632,7 +631,7 @@ class Worker:
         while self._running and monotonic() < deadline and not self.hard_stopped.is_set():
             self.hard_stopped.wait(0.05)
         with self._lock:
-            left = [run for run in self._running.values() if not run.ended]
+            left = [run for run in self._running if not run.ended]
         for run in left:
             run.stop(Cancel.SHUTDOWN)
         # Commands are killed, async calls cancelled and timed calls given up on, and each

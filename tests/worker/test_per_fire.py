@@ -5,6 +5,7 @@ processes."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import redis
@@ -13,10 +14,11 @@ from cronsvc.config.models import load_config
 from cronsvc.keys import Keys
 from cronsvc.kinds.call import _result
 from cronsvc.run.calls import NOTHING, returned
+from cronsvc.run.flag import Flag
 from cronsvc.run.outcome import Result
 from cronsvc.run.output import Kept
 from cronsvc.store.connection import connect
-from cronsvc.store.scripts import Claim
+from cronsvc.store.scripts import Claim, _claims
 from cronsvc.worker.live import LiveOutput
 from cronsvc.worker.running import Running
 from cronsvc.worker.worker import Worker
@@ -90,3 +92,30 @@ def test_the_outcomes_of_a_shard_are_one_object_per_keys(tmp_path: Path, redis_u
     other = Keys(shard=1)
     assert worker._deliveries(other).keys is other
     assert worker._deliveries(Keys()).keys == K  # equal, not the same: its own
+
+
+def test_claims_read_from_a_reply_are_the_claims_it_says() -> None:
+    before = '{"worker": "a", "attempt": 1}'
+    reply = [5, -1, 3,
+             "job@1", 1, 100, 0, None, None,
+             "job@2", 2, 200, 1, '{"x": 1}', before,
+             b"job@3", 3, 300, 0, "", ""]
+    claims = _claims(K, reply, 3)
+    assert claims == [Claim("job@1", "job", 1, 100),
+                      Claim("job@2", "job", 2, 200, True, {"x": 1},
+                            {"worker": "a", "attempt": 1}),
+                      Claim("job@3", "job", 3, 300)]
+    assert all(type(c) is Claim for c in claims)
+    assert claims[0].unreadable is None and claims[0].payload is None
+
+
+def test_a_flag_set_is_its_own_and_waits_like_an_event() -> None:
+    first, second = Flag(), Flag()
+    assert not first.is_set() and not first.wait(0)
+    first.set()
+    assert first.is_set() and first.wait(0)
+    assert not second.is_set() and not second.wait(0.01)
+    first.clear()
+    assert not first.is_set()
+    threading.Timer(0.05, second.set).start()
+    assert second.wait(10)
