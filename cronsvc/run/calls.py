@@ -169,7 +169,7 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | N
             return raised(exc, out)
         finally:
             RUN_OUTPUT.reset(token)
-        if inspect.iscoroutine(result):
+        if result is not None and inspect.iscoroutine(result):
             return _await_here(result, ctx, stop, out)
         return returned(result, out)
     finally:
