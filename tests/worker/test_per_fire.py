@@ -5,15 +5,18 @@ processes."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
 import redis
 
 from cronsvc.config.models import load_config
+from cronsvc.fires import schedule_of
 from cronsvc.keys import Keys
 from cronsvc.kinds.call import _result
 from cronsvc.run.calls import NOTHING, returned
+from cronsvc.run.context import FireContext
 from cronsvc.run.flag import Flag
 from cronsvc.run.outcome import Result
 from cronsvc.run.output import Kept
@@ -119,3 +122,15 @@ def test_a_flag_set_is_its_own_and_waits_like_an_event() -> None:
     assert not first.is_set()
     threading.Timer(0.05, second.set).start()
     assert second.wait(10)
+
+
+def test_the_context_a_run_gets_has_every_field_its_init_would_set(
+        tmp_path: Path, redis_url: str) -> None:
+    cfg = tmp_path / "jobs.yaml"
+    cfg.write_text("jobs:\n  fn:\n    cron: '0 0 1 1 *'\n    call: tests.support.calls:nothing\n")
+    worker = Worker(load_config(cfg), connect(redis_url), worker_id="w")
+    claim = Claim("fn@1!sched", "fn", 2, 1000, False, {"k": 1})
+    ctx = worker._context(Running(claim, worker.config.jobs["fn"], K))
+    assert set(vars(ctx)) == {f.name for f in dataclasses.fields(FireContext)}
+    assert ctx == FireContext("fn", "fn@1!sched", 1000, 2, "w", {"k": 1},
+                              schedule_of("fn@1!sched"), None)
