@@ -63,8 +63,10 @@ class Running:
         """Its result is recorded: let go of its leash and its task's stop, which refer
         back to it. Unbroken, each such loop is garbage only the cycle collector finds, and
         what a fire leaves behind would cost it a share of full collections."""
-        self.leash = None
-        self.on_stop = None
+        if self.leash is not None:  # most runs have neither: read from the class
+            self.leash = None
+        if self.on_stop is not None:
+            self.on_stop = None
 
     def stop(self, reason: Cancel) -> None:
         """Ask the run to end, saying why (its history status)."""
