@@ -21,7 +21,14 @@ from typing import Any
 from pydantic import field_validator
 
 from cronsvc.kinds.kind import Fields, Kind, Target
-from cronsvc.run.calls import CallResult, call_here, is_async, start_awaited, start_call
+from cronsvc.run.calls import (
+    NOTHING,
+    CallResult,
+    call_here,
+    is_async,
+    start_awaited,
+    start_call,
+)
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import How, Result, Stop
 
@@ -97,7 +104,12 @@ class Call(Kind):
 
 
 def _result(res: CallResult) -> Result:
+    if res is NOTHING:
+        return _OK
     return Result("ok" if res.ok else "failed", None, res.output, res.error)
+
+
+_OK = Result("ok")  # what most calls report (:data:`NOTHING`)
 
 
 KIND = Call()

@@ -27,8 +27,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from cronsvc.run import tracecontext
 from cronsvc.run.awaits import Awaited
@@ -50,14 +49,17 @@ class ImportProblem(Exception):
     """The `module:function` path of a call job cannot be resolved."""
 
 
-@dataclass
-class CallResult:
+class CallResult(NamedTuple):
     """What the call reports back; the call kind (:mod:`cronsvc.kinds.call`) makes it a
-    Result."""
+    Result. (A named tuple: one is made per call, and most are :data:`NOTHING`.)"""
 
     ok: bool
     output: str = ""
     error: str | None = None
+
+
+#: A call that printed nothing and returned None: most calls, one result for them all.
+NOTHING = CallResult(ok=True)
 
 
 def locate(path: str) -> Any:
@@ -128,12 +130,10 @@ def start_call(job: Any, ctx: FireContext, stop: threading.Event, out: Kept | No
     box: list[CallResult] = []
 
     def target() -> None:
-        # A new thread starts with an empty context, so these are private to it.
-        CURRENT_FIRE.set(ctx)
-        STOP_EVENT.set(stop)
+        # A new thread starts with an empty context: what is set in it is private to it.
         tracecontext.attach(ctx.trace)  # the thread's own context, gone with it
         try:
-            box.append(_invoke(job, ctx, stop, out))
+            box.append(call_here(job, ctx, stop, out))
         finally:
             done.set()
 
@@ -142,44 +142,39 @@ def start_call(job: Any, ctx: FireContext, stop: threading.Event, out: Kept | No
     return done, box
 
 
-def call_here(job: Any, ctx: FireContext, stop: threading.Event, out: Kept | None = None
+def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | None = None
               ) -> CallResult:
     """Run the job's callable in this thread and return its result; what it prints goes
-    to ``out``.
+    to ``given`` (a keeper of the job's size if None).
 
     For jobs without a timeout: nothing would stop them early, and a thread of
     their own costs more than a no-op call. ``stop`` still reaches stopping().
     """
     current_token, stop_token = CURRENT_FIRE.set(ctx), STOP_EVENT.set(stop)
     try:
-        return _invoke(job, ctx, stop, out)
+        out = given or kept_of(job)
+        try:
+            fn, takes_ctx = resolve(job.call)
+        except ImportProblem as exc:
+            return CallResult(ok=False, error=str(exc))
+        kwargs = job.kwargs
+        if takes_ctx:
+            kwargs = {**kwargs}
+            kwargs.setdefault("ctx", ctx)
+        install()  # then the run's output is the current one, for the call only
+        token = RUN_OUTPUT.set(out)
+        try:
+            result = fn(*job.args, **kwargs)
+        except BaseException as exc:  # SystemExit and friends must not escape a worker thread
+            return raised(exc, out)
+        finally:
+            RUN_OUTPUT.reset(token)
+        if result is not None and inspect.iscoroutine(result):
+            return _await_here(result, ctx, stop, out)
+        return returned(result, out)
     finally:
         CURRENT_FIRE.reset(current_token)
         STOP_EVENT.reset(stop_token)
-
-
-def _invoke(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | None
-            ) -> CallResult:
-    out = given or kept_of(job)
-    try:
-        fn, takes_ctx = resolve(job.call)
-    except ImportProblem as exc:
-        return CallResult(ok=False, error=str(exc))
-    kwargs = job.kwargs
-    if takes_ctx:
-        kwargs = {**kwargs}
-        kwargs.setdefault("ctx", ctx)
-    install()  # then the run's output is the current one, for the call only
-    token = RUN_OUTPUT.set(out)
-    try:
-        result = fn(*job.args, **kwargs)
-    except BaseException as exc:  # SystemExit and friends must not escape a worker thread
-        return raised(exc, out)
-    finally:
-        RUN_OUTPUT.reset(token)
-    if inspect.iscoroutine(result):
-        return _await_here(result, ctx, stop, out)
-    return returned(result, out)
 
 
 def _await_here(coro: Any, ctx: FireContext, stop: threading.Event, out: Kept) -> CallResult:
@@ -240,7 +235,11 @@ def raised(exc: BaseException, out: Kept) -> CallResult:
 
 def returned(value: Any, out: Kept) -> CallResult:
     """A call that returned: what it printed, then the repr of what it returned."""
-    text = "" if value is None else repr(value)
+    if value is None:  # most calls: then, most often, nothing printed either
+        output = out.text()
+        return CallResult(ok=True, output=output) if output else NOTHING
+    text = repr(value)
     if len(text) > OUTPUT_CAP:
         text = text[: OUTPUT_CAP - 3] + "..."
-    return CallResult(ok=True, output=kept(out, text))
+    output = kept(out, text)
+    return CallResult(ok=True, output=output) if output else NOTHING

@@ -103,7 +103,7 @@ def install() -> None:
     """Route runs' prints and log records to their outputs. Cheap once done; done again
     if something replaced ``sys.stdout`` or ``sys.stderr`` since, or emptied the root
     logger's handlers."""
-    root = logging.getLogger()
+    root = logging.root  # what logging.getLogger() returns, without the call
     if (isinstance(sys.stdout, _Stream) and isinstance(sys.stderr, _Stream)
             and _HANDLER in root.handlers):
         return

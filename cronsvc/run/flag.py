@@ -16,9 +16,11 @@ _making = threading.Lock()  # one Condition per Flag, whichever thread asks firs
 class Flag(threading.Event):
     """A ``threading.Event`` whose Condition is made on its first use."""
 
-    def __init__(self) -> None:  # not Event's: it makes the Condition now
-        self._flag = False
-        self._made: threading.Condition | None = None
+    # Not Event's __init__, which makes the Condition now: none in Python at all, the two
+    # read from the class until first set (one is made per fire).
+    __init__ = object.__init__  # type: ignore[assignment]
+    _flag = False
+    _made: threading.Condition | None = None
 
     @property
     def _cond(self) -> threading.Condition:  # type: ignore[override]

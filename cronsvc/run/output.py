@@ -23,6 +23,9 @@ DEFAULT_OUTPUT = 16 * 1024
 OUTPUT_RETENTION_MS = 7 * 86_400_000
 
 
+_first_write = threading.Lock()  # a keeper's lock and buffers, made once (Kept._first)
+
+
 class Feed(Protocol):
     """Told each chunk of a run's output as it is written."""
 
@@ -30,24 +33,36 @@ class Feed(Protocol):
 
 
 class Kept:
-    """The head and the tail of one run's output, at most ``cap`` bytes and the gap line."""
+    """The head and the tail of one run's output, at most ``cap`` bytes and the gap line.
+
+    One is made per fire and most fires print nothing: its lock and buffers are made at
+    its first write; until then what it has is read from the class."""
+
+    _total = 0
+    ends_line = True  # nothing written, or a whole line last
+    _lock: threading.Lock | None = None  # a call's own threads may write at once
 
     def __init__(self, cap: int = DEFAULT_OUTPUT, feed: Feed | None = None) -> None:
         self.cap = cap
         self.feed = feed
-        self._head_cap = cap // 2
-        self._tail_cap = cap - self._head_cap
-        self._head = bytearray()
-        self._tail = bytearray()
-        self._total = 0
-        self.ends_line = True  # nothing written, or a whole line last
-        self._lock = threading.Lock()  # a call's own threads may write at once
+
+    def _first(self) -> threading.Lock:
+        """Its lock, made with its buffers at its first write (whichever thread of a run
+        writes first)."""
+        with _first_write:
+            if self._lock is None:
+                self._head_cap = self.cap // 2
+                self._tail_cap = self.cap - self._head_cap
+                self._head = bytearray()
+                self._tail = bytearray()
+                self._lock = threading.Lock()
+            return self._lock
 
     def add(self, chunk: bytes) -> None:
         if not chunk:
             return
         whole = chunk
-        with self._lock:
+        with self._lock or self._first():
             self._total += len(chunk)
             self.ends_line = chunk.endswith(b"\n")
             room = self._head_cap - len(self._head)
@@ -66,14 +81,16 @@ class Kept:
     @property
     def left_out(self) -> int:
         """Bytes between the head and the tail that were not kept."""
+        if self._lock is None:  # nothing written
+            return 0
         with self._lock:
             return max(self._total - len(self._head) - min(len(self._tail), self._tail_cap), 0)
 
     def text(self) -> str:
         """The output kept, decoded; a gap line where bytes were left out."""
+        if not self._total or self._lock is None:  # most calls print nothing
+            return ""
         with self._lock:
-            if not self._total:  # most calls print nothing
-                return ""
             head, tail = bytes(self._head), bytes(self._tail[-self._tail_cap:] if
                                                   self._tail_cap else b"")
             gap = self._total - len(head) - len(tail)

@@ -237,6 +237,25 @@ class AckCall:
         return self.keys + self._extra_keys, self.args + self._extras
 
 
+def _claims(k: Keys, res: Sequence[Any], n: int) -> list[Claim]:
+    """The ``n`` claimed fires of the claim script's reply, from ``res[3]`` on. Most have
+    no payload and no holder before: each is made as a tuple of its fields at once (a
+    named tuple's ``__new__`` is a Python function of its own)."""
+    claims: list[Claim] = []
+    add = claims.append
+    for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS):
+        fid = res[i]
+        if res[i + 4] or res[i + 5] or fid.__class__ is not str:
+            add(_claimed(k, res, i))
+        else:
+            add(_made(Claim, (fid, job_of(fid), int(res[i + 1]), int(res[i + 2]),
+                              res[i + 3] == 1, None, None, None)))
+    return claims
+
+
+_made = tuple.__new__
+
+
 def _claimed(k: Keys, res: Sequence[Any], i: int) -> Claim:
     """The claimed fire at ``res[i:i + CLAIM_FIELDS]`` of the claim script's reply. Its
     payload and the lapsed holder's claim are stored JSON: one that is not, written there
@@ -448,14 +467,15 @@ class Scripts:
         other definitions are left for other workers, and dropped as missed once due for
         ``unheld_ms`` without one taking them. None takes fires of any definition (tools).
         """
+        # Packed by hiredis: the claim loop sends one per turn (see run).
         res = self.run("claim", claim_keys(keys, held),
                        [_now(now_ms), worker_id, batch, int(lease_ms),
                         max(scan_limit or batch, batch), int(unheld_ms),
-                        "1" if held is None else "0"])
+                        "1" if held is None else "0"], packed=True)
         # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
         # m, m * (fire, why), a, a * (member, key)
         n = int(res[2])
-        claimed = [_claimed(keys, res, i) for i in range(3, 3 + CLAIM_FIELDS * n, CLAIM_FIELDS)]
+        claimed = _claims(keys, res, n)
         at = 3 + CLAIM_FIELDS * n
         m = int(res[at])
         drops = res[at + 1:at + 1 + 2 * m]

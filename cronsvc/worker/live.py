@@ -24,6 +24,7 @@ from collections.abc import Callable
 import redis
 
 from cronsvc.clock import monotonic
+from cronsvc.keys import Keys
 from cronsvc.run.output import unfinished
 from cronsvc.store.faults import REDIS_ERRORS, describe
 
@@ -39,29 +40,42 @@ KEPT_AFTER_END_MS = 60_000
 
 
 class LiveFeed:
-    """The output of one run not yet written to its fire's stream."""
+    """The output of one run not yet written to its fire's stream.
 
-    def __init__(self, key: str, attempt: int, output: LiveOutput) -> None:
-        self.key = key
+    One is made per run and most runs print nothing: its stream's name, its lock and its
+    buffer are made when it joins the feeds written (its first chunk), until then read
+    from the class, and its close takes no lock unless it joined. Whichever comes first,
+    its join or its close, takes its one ``_unjoined`` token (a list's pop, whole under
+    the GIL): the other finds none."""
+
+    key = ""  # its stream (Keys.live), once it joins
+    streamed = False  # something went to the stream: its end must too
+    _lock: threading.Lock | None = None  # with _pending, once it joins
+    _pending: bytes | bytearray = b""
+
+    def __init__(self, keys: Keys, fire_id: str, attempt: int, output: LiveOutput) -> None:
+        self._keys = keys
+        self.fire_id = fire_id
         self.attempt = attempt
         self.since = monotonic()
-        self.streamed = False  # something went to the stream: its end must too
-        self._output: LiveOutput | None = output  # until it joins its feeds (or is closed)
-        self._pending = bytearray()
-        self._lock = threading.Lock()
+        self._output = output
+        self._unjoined = [True]  # until it joins its feeds (or is closed)
 
     def add(self, chunk: bytes) -> None:
-        if self._output is not None:
+        if self._unjoined:
             self._output.join(self)
-        with self._lock:
+        lock = self._lock
+        if lock is None:  # closed before it printed: its run is over, nothing follows it
+            return
+        with lock:
             # Bounded, whatever the run prints between two writes: the stream is a view.
             if len(self._pending) < 4 * ENTRY_MAX:
                 self._pending += chunk
 
     def take(self, whole: bool = False) -> str:
         """What was gathered since the last take, decoded; a character cut at the end waits
-        for the rest unless ``whole``."""
-        with self._lock:
+        for the rest unless ``whole``. Asked of a feed that joined only."""
+        with self._lock or threading.Lock():
             data = bytes(self._pending)
             keep = 0 if whole else unfinished(data)
             self._pending = bytearray(data[len(data) - keep:]) if keep else bytearray()
@@ -91,24 +105,36 @@ class LiveOutput:
     def stop(self) -> None:
         self._stop.set()
 
-    def open(self, key: str, attempt: int) -> LiveFeed:
-        """The feed of a run starting now: attempt ``attempt`` of the fire of stream ``key``."""
-        return LiveFeed(key, attempt, self)
+    def open(self, keys: Keys, fire_id: str, attempt: int) -> LiveFeed:
+        """The feed of a run starting now: attempt ``attempt`` of fire ``fire_id``, whose
+        stream is ``keys.live(fire_id)``."""
+        return LiveFeed(keys, fire_id, attempt, self)
 
     def join(self, feed: LiveFeed) -> None:
         """A feed has output: write it from now on (unless its run is over)."""
-        with self._lock:
-            if feed._output is not None:
-                feed._output = None
-                self._feeds.add(feed)
+        with self._lock:  # its token taken and the feed added in one hold (see close)
+            if not feed._unjoined:  # joined by another thread of its run, or closed
+                return
+            # Made before its token is taken: a thread of its run that finds the token
+            # gone finds them (a close may take it meanwhile: then they go unused).
+            feed.key = feed._keys.live(feed.fire_id)
+            feed._pending = bytearray()
+            feed._lock = threading.Lock()
+            try:
+                feed._unjoined.pop()
+            except IndexError:  # closed meanwhile
+                return
+            self._feeds.add(feed)
 
     def close(self, feed: LiveFeed) -> None:
         """The run is over: if it streamed, write the rest of its output and its end now,
         before its result (a follower sees the end, then the outcome)."""
+        try:
+            feed._unjoined.pop()
+            return  # never printed: the writer never saw it, nor will it
+        except IndexError:  # it joined, its token taken and the feed added in one hold
+            pass
         with self._lock:
-            if feed._output is not None:  # never printed: the writer never saw it
-                feed._output = None
-                return
             self._feeds.discard(feed)
         with self._writing:
             if feed.streamed:

@@ -20,6 +20,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 log = logging.getLogger("cronsvc.worker")
@@ -51,7 +52,7 @@ class Slots:
         if not each:
             return
         with self._lock:
-            self._tasks.extend([(fn, args) for args in each])
+            self._tasks.extend(zip(repeat(fn), each))
             new = self._call_one()
         if new is not None:
             self._start(new)
@@ -64,7 +65,7 @@ class Slots:
         if not each:
             return
         with self._lock:
-            self._tasks.extend([(fn, args) for args in each])
+            self._tasks.extend(zip(repeat(fn), each))
             new = [self._call_another() for _ in each]
         for number in new:
             if number is not None:
@@ -107,8 +108,8 @@ class Slots:
                     self._coming -= 1
                 if tasks:
                     fn, args = tasks.popleft()
-                    if tasks:
-                        new = self._call_one()
+                    if tasks and not self._coming:  # _call_one, without its call per task
+                        new = self._call_another()
                 elif self._closed:
                     self._started -= 1
                     return

@@ -47,7 +47,6 @@ from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.context import FireContext
 from cronsvc.run.hooks import Hooks
-from cronsvc.run.made import made
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
@@ -62,6 +61,7 @@ from cronsvc.worker.server_time import ServerTime
 from cronsvc.worker.slots import Slots
 
 log = logging.getLogger("cronsvc.worker")
+_new = object.__new__
 
 MAX_SLEEP = MAX_SLEEP_S  # the longest sleep of the claim loop (cronsvc.presence)
 # An each-host fire is copied to the hosts that look within this long after its time; a
@@ -131,10 +131,11 @@ class Worker:
         self.host = host or config.worker.host or this_host()
         self._queues = self._queues_of(config)
         self._any_async = any_async(config)
-        # name -> (job, runs_async, some hook wants its runs)
-        self._job_traits: dict[str, tuple[Job, bool, bool]] = {}
+        # name -> (job, runs_async, some hook wants its runs, starts_processes)
+        self._job_traits: dict[str, tuple[Job, bool, bool, bool]] = {}
         self._rotation = 0
-        self._running: dict[tuple[str, int], Running] = {}
+        self._running: set[Running] = set()
+        self._outcomes: dict[int, tuple[Keys, Deliveries]] = {}  # see _deliveries
         self._lock = threading.Lock()
         # Runs started and not ended, in slots and on the loop: counted as they start and
         # end (under the lock), not found by a look at every run held (ended ones too,
@@ -362,35 +363,42 @@ class Worker:
         """Start the runs of one claim's fires: held under one lock, then handed to the
         slots or the loop; a fire of a job this file lacks is handed back after."""
         runs, unknown = [], []
+        jobs, traits = self.config.jobs, self._job_traits
         for claim in claims:
-            job = self.config.jobs.get(claim.job)
+            job = jobs.get(claim.job)
             if job is None:
                 unknown.append(claim)
                 continue
-            # The lease began after claimed_at, the moment the claim was sent.
-            run = Running(claim=claim, job=job, keys=keys, claimed_at=claimed_at,
-                          renewed_at=claimed_at)
-            on_loop, run.hooked = self._traits(job)
-            run.on_loop = on_loop and claim.unreadable is None
-            runs.append(run)
+            hit = traits.get(job.name)
+            if hit is None or hit[0] is not job:
+                hit = self._traits_of(job)
+            # The lease began after claimed_at, the moment the claim was sent. Counted
+            # below, before any other thread sees it.
+            runs.append(Running(claim, job, keys, claimed_at, claimed_at,
+                                hit[1] and claim.unreadable is None, hit[2], hit[3], True))
+        plain: list[tuple[Running]] = []
+        on_loop: list[Running] = []
+        procs: list[tuple[Running]] = []
         with self._lock:
+            held = self._running.add
             for run in runs:
-                self._running[run.key] = run
-                run.counted = True
+                held(run)
                 if run.on_loop:
-                    self._awaiting_n += 1
+                    on_loop.append(run)
+                elif run.procs:
+                    procs.append((run,))
                 else:
-                    self._busy_n += 1
+                    plain.append((run,))
+            self._awaiting_n += len(on_loop)
+            self._busy_n += len(runs) - len(on_loop)
         # Handed to the slots in one go: one lock and at most one thread called for them
         # (which calls the next); the async runs put on the loop; then the runs that start
         # processes, a thread each, at once (last: their starts hold the GIL, and the
         # launches before would wait for them).
-        sync = [run for run in runs if not run.on_loop]
-        self._pool.submit_many(self._run, [(r,) for r in sync if not starts_processes(r.job)])
-        for run in runs:
-            if run.on_loop:
-                self._launch(run)
-        self._pool.submit_each(self._run, [(r,) for r in sync if starts_processes(r.job)])
+        self._pool.submit_many(self._run, plain)
+        for run in on_loop:
+            self._launch(run)
+        self._pool.submit_each(self._run, procs)
         for claim in unknown:
             # Redis names the job; only this worker's own config says what it runs. The
             # claim only gives it fires of definitions it holds, so this is a reload in
@@ -398,25 +406,29 @@ class Worker:
             # has it.
             self._hand_back(keys, claim)
 
-    def _traits(self, job: Job) -> tuple[bool, bool]:
+    def _traits_of(self, job: Job) -> tuple[Job, bool, bool, bool]:
         """Whether runs of ``job`` go on the loop (:func:`runs_async`, which resolves the
-        target of a call job) and whether some hook wants them: asked once per job of the
-        config in force."""
-        hit = self._job_traits.get(job.name)
-        if hit is None or hit[0] is not job:
-            hit = self._job_traits[job.name] = (job, runs_async(job), self.hooks.wanted(job))
-        return hit[1], hit[2]
+        target of a call job), whether some hook wants them and whether they start
+        processes (:func:`starts_processes`): asked once per job of the config in force."""
+        hit = self._job_traits[job.name] = (
+            job, runs_async(job), self.hooks.wanted(job), starts_processes(job))
+        return hit
 
     def _runs_async(self, job: Job) -> bool:
-        return self._traits(job)[0]
+        hit = self._job_traits.get(job.name)
+        if hit is None or hit[0] is not job:
+            hit = self._traits_of(job)
+        return hit[1]
 
     def _context(self, run: Running) -> FireContext:
         claim = run.claim
-        return made(
-            FireContext, job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
+        # made(FireContext, ...) without its call: one per fire (every field given)
+        ctx = _new(FireContext)
+        ctx.__dict__.update(
+            job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
             attempt=claim.token, worker=self.worker_id, payload=claim.payload,
-            schedule=schedule_of(claim.fire_id), trace=None,
-        )
+            schedule=schedule_of(claim.fire_id), trace=None)
+        return ctx
 
     def _launch(self, run: Running) -> None:
         """Start an async run as a task on the loop: no slot thread waits for it. It ends
@@ -427,7 +439,7 @@ class Worker:
         ctx = self._context(run)
         if run.hooked:
             ctx = self.hooks.started(run.job, ctx)
-        feed = self.live.open(run.keys.live(run.claim.fire_id), run.claim.token)
+        feed = self.live.open(run.keys, run.claim.fire_id, run.claim.token)
 
         def done(outcome: Outcome) -> None:
             self.live.close(feed)  # writes only for a run that streamed: its last output
@@ -458,34 +470,45 @@ class Worker:
             self.results.finished(run, outcome)
 
     def _run(self, run: Running) -> None:
-        claim = run.claim
         ctx = self._context(run)
         outcome = None
         # A kind whose runs start processes holds them on the run's leash.
-        if starts_processes(run.job):
+        if run.procs:
             run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
         try:
             if self.leases.still_held(run):
                 outcome = self._execute(run, ctx)
         except Exception:  # the run loop must survive anything a job does
-            log.exception("run of %s crashed the worker thread", claim.fire_id)
+            log.exception("run of %s crashed the worker thread", run.claim.fire_id)
         self._ended(run, outcome)
 
     def _execute(self, run: Running, ctx: FireContext) -> Outcome:
-        if run.claim.unreadable is not None:
-            return Outcome("failed", self.clock.now_ms(), 0, error=run.claim.unreadable)
+        claim = run.claim
+        if claim.unreadable is not None:
+            return Outcome("failed", self.clock.now_ms(), 0, error=claim.unreadable)
         if run.hooked:
             ctx = self.hooks.started(run.job, ctx)
-        feed = self.live.open(run.keys.live(run.claim.fire_id), run.claim.token)
+        feed = self.live.open(run.keys, claim.fire_id, claim.token)
         try:
-            outcome = execute(run.job, ctx, cancel=run.cancel, clock=self.clock,
-                              guard=run.leash, feed=feed,
-                              outcomes=Deliveries(self.client, self.scripts, run.keys))
+            outcome = execute(run.job, ctx, run.cancel, self.clock, run.leash,
+                              self._deliveries(run.keys), feed)
         finally:
             self.live.close(feed)
         if run.hooked:
             self.hooks.ended(run.job, ctx, outcome)
         return outcome
+
+    def _deliveries(self, keys: Keys) -> Deliveries:
+        """Where a dispatched fire of shard ``keys`` learns its outcome: one per shard
+        and pool (it holds nothing of a fire), made at its first fire. Found by the
+        identity of ``keys``, which it holds (a Keys hashes its fields in Python)."""
+        found = self._outcomes.get(id(keys))
+        if found is None or found[0] is not keys:
+            if len(self._outcomes) > 256:  # Keys of configs reloaded since
+                self._outcomes.clear()
+            found = self._outcomes[id(keys)] = (
+                keys, Deliveries(self.client, self.scripts, keys))
+        return found[1]
 
     def _busy(self) -> int:
         """Slots taken: runs started and not ended, but those on the loop. A run frees its
@@ -512,13 +535,13 @@ class Worker:
     def running(self) -> list[Running]:
         """The runs this worker holds a lease on (ended ones until their result is in)."""
         with self._lock:
-            return list(self._running.values())
+            return list(self._running)
 
     def free(self, *runs: Running) -> None:
         """Forget runs whose result is recorded (or that never started)."""
         with self._lock:
             for run in runs:
-                self._running.pop(run.key, None)
+                self._running.discard(run)
         for run in runs:
             run.forget()
         self.runs_finished += len(runs)
@@ -608,7 +631,7 @@ class Worker:
         while self._running and monotonic() < deadline and not self.hard_stopped.is_set():
             self.hard_stopped.wait(0.05)
         with self._lock:
-            left = [run for run in self._running.values() if not run.ended]
+            left = [run for run in self._running if not run.ended]
         for run in left:
             run.stop(Cancel.SHUTDOWN)
         # Commands are killed, async calls cancelled and timed calls given up on, and each

@@ -58,7 +58,7 @@ def test_a_recorded_run_is_freed_by_reference_counting(
     run = Running(claim=claim, job=worker.config.jobs["job"], keys=K,
                   claimed_at=monotonic(), renewed_at=monotonic())
     run.on_loop = worker._runs_async(run.job)
-    worker._running[run.key] = run
+    worker._running.add(run)
     if run.on_loop:
         worker._launch(run)
     else:

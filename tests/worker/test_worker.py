@@ -54,7 +54,7 @@ def held_long_ago(worker: Worker, config: Config, claim: Claim) -> Running:
     """A claim that waited a long time (Redis away) between its claim and its start."""
     run = Running(claim=claim, job=config.jobs[claim.job], keys=K,
                   claimed_at=monotonic() - 3600)
-    worker._running[run.key] = run
+    worker._running.add(run)
     return run
 
 
