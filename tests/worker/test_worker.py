@@ -117,7 +117,7 @@ def test_a_batch_of_results_is_recorded_and_told_in_order_past_a_lease_lost(
     try:
         for claim in claims:
             run = Running(claim=claim, job=config.jobs["mark"], keys=K)
-            a._running[run.key] = run
+            a._running.add(run)
             a.results.finished(run, Outcome("ok", int(time.time() * 1000), 3))
         a.results.close()
     finally:
