@@ -244,11 +244,13 @@ class Results:
 
     def _defer(self, batch: list[tuple[Running, Outcome]], notes: list[Note]) -> bool:
         """Wait while the claim loop takes fires due now (at most DEFER_AT_MOST), taking
-        what comes meanwhile into this batch; True if the end mark came."""
+        what comes meanwhile into this batch, until it is full (waiting on would only hold
+        it back: what comes next goes in the next); True if the end mark came."""
         w, until = self.w, monotonic() + DEFER_AT_MOST
-        while w.claiming and monotonic() < until and not w.hard_stopped.is_set():
+        while (len(batch) + len(notes) < RESULT_BATCH and w.claiming and monotonic() < until
+               and not w.hard_stopped.is_set()):
             time.sleep(self._step())  # a hard stop is seen at the next step
-            if len(batch) + len(notes) < RESULT_BATCH and not self._queue.empty():
+            if not self._queue.empty():
                 took = self._take(self._queue.get_nowait(), batch, notes, watch=True)
                 if took is not False:
                     return bool(took)

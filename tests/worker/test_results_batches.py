@@ -86,3 +86,19 @@ def test_the_wait_looks_often_only_while_a_run_that_ends_it_may_come(
     run.on_loop = True
     assert results._frees_slots([(run, outcome)])
     assert results._step() == DEFER_STEP  # runs on the loop come: their end ends it
+
+
+@pytest.mark.timeout(30)
+def test_a_full_batch_is_not_held_while_claiming(worker: Worker,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    results, config = worker.results, worker.config
+    monkeypatch.setattr("cronsvc.worker.results.DEFER_AT_MOST", 3600.0)
+    worker.claiming = True  # for good: only a full batch ends the wait
+    runs = [run_of(config, "free", n) for n in range(RESULT_BATCH + 2)]
+    for run in runs[1:]:
+        results._queue.put(run)
+    batch = [runs[0]]
+    assert results._defer(batch, []) is False
+    assert batch == runs[:RESULT_BATCH] and results._queue.qsize() == 2
+    assert results._defer(batch, []) is False  # full already: no wait, nothing taken
+    assert results._queue.qsize() == 2
