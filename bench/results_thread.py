@@ -72,9 +72,10 @@ def measure(fires: int, batch: int, fmt: str) -> float:
         spent = done = 0
         while claimed := scripts.claim(K, WORKER, batch=batch, lease_ms=60_000).claimed:
             now = common.server_ms(r)
-            runs = [Running(claim=c, job=config.jobs[c.job], keys=K) for c in claimed]
+            runs = [Running(claim=c, job=config.jobs[c.job], keys=K,
+                            hooked=worker.hooks.wanted(config.jobs[c.job])) for c in claimed]
             for run in runs:
-                worker._running[run.key] = run
+                worker._running.add(run)
             before = thread_ns(tid)
             for run in runs:
                 worker.results.finished(run, Outcome("ok", now, 0))

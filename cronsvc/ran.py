@@ -58,17 +58,22 @@ class RanEntries:
 
     def __init__(self, keys: Keys) -> None:
         self.keys = keys
-        self._names: dict[str, tuple[int, str]] = {}  # job -> (period, its string)
+        # job -> ('<job>@', the period of its last fire, that period's string)
+        self._names: dict[str, tuple[str, int, str]] = {}
         # due time as a fire id writes it -> (its period, its entry): many fires are due
         # at the same time
         self._dues: dict[str, tuple[int, bytes]] = {}
 
     def entry(self, fid: str, job: str) -> tuple[str, bytes] | None:
         """:func:`ran_entry` of ``fid``, a fire of ``job`` (a hint: any other works)."""
-        at = len(job)
-        if fid[at:at + 1] != "@" or not fid.startswith(job):
+        hit = self._names.get(job)
+        if hit is None:
+            if len(self._names) >= _NAMES_KEPT:
+                self._names.clear()
+            hit = self._names[job] = (job + "@", -1, "")
+        if not fid.startswith(hit[0]):
             return ran_entry(self.keys, fid)
-        digits = fid[at + 1:]
+        digits = fid[len(hit[0]):]
         due = self._dues.get(digits)
         if due is None:
             if not digits.isdecimal():  # a one-off, a runtime schedule's, one host's...
@@ -77,12 +82,9 @@ class RanEntries:
                 self._dues.clear()
             ms = int(digits)
             due = self._dues[digits] = (ms >> PERIOD_BITS, _OFFSET.pack(ms & _IN_PERIOD))
-        hit = self._names.get(job)
-        if hit is None or hit[0] != due[0]:
-            if len(self._names) >= _NAMES_KEPT:
-                self._names.clear()
-            hit = self._names[job] = (due[0], self.keys.ran(job, due[0]))
-        return hit[1], due[1]
+        if hit[1] != due[0]:
+            hit = self._names[job] = (hit[0], due[0], self.keys.ran(job, due[0]))
+        return hit[2], due[1]
 
 
 _DUES_KEPT = 4096

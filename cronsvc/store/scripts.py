@@ -217,9 +217,10 @@ class AckCall:
         if history is None:
             history = self._histories[job] = self.k.history(job)
         ran = self._ran(fid, job)
-        values = (fid, token if token.__class__ is int else int(token),
-                  record if record.__class__ is str else record_json(record),
-                  "" if ran is None else ran[1])
+        if token.__class__ is not int:
+            token = int(token)
+        if record.__class__ is not str:
+            record = record_json(record)
         if (then or output) and (then or started is not None):
             if started is None:
                 output = ""
@@ -228,8 +229,12 @@ class AckCall:
             self._extra_keys.append(self.k.output(fid) if output else history)
             self._extras += extra
         self.n += 1
-        self.keys += (history, history if ran is None else ran[0])
-        self.args += values
+        if ran is None:
+            self.keys += (history, history)
+            self.args += (fid, token, record, "")
+        else:
+            self.keys += (history, ran[0])
+            self.args += (fid, token, record, ran[1])
 
     def made(self) -> tuple[list[str], list[Any]]:
         """The call's KEYS and ARGV."""

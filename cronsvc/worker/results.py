@@ -106,9 +106,10 @@ class Results:
             queue.SimpleQueue())
         self._thread = threading.Thread(target=self.record_all, name="cronsvc-results",
                                         daemon=True)
-        # The wait while claiming: how often it looks, per config (_step); whether runs on
-        # the loop came (their end ends it, as a bounded job's does).
-        self._steps: tuple[Config | None, float] = (None, DEFER_STEP)
+        # The wait while claiming: per config, whether a job of it is bounded (the end of
+        # its run ends the wait) and how often it looks (_step); whether runs on the loop
+        # came (their end ends it too).
+        self._steps: tuple[Config | None, bool, float] = (None, True, DEFER_STEP)
         self._loop_runs = False
         # Per job definition (by its id: the value holds it), bounded(job), of the config
         # in force (the runs of the one before go on a while).
@@ -188,6 +189,12 @@ class Results:
 
     def _frees_slots(self, batch: list[tuple[Running, Outcome]]) -> bool:
         """Some of these runs hold slots others may wait for, or run on the loop."""
+        if not self._any_bounded():  # most configs: only a run on the loop may
+            for run, _ in batch:
+                if run.on_loop:
+                    self._loop_runs = True
+                    return True
+            return False
         for run, _ in batch:
             if run.on_loop:
                 self._loop_runs = True
@@ -207,15 +214,20 @@ class Results:
             hit = bounds[id(job)] = (job, bounded(job))
         return hit[1]
 
+    def _any_bounded(self) -> bool:
+        """Some job of the config in force is :func:`bounded`."""
+        config, some, _ = self._steps
+        if config is not self.w.config:
+            config = self.w.config
+            some = any(map(bounded, config.jobs.values()))
+            self._steps = (config, some, DEFER_STEP if some else DEFER_STEP_PLAIN)
+        return some
+
     def _step(self) -> float:
         """How often the wait while claiming looks at the claim loop and at what came:
         DEFER_STEP while a run whose ack frees a slot may come, else DEFER_STEP_PLAIN."""
-        config, step = self._steps
-        if config is not self.w.config:
-            config = self.w.config
-            step = DEFER_STEP if any(map(bounded, config.jobs.values())) else DEFER_STEP_PLAIN
-            self._steps = (config, step)
-        return DEFER_STEP if self._loop_runs else step
+        self._any_bounded()
+        return DEFER_STEP if self._loop_runs else self._steps[2]
 
     def _take(self, item: tuple[Running, Outcome] | Note | None,
               batch: list[tuple[Running, Outcome]], notes: list[Note],
@@ -224,12 +236,13 @@ class Results:
         notes, RESULT_BATCH at most); True if the end mark came; ``watch``: None as soon as
         a run that frees a slot comes."""
         get, room = self._queue.get_nowait, RESULT_BATCH - len(batch) - len(notes)
+        some = watch and self._any_bounded()  # else only a run on the loop ends the wait
         while True:
             if item is None:  # the worker is stopping and this is all
                 return True
             if isinstance(item, tuple):
                 batch.append(item)
-                if watch and (item[0].on_loop or self._bounded(item[0].job)):
+                if watch and (item[0].on_loop or some and self._bounded(item[0].job)):
                     self._loop_runs = self._loop_runs or item[0].on_loop
                     return None  # its ack frees a slot another fire may wait for
             else:
@@ -244,11 +257,13 @@ class Results:
 
     def _defer(self, batch: list[tuple[Running, Outcome]], notes: list[Note]) -> bool:
         """Wait while the claim loop takes fires due now (at most DEFER_AT_MOST), taking
-        what comes meanwhile into this batch; True if the end mark came."""
+        what comes meanwhile into this batch, until it is full (waiting on would only hold
+        it back: what comes next goes in the next); True if the end mark came."""
         w, until = self.w, monotonic() + DEFER_AT_MOST
-        while w.claiming and monotonic() < until and not w.hard_stopped.is_set():
+        while (len(batch) + len(notes) < RESULT_BATCH and w.claiming and monotonic() < until
+               and not w.hard_stopped.is_set()):
             time.sleep(self._step())  # a hard stop is seen at the next step
-            if len(batch) + len(notes) < RESULT_BATCH and not self._queue.empty():
+            if not self._queue.empty():
                 took = self._take(self._queue.get_nowait(), batch, notes, watch=True)
                 if took is not False:
                     return bool(took)

@@ -86,3 +86,47 @@ def test_the_wait_looks_often_only_while_a_run_that_ends_it_may_come(
     run.on_loop = True
     assert results._frees_slots([(run, outcome)])
     assert results._step() == DEFER_STEP  # runs on the loop come: their end ends it
+
+
+@pytest.mark.timeout(30)
+def test_a_full_batch_is_not_held_while_claiming(worker: Worker,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    results, config = worker.results, worker.config
+    monkeypatch.setattr("cronsvc.worker.results.DEFER_AT_MOST", 3600.0)
+    worker.claiming = True  # for good: only a full batch ends the wait
+    runs = [run_of(config, "free", n) for n in range(RESULT_BATCH + 2)]
+    for run in runs[1:]:
+        results._queue.put(run)
+    batch = [runs[0]]
+    assert results._defer(batch, []) is False
+    assert batch == runs[:RESULT_BATCH] and results._queue.qsize() == 2
+    assert results._defer(batch, []) is False  # full already: no wait, nothing taken
+    assert results._queue.qsize() == 2
+
+
+def test_without_bounded_jobs_a_run_on_the_loop_still_ends_the_wait(
+        worker: Worker, tmp_path: Path) -> None:
+    results, bounded_config = worker.results, worker.config
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("jobs:\n  free:\n    cron: '0 0 1 1 *'\n    command: [true]\n")
+    worker.config = load_config(plain)
+    worker.claiming = True
+    first, after = run_of(worker.config, "free", 1), run_of(worker.config, "free", 3)
+    on_loop = run_of(worker.config, "free", 2)
+    on_loop[0].on_loop = True
+    assert not results._frees_slots([first])
+    for item in (on_loop, after):
+        results._queue.put(item)
+    batch = [first]
+    assert results._defer(batch, []) is False
+    assert batch == [first, on_loop] and results._queue.get_nowait() == after
+    # the config reloaded with a bounded job: its runs end the wait again
+    worker.config = bounded_config
+    bound = run_of(bounded_config, "bound", 4)
+    assert results._frees_slots([bound])
+    results._loop_runs = False
+    for item in (bound, after):
+        results._queue.put(item)
+    batch = [first]
+    assert results._defer(batch, []) is False
+    assert batch == [first, bound] and results._queue.get_nowait() == after
