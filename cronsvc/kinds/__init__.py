@@ -83,6 +83,8 @@ def execute(
     try:
         if cancel.is_set():
             result = Result("cancelled", error="cancelled before start")
+        elif deadline is None and (kind := KINDS[job.kind]).runs_untimed:
+            result = kind.run_untimed(job, ctx, cancel, kept_of(job, feed))  # no Stop made
         else:
             # made(Stop, ...) without its call: one per fire
             stop = _new(Stop)
