@@ -470,33 +470,32 @@ class Worker:
             self.results.finished(run, outcome)
 
     def _run(self, run: Running) -> None:
+        claim = run.claim
         ctx = self._context(run)
         outcome = None
         # A kind whose runs start processes holds them on the run's leash.
         if run.procs:
             run.leash = Leash(self._watchdog, lambda: self.leases.kill_at(run))
         try:
-            if self.leases.still_held(run):
-                outcome = self._execute(run, ctx)
+            if not self.leases.still_held(run):
+                pass
+            elif claim.unreadable is not None:
+                outcome = Outcome("failed", self.clock.now_ms(), 0, error=claim.unreadable)
+            else:  # one frame: its run, between its live feed's open and close
+                if run.hooked:
+                    ctx = self.hooks.started(run.job, ctx)
+                feed = self.live.open(run.keys, claim.fire_id, claim.token)
+                try:
+                    done = execute(run.job, ctx, run.cancel, self.clock, run.leash,
+                                   self._deliveries(run.keys), feed)
+                finally:
+                    self.live.close(feed)
+                if run.hooked:
+                    self.hooks.ended(run.job, ctx, done)
+                outcome = done  # none if a hook raised: then its fire is freed
         except Exception:  # the run loop must survive anything a job does
-            log.exception("run of %s crashed the worker thread", run.claim.fire_id)
+            log.exception("run of %s crashed the worker thread", claim.fire_id)
         self._ended(run, outcome)
-
-    def _execute(self, run: Running, ctx: FireContext) -> Outcome:
-        claim = run.claim
-        if claim.unreadable is not None:
-            return Outcome("failed", self.clock.now_ms(), 0, error=claim.unreadable)
-        if run.hooked:
-            ctx = self.hooks.started(run.job, ctx)
-        feed = self.live.open(run.keys, claim.fire_id, claim.token)
-        try:
-            outcome = execute(run.job, ctx, run.cancel, self.clock, run.leash,
-                              self._deliveries(run.keys), feed)
-        finally:
-            self.live.close(feed)
-        if run.hooked:
-            self.hooks.ended(run.job, ctx, outcome)
-        return outcome
 
     def _deliveries(self, keys: Keys) -> Deliveries:
         """Where a dispatched fire of shard ``keys`` learns its outcome: one per shard
