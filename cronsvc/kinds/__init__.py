@@ -102,11 +102,20 @@ def execute(
 
 def outcome_of(result: Result, started_ms: int, duration_ms: int) -> Outcome:
     """What the worker records of a run of a kind that reported ``result``."""
-    # made(Outcome, ...) without its call: one per fire
+    # made(Outcome, ...) without its call, one per fire: its fields stored one by one, a
+    # field at its default (no exit code, no output, no error: most calls) read from the
+    # class, where a dataclass keeps its defaults.
     outcome = _new(Outcome)
-    outcome.__dict__.update(status=result.status, started_ms=started_ms,
-                            duration_ms=duration_ms, exit_code=result.exit_code,
-                            output=result.output, error=result.error)
+    fields = outcome.__dict__
+    fields["status"] = result.status
+    fields["started_ms"] = started_ms
+    fields["duration_ms"] = duration_ms
+    if result.exit_code is not None:
+        fields["exit_code"] = result.exit_code
+    if result.output:
+        fields["output"] = result.output
+    if result.error is not None:
+        fields["error"] = result.error
     return outcome
 
 

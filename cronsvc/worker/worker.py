@@ -422,12 +422,21 @@ class Worker:
 
     def _context(self, run: Running) -> FireContext:
         claim = run.claim
-        # made(FireContext, ...) without its call: one per fire (every field given)
+        fire_id = claim.fire_id
+        # made(FireContext, ...) without its call, one per fire: its fields stored one by
+        # one (no dict of keywords made); a field left at its default (payload, schedule,
+        # trace: None) is read from the class, as a dataclass keeps its defaults there.
         ctx = _new(FireContext)
-        ctx.__dict__.update(
-            job=claim.job, fire_id=claim.fire_id, scheduled_ms=claim.due_ms,
-            attempt=claim.token, worker=self.worker_id, payload=claim.payload,
-            schedule=schedule_of(claim.fire_id), trace=None)
+        fields = ctx.__dict__
+        fields["job"] = claim.job
+        fields["fire_id"] = fire_id
+        fields["scheduled_ms"] = claim.due_ms
+        fields["attempt"] = claim.token
+        fields["worker"] = self.worker_id
+        if claim.payload is not None:
+            fields["payload"] = claim.payload
+        if "!" in fire_id:  # most fires are no runtime schedule's (schedule_of)
+            fields["schedule"] = schedule_of(fire_id)
         return ctx
 
     def _launch(self, run: Running) -> None:
