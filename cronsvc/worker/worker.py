@@ -423,20 +423,14 @@ class Worker:
     def _context(self, run: Running) -> FireContext:
         claim = run.claim
         fire_id = claim.fire_id
-        # made(FireContext, ...) without its call, one per fire: its fields stored one by
-        # one (no dict of keywords made); a field left at its default (payload, schedule,
-        # trace: None) is read from the class, as a dataclass keeps its defaults there.
+        # made(FireContext, ...) without its call, one per fire: every field in the
+        # instance's dict, in their order (see outcome_of); schedule_of asked only of a fire
+        # id with a '!' (most fires are no runtime schedule's).
         ctx = _new(FireContext)
-        fields = ctx.__dict__
-        fields["job"] = claim.job
-        fields["fire_id"] = fire_id
-        fields["scheduled_ms"] = claim.due_ms
-        fields["attempt"] = claim.token
-        fields["worker"] = self.worker_id
-        if claim.payload is not None:
-            fields["payload"] = claim.payload
-        if "!" in fire_id:  # most fires are no runtime schedule's (schedule_of)
-            fields["schedule"] = schedule_of(fire_id)
+        ctx.__dict__.update(
+            job=claim.job, fire_id=fire_id, scheduled_ms=claim.due_ms, attempt=claim.token,
+            worker=self.worker_id, payload=claim.payload,
+            schedule=schedule_of(fire_id) if "!" in fire_id else None, trace=None)
         return ctx
 
     def _launch(self, run: Running) -> None:
