@@ -39,9 +39,9 @@ import redis
 from cronsvc.clock import monotonic
 from cronsvc.errors import CronsvcError, RedisUnavailable
 from cronsvc.run import tracecontext
-from cronsvc.run.context import CURRENT_FIRE, FireContext
 from cronsvc.run.dispatch import KEEP_MS, Delivery, as_text
 from cronsvc.run.outcome import OUTPUT_CAP
+from cronsvc.run.within import RUN, InRun
 from cronsvc.store.connection import connect
 from cronsvc.store.faults import describe, is_outage
 from cronsvc.store.scripts import Scripts
@@ -72,7 +72,7 @@ class Running:
     """A delivery the guard let run: its ``current()`` to reset and when it started."""
 
     delivery: Delivery
-    token: Token[FireContext | None]
+    token: Token[InRun]
     t0: float
     traced: Any = None  # the OpenTelemetry context to restore, if the delivery's was set
 
@@ -157,14 +157,16 @@ class Guard:
         its task (dramatiq's middleware), where :meth:`run` cannot wrap the task."""
         if not self.start(delivery):
             return None
-        return Running(delivery, CURRENT_FIRE.set(delivery.context(self.name)), monotonic(),
+        outer = RUN.get()  # what a run this task is in set: kept, but its fire
+        return Running(delivery, RUN.set(InRun(delivery.context(self.name), outer.stop,
+                                               outer.output)), monotonic(),
                        tracecontext.adopt(delivery.trace))
 
     def finish(self, running: Running, exc: BaseException | None = None,
                value: Any = None) -> None:
         """Report how the task :meth:`begin` let run ended, and end its ``current()``."""
         tracecontext.detach(running.traced)
-        CURRENT_FIRE.reset(running.token)
+        RUN.reset(running.token)
         self.end(running.delivery, int((monotonic() - running.t0) * 1000), exc, value)
 
     def run(self, delivery: Delivery | None, task: Callable[[], T]) -> T | Skipped:

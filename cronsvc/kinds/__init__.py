@@ -83,6 +83,8 @@ def execute(
     try:
         if cancel.is_set():
             result = Result("cancelled", error="cancelled before start")
+        elif deadline is None and (kind := KINDS[job.kind]).runs_untimed:
+            result = kind.run_untimed(job, ctx, cancel, kept_of(job, feed))  # no Stop made
         else:
             # made(Stop, ...) without its call: one per fire
             stop = _new(Stop)
@@ -100,7 +102,9 @@ def execute(
 
 def outcome_of(result: Result, started_ms: int, duration_ms: int) -> Outcome:
     """What the worker records of a run of a kind that reported ``result``."""
-    # made(Outcome, ...) without its call: one per fire
+    # made(Outcome, ...) without its call, one per fire. Every field is in the instance's
+    # dict, in their order, as __init__ leaves them: a field left to the class (its
+    # default) or stored item by item costs each later read of the outcome more.
     outcome = _new(Outcome)
     outcome.__dict__.update(status=result.status, started_ms=started_ms,
                             duration_ms=duration_ms, exit_code=result.exit_code,

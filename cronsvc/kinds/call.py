@@ -31,6 +31,7 @@ from cronsvc.run.calls import (
 )
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import How, Result, Stop
+from cronsvc.run.output import Kept, kept_of
 
 _CALL = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 #: Modules whose functions run programs or code as a call target, with no `shell: true`.
@@ -63,12 +64,11 @@ class Call(Kind):
             return "args and kwargs only apply to call jobs"
         return None
 
+    runs_untimed = True
+
     def run(self, job: Any, ctx: FireContext, stop: Stop) -> Result:
         if stop.deadline is None:
-            # No timeout: the call runs here, and a cancel is seen when it returns (or
-            # through stopping(), which the cancel event drives).
-            res = call_here(job, ctx, stop.cancel, stop.output)
-            return stop.stopped("cancelled") if stop.cancel.is_set() else _result(res)
+            return self.run_untimed(job, ctx, stop.cancel, stop.output or kept_of(job))
         stopping = threading.Event()
         done, box = start_call(job, ctx, stopping, stop.output)
         how = stop.wait(done)
@@ -76,6 +76,13 @@ class Call(Kind):
             stopping.set()  # for callables that poll stopping(); the thread itself lives on
             return stop.stopped(how)
         return _result(box[0])
+
+    def run_untimed(self, job: Any, ctx: FireContext, cancel: threading.Event,
+                    output: Kept) -> Result:
+        # No timeout: the call runs here, and a cancel is seen when it returns (or through
+        # stopping(), which the cancel event drives).
+        res = call_here(job, ctx, cancel, output)
+        return _CANCELLED if cancel.is_set() else _result(res)
 
     def runs_async(self, job: Any) -> bool:
         return is_async(job.call)
@@ -110,6 +117,7 @@ def _result(res: CallResult) -> Result:
 
 
 _OK = Result("ok")  # what most calls report (:data:`NOTHING`)
+_CANCELLED = Result("cancelled", error="cancelled")  # Stop.stopped("cancelled")
 
 
 KIND = Call()

@@ -9,6 +9,7 @@ layer cannot name): its kind's own fields and the ones every job has (``name``, 
 from __future__ import annotations
 
 import json
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, NamedTuple
@@ -17,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import Result, Stop
+from cronsvc.run.output import Kept
 
 
 def as_text(value: object) -> object:
@@ -64,6 +66,10 @@ class Kind(ABC):
     #: Whether its runs start processes, which the worker's watchdog then holds (through
     #: the run's ``guard``): a run of another kind is given no guard.
     starts_processes: ClassVar[bool] = False
+    #: Whether a run of a job without a timeout needs of its :class:`Stop` only its
+    #: ``cancel`` and its ``output``: then it runs through :meth:`run_untimed`, and no Stop
+    #: is made for it (one a fire: most fires of most jobs have no timeout).
+    runs_untimed: ClassVar[bool] = False
 
     def problem(self, job: Any) -> str | None:
         """Why ``job``, of this kind or another, misuses this kind's options (checked once
@@ -76,6 +82,12 @@ class Kind(ABC):
         output (its tail). Returns when it is done, or once ``stop`` says it must end
         (its timeout, a cancel, a lost lease, a shutdown), as far as this kind can stop
         it; may raise (the executor reports the exception as a failure)."""
+
+    def run_untimed(self, job: Any, ctx: FireContext, cancel: threading.Event,
+                    output: Kept) -> Result:
+        """:meth:`run` of a job without a timeout, for a kind that :attr:`runs_untimed`:
+        ``cancel`` and ``output`` are its Stop's."""
+        raise NotImplementedError(f"{self.key} jobs run through run()")
 
     def runs_async(self, job: Any) -> bool:
         """Whether fires of ``job`` run as tasks on the worker's event loop (through

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from json.encoder import encode_basestring_ascii
 from typing import Any, cast
 
-from cronsvc.run.capture import RUN_OUTPUT, OutsideRuns, outside_runs_ignored
+from cronsvc.run.capture import OutsideRuns, outside_runs_ignored
+from cronsvc.run.within import RUN
 
 # Fields a run line carries, so a shipper can index them.
 RUN_FIELDS = ("job", "fire", "attempt", "worker")
@@ -187,7 +188,7 @@ def line_writer(logger: logging.Logger, level: int) -> LineWriter | None:
         node = node.parent if node.propagate else None
     if handler is None or not all(type(f) is OutsideRuns for f in handler.filters):
         return None
-    if RUN_OUTPUT.get() is not None:  # OutsideRuns would drop them
+    if RUN.get().output is not None:  # OutsideRuns would drop them
         return None
     fmt = handler.formatter
     if not (type(fmt) is JsonFormatter or (type(fmt) is LineFormatter and fmt.intact())):

@@ -17,12 +17,13 @@ from typing import Any
 
 from cronsvc.clock import monotonic
 from cronsvc.run import tracecontext
-from cronsvc.run.capture import RUN_OUTPUT, install
-from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
+from cronsvc.run.capture import install
+from cronsvc.run.context import FireContext
 from cronsvc.run.flag import Flag
 from cronsvc.run.loop import SHARED, Loop
 from cronsvc.run.outcome import How
 from cronsvc.run.output import Kept
+from cronsvc.run.within import RUN, InRun
 
 #: Told how the awaitable ended: "done" with its value or the exception it raised (None
 #: if it returned), or "timeout"/"cancelled" (the value None, the exception None).
@@ -74,13 +75,11 @@ class Awaited:
             self._task.add_done_callback(lambda _: timer.cancel())
 
     async def _guarded(self) -> tuple[How, Any, BaseException | None]:
-        CURRENT_FIRE.set(self._ctx)
-        STOP_EVENT.set(self.stopping)
         tracecontext.attach(self._ctx.trace)  # the task's own context, gone with it
-        # The run's output is the current one: the task's context is its own, so it is set
-        # for the task only.
+        # The fire, its stop and its output are the current ones: the task's context is its
+        # own, so they are set for the task only.
         install()
-        RUN_OUTPUT.set(self._out)
+        RUN.set(InRun(self._ctx, self.stopping, self._out))
         try:
             return "done", await self._awaitable, None
         except asyncio.CancelledError:

@@ -31,10 +31,11 @@ from typing import Any, NamedTuple
 
 from cronsvc.run import tracecontext
 from cronsvc.run.awaits import Awaited
-from cronsvc.run.capture import RUN_OUTPUT, install, kept
-from cronsvc.run.context import CURRENT_FIRE, STOP_EVENT, FireContext
+from cronsvc.run.capture import install, kept
+from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import OUTPUT_CAP, SLICE, How
 from cronsvc.run.output import Kept, kept_of
+from cronsvc.run.within import RUN, InRun
 
 # Resolving is cheap once the module is imported, but inspect.signature is not:
 # cache the callable together with whether it takes `ctx`.
@@ -150,31 +151,28 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | N
     For jobs without a timeout: nothing would stop them early, and a thread of
     their own costs more than a no-op call. ``stop`` still reaches stopping().
     """
-    current_token, stop_token = CURRENT_FIRE.set(ctx), STOP_EVENT.set(stop)
+    out = given or kept_of(job)
     try:
-        out = given or kept_of(job)
-        try:
-            fn, takes_ctx = resolve(job.call)
-        except ImportProblem as exc:
-            return CallResult(ok=False, error=str(exc))
-        kwargs = job.kwargs
-        if takes_ctx:
-            kwargs = {**kwargs}
-            kwargs.setdefault("ctx", ctx)
-        install()  # then the run's output is the current one, for the call only
-        token = RUN_OUTPUT.set(out)
-        try:
-            result = fn(*job.args, **kwargs)
-        except BaseException as exc:  # SystemExit and friends must not escape a worker thread
-            return raised(exc, out)
-        finally:
-            RUN_OUTPUT.reset(token)
-        if result is not None and inspect.iscoroutine(result):
-            return _await_here(result, ctx, stop, out)
-        return returned(result, out)
+        fn, takes_ctx = resolve(job.call)
+    except ImportProblem as exc:
+        return CallResult(ok=False, error=str(exc))
+    kwargs = job.kwargs
+    if takes_ctx:
+        kwargs = {**kwargs}
+        kwargs.setdefault("ctx", ctx)
+    install()
+    # The fire, its stop and its output are the current ones for the call only: one
+    # context variable, set and reset once (cronsvc.run.within).
+    token = RUN.set(InRun(ctx, stop, out))
+    try:
+        result = fn(*job.args, **kwargs)
+    except BaseException as exc:  # SystemExit and friends must not escape a worker thread
+        return raised(exc, out)
     finally:
-        CURRENT_FIRE.reset(current_token)
-        STOP_EVENT.reset(stop_token)
+        RUN.reset(token)
+    if result is not None and inspect.iscoroutine(result):
+        return _await_here(result, ctx, stop, out)
+    return returned(result, out)
 
 
 def _await_here(coro: Any, ctx: FireContext, stop: threading.Event, out: Kept) -> CallResult:

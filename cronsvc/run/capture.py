@@ -2,14 +2,14 @@
 
 A command's output is its own pipe; a call shares the worker's process, its
 ``sys.stdout``, ``sys.stderr`` and ``logging``. So each run of a call gets a
-:class:`~cronsvc.run.output.Kept` found through a context variable (:data:`RUN_OUTPUT`),
-set only around the user's function: a thread's runs and the tasks on the worker's event
-loop each see their own, so concurrent calls do not mix. :func:`install` puts, once, a
-proxy in place of ``sys.stdout`` and ``sys.stderr`` that writes to the current run's
-output (to the real stream outside a run), and a handler on the root logger that keeps a
-run's records in its output. The worker's own log handler carries :class:`OutsideRuns`, so
-those records stay out of the worker's log; cronsvc's lines about a run are written
-outside the user's function and are not captured.
+:class:`~cronsvc.run.output.Kept` found through a context variable (the ``output`` of
+:data:`cronsvc.run.within.RUN`), set only around the user's function: a thread's runs and
+the tasks on the worker's event loop each see their own, so concurrent calls do not mix.
+:func:`install` puts, once, a proxy in place of ``sys.stdout`` and ``sys.stderr`` that
+writes to the current run's output (to the real stream outside a run), and a handler on
+the root logger that keeps a run's records in its output. The worker's own log handler
+carries :class:`OutsideRuns`, so those records stay out of the worker's log; cronsvc's
+lines about a run are written outside the user's function and are not captured.
 
 What a run keeps is capped like a command's output (its head and tail,
 :mod:`cronsvc.run.output`).
@@ -17,7 +17,6 @@ What a run keeps is capped like a command's output (its head and tail,
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import sys
@@ -25,9 +24,7 @@ import threading
 from typing import Any, TextIO
 
 from cronsvc.run.output import Kept
-
-RUN_OUTPUT: contextvars.ContextVar[Kept | None] = contextvars.ContextVar(
-    "cronsvc_run_output", default=None)
+from cronsvc.run.within import RUN
 
 
 def kept(out: Kept, tail: str) -> str:
@@ -46,7 +43,7 @@ class _Stream:
         self.real = real
 
     def write(self, text: str) -> int:
-        out = RUN_OUTPUT.get()
+        out = RUN.get().output
         if out is None:
             return self.real.write(text)
         out.write(text)
@@ -57,7 +54,7 @@ class _Stream:
             self.write(line)
 
     def flush(self) -> None:
-        if RUN_OUTPUT.get() is None:
+        if RUN.get().output is None:
             self.real.flush()
 
     def __getattr__(self, name: str) -> Any:
@@ -72,7 +69,7 @@ class _RunHandler(logging.Handler):
         self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
-        out = RUN_OUTPUT.get()
+        out = RUN.get().output
         if out is None:
             return
         try:
@@ -86,7 +83,7 @@ class OutsideRuns(logging.Filter):
     output, not a line of the worker's log."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return RUN_OUTPUT.get() is None
+        return RUN.get().output is None
 
 
 _HANDLER = _RunHandler()
@@ -121,7 +118,7 @@ def log_line(message: str, fields: dict[str, Any]) -> None:
     a run, an INFO line of the ``cronsvc.job`` logger."""
     words = [message, *(f"{key}={_value(value)}" for key, value in fields.items())]
     line = " ".join(words)
-    out = RUN_OUTPUT.get()
+    out = RUN.get().output
     if out is None:
         logging.getLogger("cronsvc.job").info("%s", line)
     else:

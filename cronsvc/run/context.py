@@ -7,9 +7,7 @@
 
 from __future__ import annotations
 
-import contextvars
 import json
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 from cronsvc.clock import iso_utc
 from cronsvc.run import tracecontext
 from cronsvc.run.capture import log_line
+from cronsvc.run.within import RUN
 
 
 @dataclass(frozen=True)
@@ -59,20 +58,12 @@ class FireContext:
         return env
 
 
-CURRENT_FIRE: contextvars.ContextVar[FireContext | None] = contextvars.ContextVar(
-    "cronsvc_fire_context", default=None
-)
-STOP_EVENT: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
-    "cronsvc_stop", default=None
-)
-
-
 def current() -> FireContext | None:
     """The context of the fire being run by this call job, or None outside of one."""
-    return CURRENT_FIRE.get()
+    return RUN.get().fire
 
 
 def stopping() -> bool:
     """True once the running call job has timed out or was cancelled: it should return."""
-    event = STOP_EVENT.get()
+    event = RUN.get().stop
     return event is not None and event.is_set()

@@ -71,3 +71,33 @@ def test_the_guard_waits_out_a_restart_of_redis(
     assert done == {"v": "ran"}
     assert states(r, delivery) == ["sending", "sent", "started", "ok"]
     r.close()
+
+
+def test_a_task_begun_in_a_run_sees_its_fire_and_keeps_the_run_s_stop_and_output(
+        redis_server: RedisServer, r: redis.Redis) -> None:
+    from cronsvc import current, stopping
+    from cronsvc.run.capture import install
+    from cronsvc.run.context import FireContext
+    from cronsvc.run.output import Kept
+    from cronsvc.run.within import RUN, InRun
+
+    delivery = sent(r)
+    guard = Guard(redis_server.url)
+    outer_fire = FireContext("outer", "outer@1", 1, 1)
+    stop, out = threading.Event(), Kept()
+    stop.set()
+    token = RUN.set(InRun(outer_fire, stop, out))
+    try:
+        running = guard.begin(delivery)
+        assert running is not None
+        seen = current()
+        assert seen is not None and (seen.fire_id, seen.job) == (FIRE, "digest")
+        assert stopping()
+        install()
+        print("printed by the task")  # the run's output, as before the task began
+        guard.finish(running, value="done")
+        assert current() is outer_fire
+    finally:
+        RUN.reset(token)
+    assert current() is None and not stopping()
+    assert "printed by the task" in out.text()

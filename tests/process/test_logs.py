@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import pytest
 
 from cronsvc.process.logs import batched_lines, line_writer, setup_logging
-from cronsvc.run.capture import RUN_OUTPUT, install
+from cronsvc.run.capture import install
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.output import Kept
+from cronsvc.run.within import RUN, InRun
 from cronsvc.store.scripts import Claim
 from cronsvc.worker.records import log_outcome, run_fields
 
@@ -189,12 +190,12 @@ def test_anything_else_than_cronsvc_s_own_set_up_takes_logging_s_way(change: str
 
 def test_inside_a_run_the_worker_s_lines_are_not_written_fast() -> None:
     setup_logging("human", "worker-1")
-    token = RUN_OUTPUT.set(Kept())
+    token = RUN.set(InRun(None, None, Kept()))
     try:
         with batched_lines():
             assert line_writer(logging.getLogger("cronsvc.worker"), logging.INFO) is None
     finally:
-        RUN_OUTPUT.reset(token)
+        RUN.reset(token)
 
 
 def test_the_handler_of_runs_records_does_not_stop_the_fast_way() -> None:

@@ -10,9 +10,10 @@ from typing import Any
 
 from cronsvc.config.models import Job
 from cronsvc.kinds import execute, launch, runs_async
-from cronsvc.run.capture import RUN_OUTPUT, OutsideRuns, log_line
+from cronsvc.run.capture import OutsideRuns, log_line
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import OUTPUT_CAP, Outcome
+from cronsvc.run.within import RUN, InRun
 from cronsvc.testing.ledger import read_ledger
 from tests.support.wait import wait_for
 
@@ -179,9 +180,9 @@ def test_ctx_log_writes_one_line_with_quoted_values_where_needed() -> None:
             self.text += s
 
     out = Out()
-    token = RUN_OUTPUT.set(out)  # type: ignore[arg-type]
+    token = RUN.set(InRun(None, None, out))  # type: ignore[arg-type]
     try:
         log_line("rows", {"n": 42, "table": "users", "note": "two words", "ok": True})
     finally:
-        RUN_OUTPUT.reset(token)
+        RUN.reset(token)
     assert out.text == 'rows n=42 table=users note="two words" ok=true\n'

@@ -324,8 +324,28 @@ def test_call_cancel() -> None:
     helper.start()
     out = run(make_job(call="tests.support.calls:until_stopped"), cancel=cancel)
     helper.join()
-    assert out.status == "cancelled"
+    assert (out.status, out.error) == ("cancelled", "cancelled")
     assert calls.SAW_STOP.wait(10)
+
+
+@pytest.mark.parametrize("cancelled", [False, True])
+def test_call_without_timeout_reports_the_same_through_run_and_execute(
+        cancelled: bool) -> None:
+    # execute runs an untimed call through run_untimed, with no Stop; the kind's run, given
+    # a Stop without a deadline (nor an output), reports the same.
+    from cronsvc.kinds.call import KIND
+    from cronsvc.run.outcome import Stop
+
+    job = make_job(call="tests.support.calls:add", args=[2, 3])
+    cancel = threading.Event()
+    if cancelled:  # set while it runs: seen when it returns
+        job = make_job(call="tests.support.calls:set_event", args=[cancel])
+    out = run(job, cancel=cancel)
+    cancel.clear()
+    res = KIND.run(job, CTX, Stop(cancel=cancel))
+    assert (out.status, out.error, out.output) == (res.status, res.error, res.output)
+    assert (out.status, out.error) == (("cancelled", "cancelled") if cancelled
+                                       else ("ok", None))
 
 
 @pytest.mark.parametrize(("path", "error"), [

@@ -35,6 +35,12 @@ def test_an_outcome_of_a_result_is_the_outcome_init_makes() -> None:
     assert vars(outcome) == vars(Outcome("failed", 5, 7, 3, "out", "exit code 3"))
     with pytest.raises(dataclasses.FrozenInstanceError):
         outcome.status = "ok"  # type: ignore[misc]
+    # Most calls: no exit code, output or error.
+    plain = outcome_of(Result("ok"), 5, 7)
+    assert plain == Outcome("ok", 5, 7)
+    assert vars(plain) == vars(Outcome("ok", 5, 7))  # every field in the instance
+    assert list(vars(plain)) == [f.name for f in dataclasses.fields(Outcome)]
+    assert repr(plain) == repr(Outcome("ok", 5, 7))
 
 
 def test_a_keeper_of_nothing_gives_nothing_back() -> None:

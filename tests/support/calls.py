@@ -55,3 +55,8 @@ NOT_CALLABLE = 42
 
 def thread_name() -> str:
     return threading.current_thread().name
+
+
+def set_event(event: threading.Event) -> None:
+    """Sets ``event`` (a cancel, while the call runs) and returns."""
+    event.set()

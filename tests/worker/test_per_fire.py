@@ -124,13 +124,21 @@ def test_a_flag_set_is_its_own_and_waits_like_an_event() -> None:
     assert second.wait(10)
 
 
-def test_the_context_a_run_gets_has_every_field_its_init_would_set(
+def test_the_context_a_run_gets_is_the_one_its_init_would_make(
         tmp_path: Path, redis_url: str) -> None:
     cfg = tmp_path / "jobs.yaml"
     cfg.write_text("jobs:\n  fn:\n    cron: '0 0 1 1 *'\n    call: tests.support.calls:nothing\n")
     worker = Worker(load_config(cfg), connect(redis_url), worker_id="w")
+    job = worker.config.jobs["fn"]
     claim = Claim("fn@1!sched", "fn", 2, 1000, False, {"k": 1})
-    ctx = worker._context(Running(claim, worker.config.jobs["fn"], K))
-    assert set(vars(ctx)) == {f.name for f in dataclasses.fields(FireContext)}
+    ctx = worker._context(Running(claim, job, K))
     assert ctx == FireContext("fn", "fn@1!sched", 1000, 2, "w", {"k": 1},
                               schedule_of("fn@1!sched"), None)
+    assert schedule_of("fn@1!sched") is not None
+    # A fire of no runtime schedule, without a payload: those fields at their defaults.
+    plain = worker._context(Running(Claim("fn@1", "fn", 3, 1000, False, None), job, K))
+    made = FireContext("fn", "fn@1", 1000, 3, "w")
+    assert plain == made
+    assert dataclasses.asdict(plain) == dataclasses.asdict(made)
+    assert repr(plain) == repr(made) and hash(plain) == hash(made)
+    assert dataclasses.replace(plain, payload=1) == FireContext("fn", "fn@1", 1000, 3, "w", 1)
