@@ -17,6 +17,11 @@ Dispatch kinds (``celery``, ``rq``, ``dramatiq``: ``wait: false`` into a queue n
 reads) are drained by ``bench/dispatch.py``'s own fleet (32 slots each), their broker a
 redis-server of their own.
 
+``--threads`` splits the no-op ``call`` drain's worker CPU by thread: each thread's run time
+(``/proc/PID/task/TID/schedstat``, in ns) over the drain, both workers summed, by the
+thread's name (read with ``py-spy dump``; the slot threads counted together); with
+``--compare DIR``, for DIR's code and this tree's, interleaved, ``--rounds`` each.
+
 ``--profile NAME`` also samples worker-0 with ``py-spy`` over the no-op ``call`` drain:
 ``bench/profiles/NAME.svg`` (a flame graph) and ``NAME.txt`` (collapsed stacks), whose top
 costs ``--top NAME`` sums.
@@ -37,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -110,6 +116,47 @@ class Cost:
     calls: float = 0.0  # script calls per fire
     #: per command, server µs and calls per fire (INFO commandstats)
     commands: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: with ``threads``: per thread name (slot threads as one), µs per fire of all workers
+    threads: dict[str, float] = field(default_factory=dict)
+
+
+def thread_ns(pid: int) -> dict[int, int]:
+    """Run time (ns) of each thread of ``pid`` so far (``/proc/PID/task/TID/schedstat``)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[int(tid)] = int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # ended in between
+            continue
+    return out
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Thread id -> Python thread name of ``pid`` (``py-spy dump``), numbered slot threads
+    as one (``cronsvc-run-N``)."""
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        sys.exit("--threads needs py-spy: `pip install -e '.[dev]'` (it is in the dev extra)")
+    dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True,
+                          timeout=60).stdout
+    names = {}
+    for line in dump.splitlines():
+        found = re.match(r'Thread (\d+) \(\w+\): "([^"]+)"', line)
+        if found:
+            names[int(found.group(1))] = re.sub(r"-\d+$", "-N", found.group(2))
+    return names
+
+
+def by_thread(pids: Sequence[int], before: dict[int, dict[int, int]], fires: int
+              ) -> dict[str, float]:
+    """µs per fire of each thread name of ``pids`` since ``before`` (:func:`thread_ns`)."""
+    used: Counter[str] = Counter()
+    for pid in pids:
+        names, after = thread_names(pid), thread_ns(pid)
+        for tid, ns in after.items():
+            used[names.get(tid, "other")] += (ns - before[pid].get(tid, 0)) / 1000 / fires
+    return dict(used.most_common())
 
 
 @contextmanager
@@ -139,9 +186,11 @@ def profiling(pid: int, name: str | None) -> Iterator[None]:
             p.wait(60)
 
 
-def drain(kind: str, fires: int, profile: str | None = None, code: str | None = None) -> Cost:
+def drain(kind: str, fires: int, profile: str | None = None, code: str | None = None,
+          threads: bool = False) -> Cost:
     """``fires`` due fires of ``JOBS`` jobs of ``kind``, drained by the workers (running the
-    cronsvc found in ``code``, a copy of another version of the repository, if given)."""
+    cronsvc found in ``code``, a copy of another version of the repository, if given);
+    ``threads``: their CPU by thread too."""
     spec, _ = KINDS[kind]
     job = {"cron": "0 0 1 1 *", "catch_up": "all", **spec}
     jobs = {f"job{i:05d}": job for i in range(JOBS)}
@@ -158,6 +207,7 @@ def drain(kind: str, fires: int, profile: str | None = None, code: str | None = 
             pids = [p.pid for p in f.procs.values()]
             redis_pid = common.server_pid(server)
             with profiling(pids[0], profile):
+                per_thread = {p: thread_ns(p) for p in pids} if threads else {}
                 before = [tree_cpu(p) for p in (*pids, redis_pid)]
                 sys0 = sum(tree_cpu(p, True) for p in pids)
                 calls0, stats0 = script_calls(r), command_usec(r)
@@ -169,12 +219,13 @@ def drain(kind: str, fires: int, profile: str | None = None, code: str | None = 
                 calls = script_calls(r) - calls0
                 stats = {c: (u - stats0.get(c, (0, 0))[0], n - stats0.get(c, (0, 0))[1])
                          for c, (u, n) in command_usec(r).items()}
+                split = by_thread(pids, per_thread, fires) if threads else {}
             left = r.zcard(K.queue) + r.zcard(K.working)
         assert left == 0, f"{left} fires left"
     used = [(a - b) / fires * 1e6 for a, b in zip(after, before, strict=True)]
     return Cost(kind, fires, rate, seconds, sum(used[:-1]), used[-1],
                 (sys1 - sys0) / fires * 1e6, calls / fires,
-                {c: (u / fires, n / fires) for c, (u, n) in stats.items() if n})
+                {c: (u / fires, n / fires) for c, (u, n) in stats.items() if n}, split)
 
 
 def command_usec(r: redis.Redis) -> dict[str, tuple[int, int]]:
@@ -188,6 +239,32 @@ def script_calls(r: redis.Redis) -> int:
     """Script calls the server ran so far (INFO commandstats: EVALSHA and EVAL)."""
     stats = r.info("commandstats")
     return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+
+
+def compare_threads(code: str | None, fires: int, rounds: int) -> Section:
+    """The no-op ``call`` drain's worker CPU by thread: this tree's, or the code in
+    ``code`` and this tree's interleaved, ``rounds`` each."""
+    section = Section("Worker CPU of a no-op `call` fire, by thread"
+                      + (f", {code} against this tree" if code else ""))
+    load = os.getloadavg()
+    runs: dict[str, list[Cost]] = {"before": [], "after": []} if code else {"now": []}
+    for _ in range(rounds):
+        for name in runs:
+            runs[name].append(drain("call", fires, code=code if name == "before" else None,
+                                    threads=True))
+    for name, costs in runs.items():
+        names = sorted({t for c in costs for t in c.threads},
+                       key=lambda t: -statistics.median(c.threads.get(t, 0.0) for c in costs))
+        shown = [(t, statistics.median(c.threads.get(t, 0.0) for c in costs)) for t in names]
+        section.figures.append(Figure(
+            f"{name}: worker CPU per fire by thread (both workers, medians)",
+            ", ".join(f"{t} {us:.1f} µs" for t, us in shown if us >= 0.05),
+            reference="whole processes: " + ", ".join(f"{c.worker_us:.1f} µs" for c in costs)))
+    section.notes.append(
+        f"{rounds} drains of {fires:,} fires each per version; load average at the start "
+        f"{', '.join(f'{x:.2f}' for x in load)}, at the end "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return section
 
 
 def compare(code: str, kind: str, fires: int, rounds: int) -> Section:
@@ -469,7 +546,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="with --compare: idle lag windows of SECONDS")
     ap.add_argument("--burst", type=int, default=0, metavar="N",
                     help="with --compare: bursts of N schedules")
+    ap.add_argument("--threads", action="store_true",
+                    help="the no-op call drain's worker CPU by thread (with --compare: "
+                         "both versions)")
     opts = ap.parse_args(argv)
+    if opts.threads:
+        compare_threads(opts.compare or None, opts.fires, opts.rounds).print()
+        return
     if opts.compare and (opts.lag or opts.idle or opts.burst):
         if opts.lag:
             compare_lag(opts.compare, opts.lag, opts.rounds).print()
