@@ -104,6 +104,17 @@ def encoded_run(fire: str, job: str, status: str, reason: str | None, scheduled:
         return None
 
 
+def encoded_plain(fire: str, job: str, status: str, scheduled: int, started: int,
+                  duration_ms: int, attempt: int, worker: str) -> str:
+    """:func:`encoded_run` of a run with no reason, exit code nor output (most runs), its
+    numbers ints: the same text, written the short way. TypeError for a text value that is
+    not a str."""
+    return (f'{{"fire":{_str(fire)},"job":{_str(job)},"status":{_str(status)},'
+            f'"reason":null,"scheduled":{scheduled},"started":{started},'
+            f'"duration_ms":{duration_ms},"attempt":{attempt},"worker":{_str(worker)},'
+            '"exit_code":null,"output":null}')
+
+
 _str = encode_basestring_ascii  # TypeError for what is not a str
 _int = int.__repr__
 

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import logging
-from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from cronsvc.clock import iso_utc
-from cronsvc.history import HistoryRecord, drop_explained, drop_status, encoded_run, record
+from cronsvc.history import (
+    HistoryRecord,
+    drop_explained,
+    drop_status,
+    encoded_plain,
+    encoded_run,
+    record,
+)
 from cronsvc.process.logs import LineWriter
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.output import excerpt
@@ -37,10 +43,7 @@ def history_json(claim: Claim, outcome: Outcome, worker: str, offset_ms: int, st
             and took.__class__ is int and token.__class__ is int):
         # most runs: no reason, exit code or output (encoded_run's text of them)
         try:
-            return (f'{{"fire":{_str(fid)},"job":{_str(claim.job)},"status":{_str(status)},'
-                    f'"reason":null,"scheduled":{due},"started":{started},'
-                    f'"duration_ms":{took},"attempt":{token},"worker":{_str(worker)},'
-                    '"exit_code":null,"output":null}')
+            return encoded_plain(fid, claim.job, status, due, started, took, token, worker)
         except TypeError:  # a text value that is not a str: the record's own way
             pass
     text = encoded_run(fid, claim.job, status, outcome.error, due, started, took, token,
@@ -48,9 +51,6 @@ def history_json(claim: Claim, outcome: Outcome, worker: str, offset_ms: int, st
     if text is None:  # a value of another type: the record's own way
         return record_json(history_record(claim, outcome, worker, offset_ms, status=status))
     return text
-
-
-_str = encode_basestring_ascii  # TypeError for what is not a str
 
 
 def drop_record(fid: str, reason: str, worker: str) -> HistoryRecord:

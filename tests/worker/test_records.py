@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cronsvc.clock import iso_utc
-from cronsvc.history import Cancel
+from cronsvc.history import Cancel, encoded_plain, encoded_run
 from cronsvc.run.outcome import Outcome
 from cronsvc.store.replies import record_json
 from cronsvc.store.scripts import Claim
@@ -65,3 +65,11 @@ def test_the_short_line_of_a_success_is_its_run_line(outcome: Outcome, plain: bo
     assert (line is not None) is plain
     if line is not None:
         assert line == RUN_LINE % _args(CLAIM, outcome, 4, "")
+
+
+@pytest.mark.parametrize("text", ["backup", "café \"quoted\" \\ line\n", "\u2603"])
+def test_the_short_way_of_a_plain_run_writes_what_encoded_run_writes(text: str) -> None:
+    assert encoded_plain(f"{text}@1", text, "ok", 1, 2, 3, 4, text) == encoded_run(
+        f"{text}@1", text, "ok", None, 1, 2, 3, 4, text, None, None)
+    with pytest.raises(TypeError):
+        encoded_plain(b"x@1", "x", "ok", 1, 2, 3, 4, "w")  # type: ignore[arg-type]
