@@ -189,18 +189,12 @@ class Results:
 
     def _frees_slots(self, batch: list[tuple[Running, Outcome]]) -> bool:
         """Some of these runs hold slots others may wait for, or run on the loop."""
-        if not self._any_bounded():  # most configs: only a run on the loop may
-            for run, _ in batch:
-                if run.on_loop:
-                    self._loop_runs = True
-                    return True
-            return False
+        some = self._any_bounded()  # most configs have none: only a run on the loop may
         for run, _ in batch:
             if run.on_loop:
                 self._loop_runs = True
                 return True
-            hit = self._bounds[1].get(id(run.job))
-            if hit[1] if hit is not None else self._bounded(run.job):
+            if some and self._bounded(run.job):
                 return True
         return False
 
