@@ -162,8 +162,9 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | N
         kwargs.setdefault("ctx", ctx)
     install()
     # The fire, its stop and its output are the current ones for the call only: one
-    # context variable, set and reset once (cronsvc.run.within).
-    token = RUN.set(InRun(ctx, stop, out))
+    # context variable, set and reset once (cronsvc.run.within). The InRun made as a
+    # tuple at once: a named tuple's own __new__ is a Python function (0.3 µs a fire).
+    token = RUN.set(_made(InRun, (ctx, stop, out)))
     try:
         result = fn(*job.args, **kwargs)
     except BaseException as exc:  # SystemExit and friends must not escape a worker thread
@@ -173,6 +174,9 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | N
     if result is not None and inspect.iscoroutine(result):
         return _await_here(result, ctx, stop, out)
     return returned(result, out)
+
+
+_made = tuple.__new__
 
 
 def _await_here(coro: Any, ctx: FireContext, stop: threading.Event, out: Kept) -> CallResult:

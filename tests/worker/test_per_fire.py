@@ -142,3 +142,39 @@ def test_the_context_a_run_gets_is_the_one_its_init_would_make(
     assert dataclasses.asdict(plain) == dataclasses.asdict(made)
     assert repr(plain) == repr(made) and hash(plain) == hash(made)
     assert dataclasses.replace(plain, payload=1) == FireContext("fn", "fn@1", 1000, 3, "w", 1)
+
+
+def test_a_reply_of_plain_fires_only_reads_as_each_fire_alone_would() -> None:
+    # read column by column when no fire has a payload or a holder before: the same
+    # claims as the reply's fires read one by one (the mixed reply above)
+    reply = [5, -1, 3,
+             "job@1", 1, "100", 0, "", "",
+             "other@2", 2, "200", 1, None, None,
+             "job@3", 3, 300, 0, "", ""]
+    claims = _claims(K, reply, 3)
+    assert claims == [Claim("job@1", "job", 1, 100), Claim("other@2", "other", 2, 200, True),
+                      Claim("job@3", "job", 3, 300)]
+    assert all(type(c) is Claim for c in claims)
+    assert [type(c.token) for c in claims] == [int] * 3
+    assert [type(c.due_ms) for c in claims] == [int] * 3
+    assert [c.reclaimed for c in claims] == [False, True, False]
+    assert _claims(K, [5, -1, 0, 0, 0], 0) == []
+
+
+def test_the_runs_a_claim_starts_are_as_their_init_would_make(
+        tmp_path: Path, redis_url: str) -> None:
+    cfg = tmp_path / "jobs.yaml"
+    cfg.write_text("jobs:\n  fn:\n    cron: '0 0 1 1 *'\n    call: tests.support.calls:nothing\n")
+    worker = Worker(load_config(cfg), connect(redis_url), worker_id="w")
+    job = worker.config.jobs["fn"]
+    claim = Claim("fn@1", "fn", 2, 1000)
+    handed: list[tuple[Running, ...]] = []
+    worker._pool.submit_many = lambda fn, each: handed.extend(each)  # type: ignore[method-assign]
+    worker._start(K, [claim], 5.0)
+    [(run,)] = handed
+    made = Running(claim, job, K, 5.0, 5.0, False, worker.hooks.wanted(job), False, True)
+    assert type(run) is Running and type(run.cancel) is Flag
+    assert {k: v for k, v in vars(run).items() if k != "cancel"} == {
+        k: v for k, v in vars(made).items() if k != "cancel"}
+    assert list(vars(run)) == list(vars(made))  # the same fields, in the same order
+    assert run in worker._running and worker._busy_n == 1
