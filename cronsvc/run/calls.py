@@ -152,10 +152,13 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | N
     their own costs more than a no-op call. ``stop`` still reaches stopping().
     """
     out = given or kept_of(job)
-    try:
-        fn, takes_ctx = resolve(job.call)
-    except ImportProblem as exc:
-        return CallResult(ok=False, error=str(exc))
+    hit = _resolved.get(job.call)  # resolve(), without its call once resolved
+    if hit is None:
+        try:
+            hit = resolve(job.call)
+        except ImportProblem as exc:
+            return CallResult(ok=False, error=str(exc))
+    fn, takes_ctx = hit
     kwargs = job.kwargs
     if takes_ctx:
         kwargs = {**kwargs}
@@ -171,7 +174,10 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | N
         return raised(exc, out)
     finally:
         RUN.reset(token)
-    if result is not None and inspect.iscoroutine(result):
+    if result is None:
+        # returned(None, out), without its call for a call that printed nothing either
+        return returned(result, out) if out._total else NOTHING
+    if inspect.iscoroutine(result):
         return _await_here(result, ctx, stop, out)
     return returned(result, out)
 
