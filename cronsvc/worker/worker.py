@@ -119,7 +119,8 @@ class Worker:
         self.config = config  # the file's, with the redis and worker sections it started with
         self.held = held_digest(config)
         self.client = client
-        self.scripts = Scripts(client)
+        # Its claim loop and results thread each keep a connection for their calls.
+        self.scripts = Scripts(client, hold=True)
         self.concurrency = concurrency or config.worker.concurrency
         self.async_concurrency = async_concurrency or config.worker.async_concurrency
         self.worker_id = worker_id or process_id()
