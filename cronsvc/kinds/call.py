@@ -82,7 +82,9 @@ class Call(Kind):
         # No timeout: the call runs here, and a cancel is seen when it returns (or through
         # stopping(), which the cancel event drives).
         res = call_here(job, ctx, cancel, output)
-        return _CANCELLED if cancel.is_set() else _result(res)
+        if cancel.is_set():
+            return _CANCELLED
+        return _OK if res is NOTHING else _result(res)  # _result, without its call for most
 
     def runs_async(self, job: Any) -> bool:
         return is_async(job.call)

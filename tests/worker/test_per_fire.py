@@ -30,6 +30,13 @@ from tests.support.wait import wait_for
 K = Keys()
 
 
+def _one_call_worker(tmp_path: Path, redis_url: str) -> Worker:
+    """A worker (not started) of one no-op call job, ``fn``, with id ``w``."""
+    cfg = tmp_path / "jobs.yaml"
+    cfg.write_text("jobs:\n  fn:\n    cron: '0 0 1 1 *'\n    call: tests.support.calls:nothing\n")
+    return Worker(load_config(cfg), connect(redis_url), worker_id="w")
+
+
 def test_a_feed_closed_before_any_output_never_joins(r: redis.Redis) -> None:
     live = LiveOutput(r, lambda: 60_000)
     feed = live.open(K, "job@1", 1)
@@ -87,9 +94,7 @@ def test_runs_know_whether_their_kind_starts_processes(tmp_path: Path) -> None:
 
 def test_the_outcomes_of_a_shard_are_one_object_per_keys(tmp_path: Path, redis_url: str
                                                           ) -> None:
-    cfg = tmp_path / "jobs.yaml"
-    cfg.write_text("jobs:\n  fn:\n    cron: '0 0 1 1 *'\n    call: tests.support.calls:nothing\n")
-    worker = Worker(load_config(cfg), connect(redis_url), worker_id="w")
+    worker = _one_call_worker(tmp_path, redis_url)
     first = worker._deliveries(K)
     assert worker._deliveries(K) is first
     other = Keys(shard=1)
@@ -126,9 +131,7 @@ def test_a_flag_set_is_its_own_and_waits_like_an_event() -> None:
 
 def test_the_context_a_run_gets_is_the_one_its_init_would_make(
         tmp_path: Path, redis_url: str) -> None:
-    cfg = tmp_path / "jobs.yaml"
-    cfg.write_text("jobs:\n  fn:\n    cron: '0 0 1 1 *'\n    call: tests.support.calls:nothing\n")
-    worker = Worker(load_config(cfg), connect(redis_url), worker_id="w")
+    worker = _one_call_worker(tmp_path, redis_url)
     job = worker.config.jobs["fn"]
     claim = Claim("fn@1!sched", "fn", 2, 1000, False, {"k": 1})
     ctx = worker._context(Running(claim, job, K))
@@ -142,3 +145,37 @@ def test_the_context_a_run_gets_is_the_one_its_init_would_make(
     assert dataclasses.asdict(plain) == dataclasses.asdict(made)
     assert repr(plain) == repr(made) and hash(plain) == hash(made)
     assert dataclasses.replace(plain, payload=1) == FireContext("fn", "fn@1", 1000, 3, "w", 1)
+
+
+def test_a_reply_of_plain_fires_only_reads_as_each_fire_alone_would() -> None:
+    # read column by column when no fire has a payload or a holder before: the same
+    # claims as the reply's fires read one by one (the mixed reply above)
+    reply = [5, -1, 3,
+             "job@1", 1, "100", 0, "", "",
+             "other@2", 2, "200", 1, None, None,
+             "job@3", 3, 300, 0, "", ""]
+    claims = _claims(K, reply, 3)
+    assert claims == [Claim("job@1", "job", 1, 100), Claim("other@2", "other", 2, 200, True),
+                      Claim("job@3", "job", 3, 300)]
+    assert all(type(c) is Claim for c in claims)
+    assert [type(c.token) for c in claims] == [int] * 3
+    assert [type(c.due_ms) for c in claims] == [int] * 3
+    assert [c.reclaimed for c in claims] == [False, True, False]
+    assert _claims(K, [5, -1, 0, 0, 0], 0) == []
+
+
+def test_the_runs_a_claim_starts_are_as_their_init_would_make(
+        tmp_path: Path, redis_url: str) -> None:
+    worker = _one_call_worker(tmp_path, redis_url)
+    job = worker.config.jobs["fn"]
+    claim = Claim("fn@1", "fn", 2, 1000)
+    handed: list[tuple[Running, ...]] = []
+    worker._pool.submit_many = lambda fn, each: handed.extend(each)  # type: ignore[method-assign]
+    worker._start(K, [claim], 5.0)
+    [(run,)] = handed
+    made = Running(claim, job, K, 5.0, 5.0, False, worker.hooks.wanted(job), False, True)
+    assert type(run) is Running and type(run.cancel) is Flag
+    assert {k: v for k, v in vars(run).items() if k != "cancel"} == {
+        k: v for k, v in vars(made).items() if k != "cancel"}
+    assert list(vars(run)) == list(vars(made))  # the same fields, in the same order
+    assert run in worker._running and worker._busy_n == 1
