@@ -2,8 +2,9 @@
 -- id) per period of 2^30 ms, one string of the due times' offsets in the period, 4 bytes
 -- each, big-endian; kept until `reach` ms after its period ends.
 --   record_ran(key, entry, fid, period, reach)  fid ran: append its entry (4 bytes, from
---                       cronsvc/ran.py; '' for a fire that is not recorded) to its record
---                       string `key`, whose expiry the first entry sets
+--                       cronsvc/ran.py; '' for a fire that is not recorded), or the entries
+--                       of fires of one record from fid on, concatenated, to their record
+--                       string `key`, whose expiry the first entries set
 --   ran_test(key, start, asks)  a function: whether the record string `key`, of the period
 --                       starting at `start` ms, holds a due time; `asks`, how many it will
 --                       be asked about: a few are looked up in the string (a period of a
@@ -15,7 +16,7 @@ do
   local FEW = 16
   function record_ran(key, entry, fid, period, reach)
     if entry == '' then return end
-    if redis.call('APPEND', key, entry) == 4 then
+    if redis.call('APPEND', key, entry) == #entry then
       local due = tonumber(match(fid, '@(%d+)'))
       redis.call('PEXPIREAT', key, string.format('%d', due - due % period + period + reach))
     end
