@@ -91,7 +91,9 @@ for i = 1, n do
     local record, entry, history = argv[a + 3], argv[a + 4], keys[k + 1]
     if run_n == 0 and keys[k + 3] ~= history then  -- the common case: one job, one fire
       if call('LPUSH', history, record) > cap then call('LTRIM', history, '0', last_s) end
-      if entry ~= '' then record_ran(keys[k + 2], entry, fid, period, reach) end
+      if entry ~= '' and call('APPEND', keys[k + 2], entry) == 4 then
+        ran_expires(keys[k + 2], fid, period, reach)  -- (record_ran, inline)
+      end
     else
       run_n = run_n + 1
       run[run_n], run_key = record, history
