@@ -405,6 +405,36 @@ def test_an_ack_batch_finishes_only_the_fires_in_working_and_each_once(
         [kept.fire_id, twice.fire_id])
 
 
+def test_an_ack_of_a_fire_that_left_working_with_its_token_is_refused_and_writes_nothing(
+        s: Scripts, r: redis.Redis, redis_url: str) -> None:
+    # Two fires leave working with their attempts kept, so their holders' tokens are still
+    # current: one's lease lapsed and a claim by a worker without the job's definition
+    # handed it back (its claim is kept too, for the next holder to see), the other failed
+    # and waits for its retry. Their old holders' acks are lease lost and change nothing.
+    now = int(r.time()[0]) * 1000  # (a record of runs of a long gone period expires at once)
+    publish(s, "a")
+    s.plan(K, [("a", D1, now + MIN, [now, now + MIN])])
+    first, second = s.claim(K, "w1", batch=2, lease_ms=1000, now_ms=now + MIN).claimed
+    s.fail(K, second.fire_id, second.token, "a", {"status": "error"}, 10, 3, now + 9 * MIN,
+           now_ms=now + MIN)
+    later = s.claim(K, "w2", batch=2, held=K.held("none"), now_ms=now + MIN + 2000)
+    assert not later.claimed and set(queued(r)) == {first.fire_id, second.fire_id}
+    assert r.hexists(K.claims, first.fire_id) and r.zcard(K.working) == 0
+    raw = redis.Redis.from_url(redis_url)
+    state = sorted(raw.keys())
+
+    def dumped() -> dict[bytes, bytes | None]:
+        return {key: raw.dump(key) for key in state}
+
+    before = dumped()
+    items = [(c.fire_id, c.token, "a", {"fire": c.fire_id, "status": "ok"})
+             for c in (first, second)]
+    assert s.ack_many(K, items) == [False, False]
+    with pytest.raises(LeaseLost, match=f"{first.fire_id} token 1 current 1"):
+        s.ack(K, first.fire_id, first.token, "a", {"status": "ok"})
+    assert sorted(raw.keys()) == state and dumped() == before
+
+
 def test_an_ack_of_fires_of_one_job_in_a_row_writes_what_an_ack_each_writes(
         s: Scripts, r: redis.Redis, redis_url: str) -> None:
     # Fires of one job in a row share an LPUSH, and those of one record of runs an APPEND:
