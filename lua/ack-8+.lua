@@ -61,6 +61,24 @@ local current = call('HMGET', keys[2], unpack(fids))
 -- itself. (Asking working about them all at once costs more: ZMSCORE formats each score
 -- with printf, and while working is small Redis keeps it a list scanned on every lookup.)
 local done, m, out = fids, 0, {}
+-- Consecutive fires of one job (the same history key, run_key) go in one LPUSH, their
+-- records (run) in their order: the list ends as with an LPUSH each, newest first. Among
+-- them, consecutive fires of one record of runs (ran_key) go in one APPEND of their entries
+-- (ran_run; ran_first, the first one's fire). Each is written once the next fire has
+-- another key, and after the last fire.
+local run, run_n, run_key, ran_run, ran_n, ran_key, ran_first = {}, 0, nil, {}, 0, nil, nil
+local function push_ran()
+  if ran_n == 0 then return end
+  record_ran(ran_key, table.concat(ran_run, '', 1, ran_n), ran_first, period, reach)
+  ran_n = 0
+end
+local function push_runs()
+  push_ran()
+  if call('LPUSH', run_key, unpack(run, 1, run_n)) > cap then
+    call('LTRIM', run_key, '0', last_s)
+  end
+  run_n = 0
+end
 for i = 1, n do
   local held, a, fid = current[i], 4 * i + 1, fids[i]
   local token = argv[a + 2]
@@ -70,11 +88,23 @@ for i = 1, n do
     m = m + 1
     done[m] = fid
     local k = 2 * i + 6  -- the fire's KEYS before its first
-    local record, entry = argv[a + 3], argv[a + 4]
-    if call('LPUSH', keys[k + 1], record) > cap then
-      call('LTRIM', keys[k + 1], '0', last_s)
+    local record, entry, history = argv[a + 3], argv[a + 4], keys[k + 1]
+    if run_n == 0 and keys[k + 3] ~= history then  -- the common case: one job, one fire
+      if call('LPUSH', history, record) > cap then call('LTRIM', history, '0', last_s) end
+      if entry ~= '' and call('APPEND', keys[k + 2], entry) == 4 then
+        ran_expires(keys[k + 2], fid, period, reach)  -- (record_ran, inline)
+      end
+    else
+      run_n = run_n + 1
+      run[run_n], run_key = record, history
+      if entry ~= '' then
+        if ran_n > 0 and keys[k + 2] ~= ran_key then push_ran() end
+        ran_n = ran_n + 1
+        ran_run[ran_n] = entry
+        if ran_n == 1 then ran_key, ran_first = keys[k + 2], fid end
+      end
+      if keys[k + 3] ~= history then push_runs() end
     end
-    if entry ~= '' then record_ran(keys[k + 2], entry, fid, period, reach) end
     local x = extra[i]
     if x then
       local chain, output = argv[x + 1], argv[x + 2]
@@ -86,8 +116,11 @@ for i = 1, n do
     if done == fids then done = {unpack(fids, 1, m)} end
     out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current '
       .. tostring(held or 'none')
+    if run_n > 0 and keys[2 * i + 9] ~= run_key then push_runs() end
   end
 end
+-- (The key after the last fire's is an extra's, maybe a history.)
+if run_n > 0 then push_runs() end
 if m > 0 then
   redis.call('HDEL', keys[2], unpack(done))
   redis.call('HDEL', keys[3], unpack(done))

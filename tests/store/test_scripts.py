@@ -13,7 +13,7 @@ from cronsvc.errors import LeaseLost, ScriptError, Superseded, UnknownJob
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.history import record
 from cronsvc.keys import ATTEMPTS_PIN, Keys
-from cronsvc.ran import RanEntries
+from cronsvc.ran import PERIOD_MS, REACH_MS, RanEntries, period_of
 from cronsvc.run.output import OUTPUT_RETENTION_MS
 from cronsvc.store.replies import record_json
 from cronsvc.store.scripts import ACK_CHUNK, AckCall, Claim, Scripts, ack_call, load_sources
@@ -403,6 +403,89 @@ def test_an_ack_batch_finishes_only_the_fires_in_working_and_each_once(
         assert not r.hexists(K.attempts, c.fire_id) and not r.hexists(K.claims, c.fire_id)
     assert sorted(json.loads(x)["fire"] for x in r.lrange(K.history("a"), 0, -1)) == sorted(
         [kept.fire_id, twice.fire_id])
+
+
+def test_an_ack_of_a_fire_that_left_working_with_its_token_is_refused_and_writes_nothing(
+        s: Scripts, r: redis.Redis, redis_url: str) -> None:
+    # Two fires leave working with their attempts kept, so their holders' tokens are still
+    # current: one's lease lapsed and a claim by a worker without the job's definition
+    # handed it back (its claim is kept too, for the next holder to see), the other failed
+    # and waits for its retry. Their old holders' acks are lease lost and change nothing.
+    now = int(r.time()[0]) * 1000  # (a record of runs of a long gone period expires at once)
+    publish(s, "a")
+    s.plan(K, [("a", D1, now + MIN, [now, now + MIN])])
+    first, second = s.claim(K, "w1", batch=2, lease_ms=1000, now_ms=now + MIN).claimed
+    s.fail(K, second.fire_id, second.token, "a", {"status": "error"}, 10, 3, now + 9 * MIN,
+           now_ms=now + MIN)
+    later = s.claim(K, "w2", batch=2, held=K.held("none"), now_ms=now + MIN + 2000)
+    assert not later.claimed and set(queued(r)) == {first.fire_id, second.fire_id}
+    assert r.hexists(K.claims, first.fire_id) and r.zcard(K.working) == 0
+    raw = redis.Redis.from_url(redis_url)
+    state = sorted(raw.keys())
+
+    def dumped() -> dict[bytes, bytes | None]:
+        return {key: raw.dump(key) for key in state}
+
+    before = dumped()
+    items = [(c.fire_id, c.token, "a", {"fire": c.fire_id, "status": "ok"})
+             for c in (first, second)]
+    assert s.ack_many(K, items) == [False, False]
+    with pytest.raises(LeaseLost, match=f"{first.fire_id} token 1 current 1"):
+        s.ack(K, first.fire_id, first.token, "a", {"status": "ok"})
+    assert sorted(raw.keys()) == state and dumped() == before
+
+
+def test_an_ack_of_fires_of_one_job_in_a_row_writes_what_an_ack_each_writes(
+        s: Scripts, r: redis.Redis, redis_url: str) -> None:
+    # Fires of one job in a row share an LPUSH, and those of one record of runs an APPEND:
+    # job a's fires, in one call, leave the history (newest first, over the cap) and the
+    # records of runs (of two periods, each expiring from its period's end) that job b's,
+    # acked one call each, leave. Leases lost in the middle and at the end, a one-off (not
+    # recorded) and a fire of another job after them are written or refused as alone.
+    # (Dues from the server's clock: a record of runs whose period ended long ago expires
+    # at once.)
+    now = int(r.time()[0]) * 1000
+    to_next = PERIOD_MS - now % PERIOD_MS  # ms to the next period (some minutes away)
+    to_next += PERIOD_MS if to_next < 10 * MIN else 0
+    dues = [now + d for d in (MIN, 2 * MIN, 3 * MIN, to_next, to_next + MIN)]
+    for job in ("a", "b"):
+        publish(s, job)
+        s.plan(K, [(job, D1, dues[-1], dues)])
+        s.enqueue(K, f"{job}@5#tqqqqqq", now)
+    publish(s, "c")
+    s.plan(K, [("c", D1, now + MIN, [now, now + MIN])])
+    claims = s.claim(K, "w", batch=20, now_ms=dues[-1] + MIN).claimed
+    assert len(claims) == 14
+
+    def items(job: str) -> list[tuple[str, int, str, dict[str, object]]]:
+        mine = sorted((c for c in claims if c.job == job), key=lambda c: c.fire_id)
+        mine.insert(3, mine.pop())  # the one-off, in the middle
+        return [(c.fire_id, c.token, job, {"fire": c.fire_id, "status": "ok"}) for c in mine]
+
+    for job in ("a", "b"):  # newer claims of its third fire and of its last
+        for item in (items(job)[2], items(job)[-1]):
+            r.hincrby(K.attempts, item[0], 1)
+    # c's fires trigger a job: the call's key after c's is its history again
+    c = [(c.fire_id, c.token, "c", {}, "next") for c in claims if c.job == "c"]
+    together = s.ack_many(K, items("a") + c[:1], history_cap=4)
+    alone = [s.ack_many(K, [item], history_cap=4)[0] for item in items("b") + c[1:]]
+    assert together == alone == [True, True, False, True, True, False, True]
+
+    def kept(job: str) -> list[str]:
+        return [json.loads(x)["fire"].replace(f"{job}@", "@")
+                for x in r.lrange(K.history(job), 0, -1)]
+
+    assert kept("a") == kept("b") and len(kept("a")) == 4
+    periods = sorted({period_of(d) for d in dues})
+    assert len(periods) == 2
+    raw = redis.Redis.from_url(redis_url)  # the records are bytes
+    for p in periods:
+        a, b = K.ran("a", p), K.ran("b", p)
+        assert raw.get(a) == raw.get(b) and r.strlen(a) == (8 if p == periods[0] else 4)
+        ends = (p + 1) * PERIOD_MS + REACH_MS - int(r.time()[0]) * 1000
+        assert abs(r.pttl(a) - r.pttl(b)) < 1000 and abs(r.pttl(a) - ends) < 2000
+    assert r.llen(K.history("c")) == 2 and r.llen(K.outbox) == 2
+    assert r.hget(K.attempts, items("a")[2][0]) == "2" and r.zcard(K.working) == 4
 
 
 def test_an_ack_batch_keeps_each_fires_output_and_chain_as_its_own(s: Scripts,
