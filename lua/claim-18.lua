@@ -183,17 +183,12 @@ if leases.count() < batch then
   local function split(first, last)
     for i = first, last do
       if jobs_at[i] == nil then
-        local fid = fires[i]
-        local job, due_s = cron_parts(fid)
+        local job, due_s, f = fire_split(fires[i])
         if job then
           jobs_at[i], dues_at[i] = job, due_s
+          if f then parts_at[i] = f end  -- (a nil stored would make a slot)
         else
-          local f = fire_parts(fid, true)
-          if f then
-            jobs_at[i], dues_at[i], parts_at[i] = f.job, f.due_s, f
-          else
-            jobs_at[i] = false
-          end
+          jobs_at[i] = false
         end
       end
     end
