@@ -173,6 +173,13 @@ if leases.count() < batch then
   -- (digits); and for a fire that is not '<job>@<due_ms>' (a one-off, a runtime schedule's,
   -- a host's run), its fire_parts table: most fires cost no table of their own.
   local jobs_at, dues_at, parts_at, latest = {}, {}, {}, nil  -- latest: see latest_of
+  -- A due time's digits as a number: fires due together come in a run (a burst, the jobs of
+  -- one second), and tonumber runs strtod, slow on 13 digits.
+  local last_s, last_n
+  local function due_n(s)
+    if s ~= last_s then last_s, last_n = s, tonumber(s) end
+    return last_n
+  end
   local function read_rest()
     if complete then return end
     complete = true
@@ -202,7 +209,7 @@ if leases.count() < batch then
       for i = 1, #fires do
         local f, job = parts_at[i], jobs_at[i]
         if job and not (f and f.oneoff) then
-          local due, o = tonumber(dues_at[i]), f and f.owner or job
+          local due, o = due_n(dues_at[i]), f and f.owner or job
           if (latest[o] or -1) < due then latest[o] = due end
         end
       end
@@ -230,13 +237,13 @@ if leases.count() < batch then
       elseif p.paused and not oneoff then
         reason = 'paused'
       -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
-      elseif not n and p.deadline > 0 and now - tonumber(due_s) > p.deadline then
+      elseif not n and p.deadline > 0 and now - due_n(due_s) > p.deadline then
         reason = 'missed'
       elseif not p.held then
-        if now - tonumber(due_s) > unheld_ms then reason = 'definition not held'
+        if now - due_n(due_s) > unheld_ms then reason = 'definition not held'
         else wait = 'wait' end
       elseif not n and not oneoff and p.catch_up == 'latest'
-          and latest_of(owner) > tonumber(due_s) then
+          and latest_of(owner) > due_n(due_s) then
         reason = 'catch_up latest'
       elseif not p.free then
         -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
