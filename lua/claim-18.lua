@@ -200,16 +200,23 @@ if leases.count() < batch then
       end
     end
   end
-  -- The last cron fire due of each owner, in the scan.
+  -- The last cron fire due of each owner, in the scan. The fires past the slices split so
+  -- far are read for their owner only (most are split by the next claim again), but for
+  -- the forms fire_owner does not take.
   local function latest_of(owner)
     if not latest then
       read_rest()
-      split(1, #fires)
       latest = {}
       for i = 1, #fires do
-        local f, job = parts_at[i], jobs_at[i]
-        if job and not (f and f.oneoff) then
-          local due, o = due_n(dues_at[i]), f and f.owner or job
+        local due_s, o
+        if jobs_at[i] == nil then due_s, o = fire_owner(fires[i]) end
+        if not due_s then
+          split(i, i)
+          local f, job = parts_at[i], jobs_at[i]
+          if job and not (f and f.oneoff) then due_s, o = dues_at[i], f and f.owner or job end
+        end
+        if due_s then
+          local due = due_n(due_s)
           if (latest[o] or -1) < due then latest[o] = due end
         end
       end

@@ -22,6 +22,10 @@
 --                      '<job>@<due_ms>' its fire_parts table; nil if fid is not a fire id.
 --                      A cron fire and a runtime schedule's take one match (claim's hot
 --                      path: a claim splits every fire it scans)
+--   fire_owner(fid)    the due time (digits) and owner of a cron fire or a runtime schedule's
+--                      one, as fire_parts gives them, in one match; nil for any other. A
+--                      schedule id is not checked: an id a fire id cannot hold makes an
+--                      owner no fire id has (a claim's look at the rest of its scan)
 --   fire_parts(fid[, not_cron])  fid split once for all a claim asks of it, or false if it
 --                      is not a fire id (not_cron: cron_parts said it is no '<job>@<due_ms>'):
 --                      a table of fid, job, due_s (digits), oneoff (nil or
@@ -29,7 +33,7 @@
 --                      time as a number is tonumber(due_s), made where a rare judgement
 --                      needs it: it costs a strtod)
 local job_of, due_of, due_s_of, split_fire, is_cron_fire, fire_head, has_head, owner_of
-local well_formed, fire_id, fire_parts, cron_parts, fire_split
+local well_formed, fire_id, fire_parts, cron_parts, fire_split, fire_owner
 do
   local find, sub, match, byte = string.find, string.sub, string.match, string.byte
   function job_of(fid) return match(fid, '^(.-)@%d') end
@@ -104,6 +108,14 @@ do
     end
     local f = fire_parts(fid, true)  -- the rest: one-offs, hosts' runs, not fire ids
     if f then return f.job, f.due_s, f end
+    return nil
+  end
+  function fire_owner(fid)
+    local job, due_s, at = match(fid, '^([%w][%w_.%-]*)@(%d+)()')
+    if not job or #due_s > 15 then return nil end
+    if at > #fid then return due_s, job end
+    -- '!' and not '!@' (a host's run): '!' .. schedule id
+    if byte(fid, at) == 33 and byte(fid, at + 1) ~= 64 then return due_s, sub(fid, at) end
     return nil
   end
 end
