@@ -17,6 +17,8 @@ state, and a burst of schedules due in the same second.
   worker processes x 100 slots running no-op ``call`` jobs: from that second until the
   queue is empty (the last fire claimed). Reference: the claim script's own ceiling on
   the same fires in the same run (pipelined EVALSHA, batch 100, ``bench/claim.py``).
+  Beside it: the CPU redis-server and the workers used until the last claim, per fire,
+  and when the last fire was acked (acks trail the claims).
 
 Run: ``.venv/bin/python -m bench.schedules [--schedules 1000000] [--minutes 5]
 [--burst 100000]``; ``--minutes 0`` or ``--burst 0`` leaves that part out.
@@ -240,15 +242,24 @@ def drain(section: Section, server: Any, r: redis.Redis, n: int, rate: float,
         for i in range(WORKERS):
             f.worker(f"worker-{i}", "--concurrency", str(CONCURRENCY))
         common.wait_workers(r, WORKERS)
+        common.until(r, due - 200, "the burst's due second")
+        # CPU from just before the due second: the workers only wait until then.
+        cpu = common.CpuMeter([*(p.pid for p in f.procs.values()),
+                               common.server_pid(server)]).start()
         common.until(r, due, "the burst's due second")
         wait_for(lambda: r.zcard(K.queue) == 0, 300, interval=0.005,
                  message="the burst to be claimed")
         drained_s = (common.server_ms(r) - due) / 1000
-        wait_for(lambda: r.zcard(K.working) == 0, 300, message="the burst to finish")
+        used = [share * cpu.elapsed for share in cpu.stop()]
+        wait_for(lambda: r.zcard(K.working) == 0, 300, interval=0.005,
+                 message="the burst to finish")
+        finished_s = (common.server_ms(r) - due) / 1000
     per_second = n / drained_s
     section.figures.append(Figure(
         f"burst of {n:,} schedules due in one second", f"{drained_s:.1f} s "
-        f"({common.rate(per_second)} fires/s), 2 workers x {CONCURRENCY}",
+        f"({common.rate(per_second)} fires/s), 2 workers x {CONCURRENCY}; meanwhile "
+        f"redis-server {used[-1] / n * 1e6:.1f} µs a fire, the workers "
+        f"{sum(used[:-1]) / n * 1e6:.1f} µs; the last acked at {finished_s:.1f} s",
         "<= 2.5 s (0.4 of the claim ceiling)",
         f"claim-script ceiling on the same fires {common.rate(top)} fires/s "
         f"(ratio {per_second / top:.2f})", met=per_second / top >= 0.4))

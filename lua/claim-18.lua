@@ -173,6 +173,13 @@ if leases.count() < batch then
   -- (digits); and for a fire that is not '<job>@<due_ms>' (a one-off, a runtime schedule's,
   -- a host's run), its fire_parts table: most fires cost no table of their own.
   local jobs_at, dues_at, parts_at, latest = {}, {}, {}, nil  -- latest: see latest_of
+  -- A due time's digits as a number: fires due together come in a run (a burst, the jobs of
+  -- one second), and tonumber runs strtod, slow on 13 digits.
+  local last_s, last_n
+  local function due_n(s)
+    if s ~= last_s then last_s, last_n = s, tonumber(s) end
+    return last_n
+  end
   local function read_rest()
     if complete then return end
     complete = true
@@ -183,31 +190,33 @@ if leases.count() < batch then
   local function split(first, last)
     for i = first, last do
       if jobs_at[i] == nil then
-        local fid = fires[i]
-        local job, due_s = cron_parts(fid)
+        local job, due_s, f = fire_split(fires[i])
         if job then
           jobs_at[i], dues_at[i] = job, due_s
+          if f then parts_at[i] = f end  -- (a nil stored would make a slot)
         else
-          local f = fire_parts(fid, true)
-          if f then
-            jobs_at[i], dues_at[i], parts_at[i] = f.job, f.due_s, f
-          else
-            jobs_at[i] = false
-          end
+          jobs_at[i] = false
         end
       end
     end
   end
-  -- The last cron fire due of each owner, in the scan.
+  -- The last cron fire due of each owner, in the scan. The fires past the slices split so
+  -- far are read for their owner only (most are split by the next claim again), but for
+  -- the forms fire_owner does not take.
   local function latest_of(owner)
     if not latest then
       read_rest()
-      split(1, #fires)
       latest = {}
       for i = 1, #fires do
-        local f, job = parts_at[i], jobs_at[i]
-        if job and not (f and f.oneoff) then
-          local due, o = tonumber(dues_at[i]), f and f.owner or job
+        local due_s, o
+        if jobs_at[i] == nil then due_s, o = fire_owner(fires[i]) end
+        if not due_s then
+          split(i, i)
+          local f, job = parts_at[i], jobs_at[i]
+          if job and not (f and f.oneoff) then due_s, o = dues_at[i], f and f.owner or job end
+        end
+        if due_s then
+          local due = due_n(due_s)
           if (latest[o] or -1) < due then latest[o] = due end
         end
       end
@@ -235,13 +244,13 @@ if leases.count() < batch then
       elseif p.paused and not oneoff then
         reason = 'paused'
       -- Starting deadlines and catch-up judge a fire's first start only, never its retries.
-      elseif not n and p.deadline > 0 and now - tonumber(due_s) > p.deadline then
+      elseif not n and p.deadline > 0 and now - due_n(due_s) > p.deadline then
         reason = 'missed'
       elseif not p.held then
-        if now - tonumber(due_s) > unheld_ms then reason = 'definition not held'
+        if now - due_n(due_s) > unheld_ms then reason = 'definition not held'
         else wait = 'wait' end
       elseif not n and not oneoff and p.catch_up == 'latest'
-          and latest_of(owner) > tonumber(due_s) then
+          and latest_of(owner) > due_n(due_s) then
         reason = 'catch_up latest'
       elseif not p.free then
         -- Bounds: overlap (one run of the owner), max_concurrent and named limits.

@@ -18,6 +18,14 @@
 --                      others are not split
 --   cron_parts(fid)    the job and due time (digits) of a well formed '<job>@<due_ms>', else
 --                      nil: one match, no table (claim's hot path)
+--   fire_split(fid)    the job and due time (digits) of a fire id, then for one that is not
+--                      '<job>@<due_ms>' its fire_parts table; nil if fid is not a fire id.
+--                      A cron fire and a runtime schedule's take one match (claim's hot
+--                      path: a claim splits every fire it scans)
+--   fire_owner(fid)    the due time (digits) and owner of a cron fire or a runtime schedule's
+--                      one, as fire_parts gives them, in one match; nil for any other. A
+--                      schedule id is not checked: an id a fire id cannot hold makes an
+--                      owner no fire id has (a claim's look at the rest of its scan)
 --   fire_parts(fid[, not_cron])  fid split once for all a claim asks of it, or false if it
 --                      is not a fire id (not_cron: cron_parts said it is no '<job>@<due_ms>'):
 --                      a table of fid, job, due_s (digits), oneoff (nil or
@@ -25,9 +33,9 @@
 --                      time as a number is tonumber(due_s), made where a rare judgement
 --                      needs it: it costs a strtod)
 local job_of, due_of, due_s_of, split_fire, is_cron_fire, fire_head, has_head, owner_of
-local well_formed, fire_id, fire_parts, cron_parts
+local well_formed, fire_id, fire_parts, cron_parts, fire_split, fire_owner
 do
-  local find, sub, match = string.find, string.sub, string.match
+  local find, sub, match, byte = string.find, string.sub, string.match, string.byte
   function job_of(fid) return match(fid, '^(.-)@%d') end
   function due_s_of(fid) return match(fid, '@(%d+)') end
   function due_of(fid) return tonumber(match(fid, '@(%d+)')) end
@@ -84,5 +92,30 @@ do
     job, due_s, oneoff, sid = split_fire(fid)
     return {fid = fid, job = job, due_s = due_s, oneoff = oneoff, sid = sid,
       owner = owner_of(fid, job)}
+  end
+  function fire_split(fid)
+    -- A pattern that fails backtracks over the whole id: this one stops after the due time,
+    -- and what follows it says the form.
+    local job, due_s, at = match(fid, '^([%w][%w_.%-]*)@(%d+)()')
+    if job and #due_s <= 15 then
+      if at > #fid then return job, due_s end
+      -- '!' and a schedule id (no '@': not a host's run), as well_formed takes it.
+      local sid = byte(fid, at) == 33 and sub(fid, at + 1)
+      if sid and match(sid, '^[%w][%w_.:/%-]*$') then
+        return job, due_s,
+          {fid = fid, job = job, due_s = due_s, oneoff = false, sid = sid, owner = '!' .. sid}
+      end
+    end
+    local f = fire_parts(fid, true)  -- the rest: one-offs, hosts' runs, not fire ids
+    if f then return f.job, f.due_s, f end
+    return nil
+  end
+  function fire_owner(fid)
+    local job, due_s, at = match(fid, '^([%w][%w_.%-]*)@(%d+)()')
+    if not job or #due_s > 15 then return nil end
+    if at > #fid then return due_s, job end
+    -- '!' and not '!@' (a host's run): '!' .. schedule id
+    if byte(fid, at) == 33 and byte(fid, at + 1) ~= 64 then return due_s, sub(fid, at) end
+    return nil
   end
 end

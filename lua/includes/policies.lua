@@ -70,13 +70,23 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
       if lines[i] and p then
         local job, paused_s, catch_up, deadline, overlap, payload = schedule_policy(lines[i])
         if job == job_of_want[i] then
-          -- The schedule's own values; the rest is its job's (one shared metatable per job).
           p.inherit = p.inherit or {__index = p}
-          overlap = overlap ~= '' and overlap or p.overlap
-          of_schedule[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
-            deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
-            overlap = overlap, free = overlap == 'allow' and not p.bounded,
-            paused = p.paused or paused_s == '1', payload = payload}, p.inherit)
+          if paused_s == '0' and catch_up == '' and deadline == '' and overlap == '' then
+            -- Most schedules override nothing: theirs is the job's with their payload, one
+            -- table per payload (read only, as every policy).
+            local own = p.own
+            if not own then own = {}; p.own = own end
+            local q = own[payload]
+            if not q then q = setmetatable({payload = payload}, p.inherit); own[payload] = q end
+            of_schedule[sid] = q
+          else
+            -- The schedule's own values; the rest is its job's (one shared metatable per job).
+            overlap = overlap ~= '' and overlap or p.overlap
+            of_schedule[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
+              deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
+              overlap = overlap, free = overlap == 'allow' and not p.bounded,
+              paused = p.paused or paused_s == '1', payload = payload}, p.inherit)
+          end
         end
       end
     end

@@ -481,3 +481,19 @@ def test_a_schedule_stored_in_the_form_before_reads_plans_and_is_rewritten_by_a_
     assert client.count_schedules(job="digest") == 1
     assert client.delete_schedule("old:42") is True
     assert client.count_schedules(job="digest") == 0
+
+
+def test_catch_up_latest_runs_each_schedules_newest_fire_past_the_first_slice(
+        client: Client, r: redis.Redis) -> None:
+    # A claim of one splits its first slice alone; the fires past it are read for their
+    # owner only: each schedule is its own owner, not its job.
+    for sid in ("s1", "s2"):
+        client.upsert_schedule(sid, job="digest", every="1s")
+    now = max(min(parse_fire(f)[1] for f in queued(r, sid)) for sid in ("s1", "s2")) + 2000
+    scan = r.zrangebyscore(K.queue, "-inf", now)
+    assert len(scan) >= 6
+    res = client.scripts.claim(K, "w", batch=1, lease_ms=60_000, scan_limit=10, now_ms=now)
+    assert [c.fire_id for c in res.claimed] == [fire_id("digest", now, schedule="s1")]
+    assert res.dropped == [(f, "catch_up latest") for f in scan if parse_fire(f)[1] < now]
+    res = client.scripts.claim(K, "w", batch=1, lease_ms=60_000, scan_limit=10, now_ms=now)
+    assert [c.fire_id for c in res.claimed] == [fire_id("digest", now, schedule="s2")]
