@@ -30,7 +30,7 @@ from cronsvc.run.context import FireContext
 from cronsvc.run.dispatch import Outcomes
 from cronsvc.run.made import made
 from cronsvc.run.outcome import Guard, Outcome, Result, Stop
-from cronsvc.run.output import DEFAULT_OUTPUT, Feed, Kept, kept_of
+from cronsvc.run.output import Feed, kept_of
 
 #: Every kind, by the key that makes a job of it, in the order messages name them.
 log = logging.getLogger(__name__)
@@ -84,9 +84,7 @@ def execute(
         if cancel.is_set():
             result = Result("cancelled", error="cancelled before start")
         elif deadline is None and (kind := KINDS[job.kind]).runs_untimed:
-            # no Stop made; kept_of(job, feed) without its call
-            result = kind.run_untimed(
-                job, ctx, cancel, Kept(getattr(job, "output", None) or DEFAULT_OUTPUT, feed))
+            result = kind.run_untimed(job, ctx, cancel, kept_of(job, feed))  # no Stop made
         else:
             # made(Stop, ...) without its call: one per fire
             stop = _new(Stop)
