@@ -37,6 +37,7 @@ from cronsvc.outbound import (
     first_line,
     redirect_target,
     shown,
+    trust_store_context,
     url_problem,
 )
 from cronsvc.secrets import MissingVariable
@@ -176,7 +177,7 @@ def _mail(where: str, channel: Channel, event: Event,
     message.set_content(event.text())
     # The system's trust store (SSL_CERT_FILE too), certificate and host name checked:
     # smtplib without a context checks neither, and anyone in the path gets the password.
-    context = ssl.create_default_context()
+    context = trust_store_context("smtp")
     try:
         if parts.scheme == "smtps":
             smtp: smtplib.SMTP = smtplib.SMTP_SSL(parts.hostname, parts.port or 465,

@@ -18,10 +18,11 @@ from cronsvc.clock import iso_utc
 from cronsvc.config.models import Job
 from cronsvc.kinds import KINDS, execute
 from cronsvc.kinds.kind import Kind
+from cronsvc.outbound import trust_store_context
 from cronsvc.process.redis_server import free_port
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import Outcome
-from tests.support.certs import server_context
+from tests.support.certs import new_ca, server_context, trust_file
 from tests.support.receivers import http_receiver
 from tests.support.wait import wait_for
 
@@ -262,3 +263,20 @@ def test_credentials_written_in_the_file_are_warned_of_and_not_shown(tmp_path: P
         "url": "https://svc:***@billing.example/run", "method": "GET",
         "headers": {"Authorization": "(written in the file, not shown)", "X-Token": "${T}"},
         "body": None, "request_timeout": 30.0, "expect": "2xx"}
+
+
+def test_the_trust_store_is_loaded_once_and_again_when_it_is_another(
+        tmp_path: Path, trusted_tls: ssl.SSLContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    with http_receiver(trusted_tls) as hook:
+        assert [run(job(url=hook.url)).status for _ in range(2)] == ["ok", "ok"]
+    assert trust_store_context("http") is trust_store_context("http")
+    assert trust_store_context("smtp") is not trust_store_context("http")
+    # Another store named: its CA is trusted, the one before no longer.
+    other = new_ca()
+    (tmp_path / "other").mkdir()
+    monkeypatch.setenv("SSL_CERT_FILE", str(trust_file(tmp_path / "other", other)))
+    with http_receiver(server_context(tmp_path / "other", signer=other)) as hook:
+        assert run(job(url=hook.url)).status == "ok"
+    with http_receiver(trusted_tls) as before:
+        outcome = run(job(url=before.url))
+    assert outcome.error is not None and "certificate verify failed" in outcome.error
