@@ -13,9 +13,11 @@ processes (``--concurrency 100``), as ``bench/throughput.py`` drains them:
 - the rate, and its ratio to the claim script's ceiling measured in the same run
   (pipelined pre-encoded EVALSHA calls of 100, ``bench/claim.py``).
 
-Dispatch kinds (``celery``, ``rq``, ``dramatiq``: ``wait: false`` into a queue no consumer
+``http`` jobs send a GET to ``bench/http_sink.py``'s server (a process of its own, which
+answers 204 and counts the requests: every fire must have reached it). Dispatch kinds
+(``celery``, ``rq``, ``dramatiq``, ``arq``: ``wait: false`` into a queue no consumer
 reads) are drained by ``bench/dispatch.py``'s own fleet (32 slots each), their broker a
-redis-server of their own.
+redis-server of their own; arq's in ``.venv-arq`` (arq pins redis-py 5).
 
 ``--threads`` splits the no-op ``call`` drain's worker CPU by thread: each thread's run time
 (``/proc/PID/task/TID/schedstat``, in ns) over the drain, both workers summed, by the
@@ -34,12 +36,13 @@ interleaved, ``--rounds`` each; with ``--lag SECONDS`` instead the loaded lag of
 ``bench/lag.py``, with ``--idle SECONDS`` its idle lag (and APScheduler's in each round),
 with ``--burst N`` the burst of ``bench/schedules.py``.
 
-Run: ``.venv/bin/python -m bench.cost [--fires 50000] [--kinds call,async,command,rq]``
+Run: ``.venv/bin/python -m bench.cost [--fires 50000] [--kinds call,async,command,http,rq,arq]``
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -51,7 +54,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +62,7 @@ from typing import Any
 import psutil
 import redis
 
-from bench import common
+from bench import common, http_sink
 from bench.claim import ceiling, prepare
 from bench.common import Figure, K, Section
 from cronsvc.store.scripts import Scripts, load_sources
@@ -77,8 +80,10 @@ KINDS: dict[str, tuple[dict[str, Any], float]] = {
     "call": ({"call": "bench.jobs:noop"}, 1.0),
     "async": ({"call": "bench.jobs:async_noop"}, 1.0),
     "command": ({"command": ["true"]}, 0.05),
+    # a GET of bench/http_sink.py's server, which answers 204 (the URL is filled in)
+    "http": ({"http": {"url": ""}}, 0.05),
 }
-DISPATCH = ("celery", "rq", "dramatiq")
+DISPATCH = ("celery", "rq", "dramatiq", "arq")
 TARGETS = {"call": 15.0}  # worker µs per no-op `call` fire at most
 REDIS_TARGET = 12.0  # redis-server µs per fire, claim + ack, at most
 RATIO_TARGET = 0.5  # no-op `call` drain rate over the claim ceiling, at least
@@ -186,12 +191,32 @@ def profiling(pid: int, name: str | None) -> Iterator[None]:
             p.wait(60)
 
 
+def whole(fires: int) -> int:
+    """``fires`` made a whole number of fires per job (at least one): what
+    :func:`bench.claim.prepare` plans of it, and so what a drain divides by."""
+    return max(fires // JOBS, 1) * JOBS
+
+
 def drain(kind: str, fires: int, profile: str | None = None, code: str | None = None,
           threads: bool = False) -> Cost:
     """``fires`` due fires of ``JOBS`` jobs of ``kind``, drained by the workers (running the
     cronsvc found in ``code``, a copy of another version of the repository, if given);
     ``threads``: their CPU by thread too."""
     spec, _ = KINDS[kind]
+    fires = whole(fires)
+    with ExitStack() as stack:
+        if kind == "http":
+            url, sink = stack.enter_context(http_sink.running())
+            spec = {"http": {"url": url}}
+        cost = _drain(kind, spec, fires, profile, code, threads)
+        if kind == "http":
+            answered = http_sink.answered(sink)
+            assert answered == fires, f"the sink answered {answered} of {fires} requests"
+    return cost
+
+
+def _drain(kind: str, spec: dict[str, Any], fires: int, profile: str | None,
+           code: str | None, threads: bool) -> Cost:
     job = {"cron": "0 0 1 1 *", "catch_up": "all", **spec}
     jobs = {f"job{i:05d}": job for i in range(JOBS)}
     with common.redis_server() as (server, r):
@@ -273,7 +298,7 @@ def compare(code: str, kind: str, fires: int, rounds: int) -> Section:
     section = Section(f"Cost of a fire, {code} against this tree ({kind})")
     load = os.getloadavg()
     runs: dict[str, list[Cost]] = {"before": [], "after": []}
-    fires = max(int(fires * KINDS[kind][1]), 1_000)
+    fires = whole(int(fires * KINDS[kind][1]))
     for _ in range(rounds):
         runs["before"].append(drain(kind, fires, code=code))
         runs["after"].append(drain(kind, fires))
@@ -386,9 +411,20 @@ def drained(r: redis.Redis, fires: int) -> tuple[float, float]:
 
 
 def dispatched(kind: str, fires: int) -> Cost:
-    """A dispatch kind's drain into a queue no consumer reads (``bench/dispatch.py``)."""
+    """A dispatch kind's drain into a queue no consumer reads (``bench/dispatch.py``), in
+    the virtualenv its library needs (arq's: ``make install-arq``)."""
     from bench import dispatch
     from bench.dispatch_targets import TARGETS as QUEUES
+
+    python = QUEUES[kind].python
+    if python is not None and Path(sys.executable) != python:
+        if not python.exists():
+            raise RuntimeError(f"{python} is missing: `make install-arq` builds it")
+        out = subprocess.run([str(python), "-m", "bench.cost", "--dispatched", kind,
+                              "--fires", str(fires)], cwd=Path(__file__).resolve().parent.parent,
+                             check=True, capture_output=True, text=True).stdout
+        fields = json.loads(out.splitlines()[-1])
+        return Cost(**fields)
 
     with dispatch.servers() as (server, r, broker, _):
         d = dispatch.fleet_drain(QUEUES[kind], r, server.url, broker.url,
@@ -452,7 +488,7 @@ def compare_scripts(code: str, fires: int, rounds: int) -> Section:
     return section
 
 
-def measure(fires: int = 50_000, kinds: str = "call,async,command,celery,rq,dramatiq",
+def measure(fires: int = 50_000, kinds: str = "call,async,command,http,celery,rq,dramatiq,arq",
             profile: str = "") -> Section:
     section = Section("Cost of a fire (CPU time per fire, 2 worker processes)")
     load = os.getloadavg()
@@ -461,13 +497,14 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,celery,rq,dram
         if kind in DISPATCH:
             costs.append(dispatched(kind, max(fires // 10, 2_000)))
         else:
-            n = max(int(fires * KINDS[kind][1]), 1_000)
+            n = whole(int(fires * KINDS[kind][1]))
             costs.append(drain(kind, n, profile or None if kind == "call" else None))
     ceiling_rate = claim_ceiling(fires)
     for c in costs:
         target = TARGETS.get(c.kind)
         ratio = c.rate / ceiling_rate
-        name = {"async": "async `call`", "command": "`command` (true)"}.get(
+        name = {"async": "async `call`", "command": "`command` (true)",
+                "http": "`http` (a GET answered 204)"}.get(
             c.kind, f"`{c.kind}`" if c.kind in DISPATCH else "no-op `call`")
         kernel = f", {c.worker_sys_us:.1f} of them in the kernel" if c.worker_sys_us else ""
         section.figures.append(Figure(
@@ -533,7 +570,7 @@ def top_costs(name: str, count: int = 15) -> tuple[list[tuple[str, float]], ...]
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--fires", type=int, default=50_000)
-    ap.add_argument("--kinds", default="call,async,command,celery,rq,dramatiq")
+    ap.add_argument("--kinds", default="call,async,command,http,celery,rq,dramatiq,arq")
     ap.add_argument("--profile", default="", help="py-spy the no-op call drain into NAME")
     ap.add_argument("--top", default="", help="print the top costs of profile NAME")
     ap.add_argument("--compare", default="", metavar="DIR",
@@ -549,7 +586,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--threads", action="store_true",
                     help="the no-op call drain's worker CPU by thread (with --compare: "
                          "both versions)")
+    ap.add_argument("--dispatched", default="", metavar="KIND",
+                    help="one dispatch kind's drain of --fires fires, as a line of JSON "
+                         "(what a run in another virtualenv hands back)")
     opts = ap.parse_args(argv)
+    if opts.dispatched:
+        print(json.dumps(dataclasses.asdict(dispatched(opts.dispatched, opts.fires))))
+        return
     if opts.threads:
         compare_threads(opts.compare or None, opts.fires, opts.rounds).print()
         return
