@@ -8,9 +8,9 @@ no-op ``call`` jobs, ``--batch`` at a time, each claim started as the claim loop
 task run in turn as a slot thread runs it (``Worker._run``, its end handed to the results
 queue: the slot side). The results are not recorded (their queue is emptied per claim).
 
-``--compare DIR`` measures the cronsvc of ``DIR`` (a copy of another version, e.g.
-``git archive main cronsvc lua bench | tar -x -C DIR``) and this tree's in turn,
-``--rounds`` each, each in a process of its own.
+With ``--compare DIR``, the same for another version's copy of cronsvc in ``DIR``
+(``git archive main cronsvc lua bench | tar -x -C DIR``), interleaved with this tree's,
+``--rounds`` processes each (:func:`bench.common.interleaved`).
 
 Run: ``.venv/bin/python -m bench.slot_thread [--fires 60000] [--batch 100]
 [--compare DIR]``
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +39,6 @@ from cronsvc.worker.worker import Worker
 
 JOBS = 1000
 WORKER = "worker-0@bench:1"
-REPO = Path(__file__).resolve().parents[1]
 
 
 class Kept:
@@ -93,15 +91,9 @@ def measure(fires: int, batch: int) -> tuple[float, float]:
 
 def compare(code: str, fires: int, batch: int, rounds: int) -> None:
     """This measure by the cronsvc of ``code`` and by this tree's, interleaved."""
-    seen: dict[str, list[tuple[float, float]]] = {code: [], str(REPO): []}
-    for _ in range(rounds):
-        for path, got in seen.items():
-            out = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--fires", str(fires),
-                 "--batch", str(batch)],
-                env={**os.environ, "PYTHONPATH": f"{path}:{REPO}"}, check=True,
-                capture_output=True, text=True).stdout
-            got.append((float(out.split()[0]), float(out.split()[1])))
+    seen = {path: [(float(out.split()[0]), float(out.split()[1])) for out in outs]
+            for path, outs in common.interleaved(
+                __file__, code, rounds, ["--fires", str(fires), "--batch", str(batch)]).items()}
     for path, got in seen.items():
         print(f"{path}: claim side {statistics.median(g[0] for g in got):.2f}, slot side "
               f"{statistics.median(g[1] for g in got):.2f} µs CPU per fire (runs: "

@@ -54,9 +54,9 @@ from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.metrics.traces import traces
 from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
+from cronsvc.run.calls import call_with
 from cronsvc.run.context import FireContext
 from cronsvc.run.flag import Flag
-from cronsvc.run.calls import call_with
 from cronsvc.run.hooks import Hooks
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.output import Kept
@@ -144,8 +144,9 @@ class Worker:
         self.host = host or config.worker.host or this_host()
         self._queues = self._queues_of(config)
         self._any_async = any_async(config)
-        # name -> (job, runs_async, some hook wants its runs, starts_processes)
-        self._job_traits: dict[str, tuple[Job, bool, bool, bool]] = {}
+        # name -> (job, runs_async, some hook wants its runs, starts_processes, what an
+        # untimed sync call calls: kinds.call.ready)
+        self._job_traits: dict[str, tuple[Job, bool, bool, bool, Ready | None]] = {}
         self._rotation = 0
         self._running: set[Running] = set()
         self._outcomes: dict[int, tuple[Keys, Deliveries]] = {}  # see _deliveries
