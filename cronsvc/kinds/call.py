@@ -13,6 +13,7 @@ exception and its traceback.
 
 from __future__ import annotations
 
+import inspect
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -133,7 +134,7 @@ def ready(job: Any) -> Ready | None:
         fn, takes_ctx = resolve(job.call)
     except ImportProblem:
         return None  # its runs say why, each
-    if is_async(job.call):
+    if inspect.iscoroutinefunction(fn):  # is_async(job.call), resolved already
         return None
     return Ready(fn, takes_ctx, job.args, job.kwargs, output_cap(job))
 
