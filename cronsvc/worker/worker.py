@@ -376,9 +376,13 @@ class Worker:
     def _start(self, keys: Keys, claims: list[Claim], claimed_at: float) -> None:
         """Start the runs of one claim's fires: held under one lock, then handed to the
         slots or the loop; a fire of a job this file lacks is handed back after."""
-        runs: list[tuple[Running, Ready | None]] = []
+        runs: list[Running] = []
         unknown = []
         add = runs.append
+        # Sorted as they are made (no other thread sees them before they are held, below).
+        plain: list[tuple[Running, Ready | None]] = []
+        on_loop: list[Running] = []
+        procs: list[tuple[Running]] = []
         jobs, traits = self.config.jobs, self._job_traits
         for claim in claims:
             name = claim.job
@@ -401,25 +405,19 @@ class Worker:
             run.cancel = Flag()
             run.claimed_at = claimed_at
             run.renewed_at = claimed_at
-            run.on_loop = hit[1] and claim.unreadable is None
+            run.on_loop = loop = hit[1] and claim.unreadable is None
             run.hooked = hit[2]
             run.procs = hit[3]
             run.counted = True
-            add((run, hit[4]))
-        plain: list[tuple[Running, Ready | None]] = []
-        on_loop: list[Running] = []
-        procs: list[tuple[Running]] = []
+            add(run)
+            if loop:
+                on_loop.append(run)
+            elif hit[3]:
+                procs.append((run,))
+            else:  # with what it calls, if it runs as _run_ready does
+                plain.append((run, hit[4]))
         with self._lock:
-            held = self._running.add
-            for item in runs:
-                run = item[0]
-                held(run)
-                if run.on_loop:
-                    on_loop.append(run)
-                elif run.procs:
-                    procs.append((run,))
-                else:
-                    plain.append(item)  # with what it calls, if it runs as _run_ready does
+            self._running.update(runs)
             self._awaiting_n += len(on_loop)
             self._busy_n += len(runs) - len(on_loop)
         # Handed to the slots in one go: one lock and at most one thread called for them
