@@ -164,6 +164,7 @@ class Worker:
         self.hard_stopped = threading.Event()  # stop runs now, stop waiting on Redis
         self._pool = Slots(self.concurrency, "cronsvc-run")
         self.results = Results(self)
+        self._hand_over = self.results.hand_over
         # Around every run: the dead-man pings of the jobs that ask for them, and traces
         # when the OTEL_* variables ask for them.
         self.hooks = Hooks([Pinger(), *traces(self.worker_id, self.server_now)])
@@ -510,7 +511,7 @@ class Worker:
         if outcome is None:
             self.free(run)
         else:
-            self.results.finished(run, outcome)
+            self._hand_over((run, outcome))  # results.finished(run, outcome)
 
     def _run(self, run: Running, fast: Ready | None = None) -> None:
         """Run a fire in this (slot) thread and hand its end over; ``fast``: what it calls,
