@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -195,3 +198,19 @@ def ms(value: float) -> str:
 
 def rate(value: float) -> str:
     return f"{value:,.0f}"
+
+
+def interleaved(script: str, code: str, rounds: int, args: Sequence[str]) -> dict[str, list[str]]:
+    """What ``script`` (a bench file run by itself, with ``args``) prints when run with the
+    cronsvc of ``code`` (a copy of another version) and with this tree's, in turn,
+    ``rounds`` each, each in a process of its own: per path, each run's output."""
+    here = str(Path(__file__).resolve().parents[1])
+    seen: dict[str, list[str]] = {code: [], here: []}
+    for _ in range(rounds):
+        for path, got in seen.items():
+            # run as a file: its cronsvc is that of PYTHONPATH, not the cwd's
+            got.append(subprocess.run(
+                [sys.executable, str(Path(script).resolve()), *args],
+                env={**os.environ, "PYTHONPATH": f"{path}:{here}"}, check=True,
+                capture_output=True, text=True).stdout)
+    return seen

@@ -24,7 +24,6 @@ import argparse
 import logging
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +43,6 @@ from cronsvc.worker.worker import Worker
 
 JOBS = 1000
 WORKER = "worker-0@bench:1"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def thread_ns(tid: int) -> int:
@@ -91,16 +89,9 @@ def measure(fires: int, batch: int, fmt: str) -> float:
 
 def compare(code: str, fires: int, batch: int, fmt: str, rounds: int) -> None:
     """This measure by the cronsvc of ``code`` and by this tree's, interleaved."""
-    seen: dict[str, list[float]] = {code: [], str(REPO): []}
-    for _ in range(rounds):
-        for path, got in seen.items():
-            # run as a file: its cronsvc (and bench) are those of PYTHONPATH, not the cwd's
-            out = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--fires", str(fires),
-                 "--batch", str(batch), "--format", fmt],
-                env={**os.environ, "PYTHONPATH": path}, check=True, capture_output=True,
-                text=True).stdout
-            got.append(float(out.split()[0]))
+    seen = {path: [float(out.split()[0]) for out in outs] for path, outs in common.interleaved(
+        __file__, code, rounds, ["--fires", str(fires), "--batch", str(batch),
+                                 "--format", fmt]).items()}
     for path, got in seen.items():
         print(f"{path}: results thread {statistics.median(got):.2f} µs CPU per success "
               f"(runs: {', '.join(f'{x:.2f}' for x in got)})")

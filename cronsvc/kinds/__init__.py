@@ -92,12 +92,17 @@ def execute(
                                  guard=guard, outcomes=outcomes, output=kept_of(job, feed))
             result = KINDS[job.kind].run(job, ctx, stop)
     except Exception as exc:  # a worker thread must get an outcome, whatever went wrong
-        result = Result("failed", error=f"{type(exc).__name__}: {exc}")
+        result = crashed(exc)
     finally:
         if token is not None:
             tracecontext.detach(token)
     duration_ms = int((monotonic() - t0) * 1000)
     return outcome_of(result, started_ms, duration_ms)
+
+
+def crashed(exc: Exception) -> Result:
+    """What a run reports that went wrong around its job (not in it): failed, and why."""
+    return Result("failed", error=f"{type(exc).__name__}: {exc}")
 
 
 def outcome_of(result: Result, started_ms: int, duration_ms: int) -> Outcome:
@@ -150,7 +155,7 @@ def launch(
             Stop, cancel=cancel, timeout=job.timeout, deadline=deadline, guard=None,
             outcomes=None, output=kept_of(job, feed)), finished)
     except Exception as exc:  # the worker must get an outcome, whatever went wrong
-        finished(Result("failed", error=f"{type(exc).__name__}: {exc}"))
+        finished(crashed(exc))
         return lambda: None
 
 

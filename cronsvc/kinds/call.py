@@ -13,10 +13,11 @@ exception and its traceback.
 
 from __future__ import annotations
 
+import inspect
 import re
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import field_validator
 
@@ -24,14 +25,16 @@ from cronsvc.kinds.kind import Fields, Kind, Target
 from cronsvc.run.calls import (
     NOTHING,
     CallResult,
+    ImportProblem,
     call_here,
     is_async,
+    resolve,
     start_awaited,
     start_call,
 )
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import How, Result, Stop
-from cronsvc.run.output import Kept, kept_of
+from cronsvc.run.output import Kept, kept_of, output_cap
 
 _CALL = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 #: Modules whose functions run programs or code as a call target, with no `shell: true`.
@@ -81,10 +84,7 @@ class Call(Kind):
                     output: Kept) -> Result:
         # No timeout: the call runs here, and a cancel is seen when it returns (or through
         # stopping(), which the cancel event drives).
-        res = call_here(job, ctx, cancel, output)
-        if cancel.is_set():
-            return _CANCELLED
-        return _OK if res is NOTHING else _result(res)  # _result, without its call for most
+        return untimed_result(call_here(job, ctx, cancel, output), cancel)
 
     def runs_async(self, job: Any) -> bool:
         return is_async(job.call)
@@ -110,6 +110,41 @@ class Call(Kind):
             return [("call", f"{job.call!r} can run any program or code (no shell: true "
                              "needed): call a function of your own instead")]
         return []
+
+
+class Ready(NamedTuple):
+    """What a run of an untimed sync call job calls, resolved ahead (:func:`ready`)."""
+
+    fn: Callable[..., Any]
+    takes_ctx: bool
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    output: int  # the size of its keeper (:func:`cronsvc.run.output.output_cap`)
+
+
+def ready(job: Any) -> Ready | None:
+    """What a fire of ``job`` calls, if it is a call job without a timeout whose target is
+    a sync function that imports: its runs need no ``Stop`` and no thread of their own, and
+    the worker runs them through :func:`cronsvc.run.calls.call_with` and
+    :func:`untimed_result`, as :meth:`Call.run_untimed` does; else None. Asked once per
+    job of a config (the target is resolved once per process anyway)."""
+    if job.kind != "call" or job.timeout is not None:
+        return None
+    try:
+        fn, takes_ctx = resolve(job.call)
+    except ImportProblem:
+        return None  # its runs say why, each
+    if inspect.iscoroutinefunction(fn):  # is_async(job.call), resolved already
+        return None
+    return Ready(fn, takes_ctx, job.args, job.kwargs, output_cap(job))
+
+
+def untimed_result(res: CallResult, cancel: threading.Event) -> Result:
+    """What an untimed call that returned ``res`` reports: cancelled if ``cancel`` was set
+    meanwhile (it is seen when the call returns)."""
+    if cancel.is_set():
+        return _CANCELLED
+    return _OK if res is NOTHING else _result(res)  # _result, without its call for most
 
 
 def _result(res: CallResult) -> Result:

@@ -158,8 +158,14 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | N
             hit = resolve(job.call)
         except ImportProblem as exc:
             return CallResult(ok=False, error=str(exc))
-    fn, takes_ctx = hit
-    kwargs = job.kwargs
+    return call_with(hit[0], hit[1], job.args, job.kwargs, ctx, stop, out)
+
+
+def call_with(fn: Callable[..., Any], takes_ctx: bool, args: tuple[Any, ...],
+              kwargs: dict[str, Any], ctx: FireContext, stop: threading.Event, out: Kept
+              ) -> CallResult:
+    """:func:`call_here` of a callable resolved before (:func:`resolve`): ``fn(*args,
+    **kwargs)`` in this thread, ``ctx`` given as ``ctx`` if it ``takes_ctx``."""
     if takes_ctx:
         kwargs = {**kwargs}
         kwargs.setdefault("ctx", ctx)
@@ -169,7 +175,7 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | N
     # tuple at once: a named tuple's own __new__ is a Python function (0.3 µs a fire).
     token = RUN.set(_made(InRun, (ctx, stop, out)))
     try:
-        result = fn(*job.args, **kwargs)
+        result = fn(*args, **kwargs)
     except BaseException as exc:  # SystemExit and friends must not escape a worker thread
         return raised(exc, out)
     finally:

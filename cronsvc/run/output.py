@@ -137,7 +137,13 @@ def unfinished(data: bytes) -> int:
 def kept_of(job: Any, feed: Feed | None = None) -> Kept:
     """The keeper of a run of ``job``: its ``output`` size (the worker section's default
     once the file is read)."""
-    return Kept(getattr(job, "output", None) or DEFAULT_OUTPUT, feed)
+    return Kept(output_cap(job), feed)
+
+
+def output_cap(job: Any) -> int:
+    """The size of the keeper of a run of ``job`` (:func:`kept_of`), for a caller that
+    makes keepers of it many times."""
+    return getattr(job, "output", None) or DEFAULT_OUTPUT
 
 
 def excerpt(text: str, size: int = 400) -> str:

@@ -132,6 +132,12 @@ class Results:
         """A run ended: record its outcome."""
         self._queue.put((run, outcome))
 
+    @property
+    def hand_over(self) -> Callable[[tuple[Running, Outcome]], None]:
+        """:meth:`finished`, taking ``(run, outcome)``: the queue's own ``put``, no Python
+        frame a run (the worker keeps it)."""
+        return self._queue.put
+
     def reclaimed(self, keys: Keys, claim: Claim) -> None:
         """A fire whose holder's lease lapsed: say so, and keep that attempt in history."""
         w = self.w

@@ -39,23 +39,34 @@ from cronsvc.config.models import Config, Job
 from cronsvc.fires import schedule_of
 from cronsvc.history import Cancel
 from cronsvc.keys import EACH_HOST, Keys, all_shards, host_pool
-from cronsvc.kinds import execute, launch, prepare, runs_async, starts_processes
+from cronsvc.kinds import (
+    crashed,
+    execute,
+    launch,
+    outcome_of,
+    prepare,
+    runs_async,
+    starts_processes,
+)
+from cronsvc.kinds.call import Ready, ready, untimed_result
 from cronsvc.malformed import named
 from cronsvc.metrics.counters import NO_METRICS, Metrics
 from cronsvc.metrics.traces import traces
 from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
+from cronsvc.run.calls import call_with
 from cronsvc.run.context import FireContext
 from cronsvc.run.flag import Flag
 from cronsvc.run.hooks import Hooks
 from cronsvc.run.outcome import Outcome
+from cronsvc.run.output import Kept
 from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
 from cronsvc.store.replies import compact
 from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.worker.deliveries import Deliveries
-from cronsvc.worker.leases import Leases
-from cronsvc.worker.live import LiveOutput
+from cronsvc.worker.leases import UNCHECKED, Leases
+from cronsvc.worker.live import LiveFeed, LiveOutput
 from cronsvc.worker.results import Results
 from cronsvc.worker.running import Running, by_shard
 from cronsvc.worker.server_time import ServerTime
@@ -133,8 +144,9 @@ class Worker:
         self.host = host or config.worker.host or this_host()
         self._queues = self._queues_of(config)
         self._any_async = any_async(config)
-        # name -> (job, runs_async, some hook wants its runs, starts_processes)
-        self._job_traits: dict[str, tuple[Job, bool, bool, bool]] = {}
+        # name -> (job, runs_async, some hook wants its runs, starts_processes, what an
+        # untimed sync call calls: kinds.call.ready)
+        self._job_traits: dict[str, tuple[Job, bool, bool, bool, Ready | None]] = {}
         self._rotation = 0
         self._running: set[Running] = set()
         self._outcomes: dict[int, tuple[Keys, Deliveries]] = {}  # see _deliveries
@@ -152,6 +164,7 @@ class Worker:
         self.hard_stopped = threading.Event()  # stop runs now, stop waiting on Redis
         self._pool = Slots(self.concurrency, "cronsvc-run")
         self.results = Results(self)
+        self._hand_over = self.results.hand_over
         # Around every run: the dead-man pings of the jobs that ask for them, and traces
         # when the OTEL_* variables ask for them.
         self.hooks = Hooks([Pinger(), *traces(self.worker_id, self.server_now)])
@@ -367,6 +380,10 @@ class Worker:
         runs: list[Running] = []
         unknown = []
         add = runs.append
+        # Sorted as they are made (no other thread sees them before they are held, below).
+        plain: list[tuple[Running, Ready | None]] = []
+        on_loop: list[Running] = []
+        procs: list[tuple[Running]] = []
         jobs, traits = self.config.jobs, self._job_traits
         for claim in claims:
             name = claim.job
@@ -389,24 +406,19 @@ class Worker:
             run.cancel = Flag()
             run.claimed_at = claimed_at
             run.renewed_at = claimed_at
-            run.on_loop = hit[1] and claim.unreadable is None
+            run.on_loop = loop = hit[1] and claim.unreadable is None
             run.hooked = hit[2]
             run.procs = hit[3]
             run.counted = True
             add(run)
-        plain: list[tuple[Running]] = []
-        on_loop: list[Running] = []
-        procs: list[tuple[Running]] = []
+            if loop:
+                on_loop.append(run)
+            elif hit[3]:
+                procs.append((run,))
+            else:  # with what it calls, if it runs as _run_ready does
+                plain.append((run, hit[4]))
         with self._lock:
-            held = self._running.add
-            for run in runs:
-                held(run)
-                if run.on_loop:
-                    on_loop.append(run)
-                elif run.procs:
-                    procs.append((run,))
-                else:
-                    plain.append((run,))
+            self._running.update(runs)
             self._awaiting_n += len(on_loop)
             self._busy_n += len(runs) - len(on_loop)
         # Handed to the slots in one go: one lock and at most one thread called for them
@@ -424,12 +436,15 @@ class Worker:
             # has it.
             self._hand_back(keys, claim)
 
-    def _traits_of(self, job: Job) -> tuple[Job, bool, bool, bool]:
+    def _traits_of(self, job: Job) -> tuple[Job, bool, bool, bool, Ready | None]:
         """Whether runs of ``job`` go on the loop (:func:`runs_async`, which resolves the
         target of a call job), whether some hook wants them and whether they start
-        processes (:func:`starts_processes`): asked once per job of the config in force."""
-        hit = self._job_traits[job.name] = (
-            job, runs_async(job), self.hooks.wanted(job), starts_processes(job))
+        processes (:func:`starts_processes`); what they call if they run as
+        :meth:`_run_ready` runs them (untimed sync calls no hook wants): asked once per job
+        of the config in force."""
+        on_loop, hooked, procs = runs_async(job), self.hooks.wanted(job), starts_processes(job)
+        fast = None if on_loop or hooked or procs else ready(job)
+        hit = self._job_traits[job.name] = (job, on_loop, hooked, procs, fast)
         return hit
 
     def _runs_async(self, job: Job) -> bool:
@@ -496,10 +511,16 @@ class Worker:
         if outcome is None:
             self.free(run)
         else:
-            self.results.finished(run, outcome)
+            self._hand_over((run, outcome))  # results.finished(run, outcome)
 
-    def _run(self, run: Running) -> None:
+    def _run(self, run: Running, fast: Ready | None = None) -> None:
+        """Run a fire in this (slot) thread and hand its end over; ``fast``: what it calls,
+        for an untimed sync call no hook wants (:meth:`_traits_of`)."""
         claim = run.claim
+        if (fast is not None and claim.unreadable is None and not run.cancel.is_set()
+                and monotonic() - run.claimed_at < self.lease_ms / UNCHECKED):
+            self._run_ready(run, fast)
+            return
         ctx = self._context(run)
         outcome = None
         # A kind whose runs start processes holds them on the run's leash.
@@ -522,6 +543,36 @@ class Worker:
                 if run.hooked:
                     self.hooks.ended(run.job, ctx, done)
                 outcome = done  # none if a hook raised: then its fire is freed
+        except Exception:  # the run loop must survive anything a job does
+            log.exception("run of %s crashed the worker thread", claim.fire_id)
+        self._ended(run, outcome)
+
+    def _run_ready(self, run: Running, fast: Ready) -> None:
+        """The steps of :meth:`_run` and :func:`execute` for a call found ready to run
+        (:meth:`_run`): no hook wants it, no timeout, no cancel yet, its claim readable
+        and fresh (:meth:`Leases.still_held` at once), its target resolved. What each step
+        makes is the same; done in one frame, without the calls of the steps that have
+        nothing to do for it (a hook, a trace, a Stop, a kind's lookup, a lease's check)."""
+        claim, cancel = run.claim, run.cancel
+        outcome = None
+        try:
+            ctx = self._context(run)
+            # live.open(...), without its call; closed below
+            feed = LiveFeed(run.keys, claim.fire_id, claim.token, self.live)
+            started_ms = self.clock.now_ms()
+            t0 = monotonic()
+            try:
+                result = untimed_result(call_with(
+                    fast[0], fast[1], fast[2], fast[3], ctx, cancel, Kept(fast[4], feed)),
+                    cancel)
+            except Exception as exc:  # as execute: an outcome, whatever went wrong
+                result = crashed(exc)
+            duration_ms = int((monotonic() - t0) * 1000)
+            try:  # live.close(feed), without its call for a run that printed nothing
+                feed._unjoined.pop()
+            except IndexError:
+                self.live.close(feed)
+            outcome = outcome_of(result, started_ms, duration_ms)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
         self._ended(run, outcome)

@@ -3,12 +3,14 @@ workers of the tests (referenced as `tests.support.calls:<name>`)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
 
 from cronsvc import current, stopping
 from cronsvc.run.context import FireContext
+from cronsvc.run.within import RUN
 
 STARTED = threading.Event()
 SAW_STOP = threading.Event()
@@ -60,3 +62,23 @@ def thread_name() -> str:
 def set_event(event: threading.Event) -> None:
     """Sets ``event`` (a cancel, while the call runs) and returns."""
     event.set()
+
+
+def loud(times: int = 1) -> str:
+    """Prints, logs and returns something: what a run keeps of its output."""
+    for n in range(times):
+        print(f"line {n}")
+    logging.getLogger("tests.loud").warning("logged")
+    return "said"
+
+
+def cancel_self() -> None:
+    """Sets its own run's cancel (as a lost lease or a stop would, meanwhile) and returns."""
+    stop = RUN.get().stop
+    assert stop is not None
+    stop.set()
+
+
+def touch(path: str) -> None:
+    with open(path, "a"):
+        pass

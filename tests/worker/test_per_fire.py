@@ -25,6 +25,7 @@ from cronsvc.store.scripts import Claim, _claims
 from cronsvc.worker.live import LiveOutput
 from cronsvc.worker.running import Running
 from cronsvc.worker.worker import Worker
+from tests.support.calls import nothing
 from tests.support.wait import wait_for
 
 K = Keys()
@@ -172,7 +173,8 @@ def test_the_runs_a_claim_starts_are_as_their_init_would_make(
     handed: list[tuple[Running, ...]] = []
     worker._pool.submit_many = lambda fn, each: handed.extend(each)  # type: ignore[method-assign]
     worker._start(K, [claim], 5.0)
-    [(run,)] = handed
+    [(run, fast)] = handed
+    assert fast is not None and fast.fn is nothing  # an untimed sync call: _run_ready's
     made = Running(claim, job, K, 5.0, 5.0, False, worker.hooks.wanted(job), False, True)
     assert type(run) is Running and type(run.cancel) is Flag
     assert {k: v for k, v in vars(run).items() if k != "cancel"} == {
