@@ -41,6 +41,24 @@ FOUND_FOR = 5.0
 _found: dict[tuple[str, str], tuple[str | None, float]] = {}
 
 
+_environ: tuple[dict[bytes, bytes], dict[str, str]] = ({}, {})
+
+
+def environ() -> dict[str, str]:
+    """``os.environ`` as a dict (not to be changed: a command's environment is made from
+    it), copied again only once it has changed. A copy through the mapping decodes every
+    entry, about 50 µs a command for 35 variables; comparing the bytes it keeps underneath
+    with those of the last copy is one loop in C."""
+    global _environ
+    data = getattr(os.environ, "_data", None)
+    if not isinstance(data, dict):  # not CPython's os.environ: copied each time
+        return dict(os.environ)
+    cached = _environ
+    if cached[0] != data:
+        cached = _environ = (data.copy(), dict(os.environ))
+    return cached[1]
+
+
 def run_group(argv: list[str], cwd: str | None, env: dict[str, str], stop: Stop) -> Result:
     """Run ``argv`` in a process group of its own until it exits or ``stop`` ends it."""
     watched = stop.guard is not None and stop.guard.starting(env)

@@ -145,6 +145,16 @@ def test_os_environ_is_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
     assert out.output == "yes\n"
 
 
+def test_os_environ_is_inherited_as_it_is_at_each_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = py("import os; print(os.environ.get('CRONSVC_TEST_CHANGED', '-'))")
+    monkeypatch.setenv("CRONSVC_TEST_CHANGED", "one")
+    assert run(shown).output == "one\n"
+    monkeypatch.setenv("CRONSVC_TEST_CHANGED", "two")
+    assert run(shown).output == "two\n"
+    monkeypatch.delenv("CRONSVC_TEST_CHANGED")
+    assert run(shown).output == "-\n"
+
+
 def test_cronsvc_variables_arrive() -> None:
     ctx = FireContext(job="t", fire_id=f"t@{DUE_MS}#tabc123", scheduled_ms=DUE_MS + 5,
                       attempt=3, worker="host:42", payload={"a": [1, "x"]})
