@@ -10,7 +10,6 @@ the tail of its output, stdout and stderr merged.
 
 from __future__ import annotations
 
-import os
 import shlex
 from typing import Any
 
@@ -19,7 +18,7 @@ from pydantic import ValidationInfo, field_validator
 from cronsvc.kinds.kind import Fields, Kind, as_text
 from cronsvc.run.context import FireContext
 from cronsvc.run.outcome import Result, Stop
-from cronsvc.run.processes import run_group
+from cronsvc.run.processes import environ, run_group
 
 
 class CommandFields(Fields):
@@ -62,7 +61,7 @@ class Command(Kind):
     def run(self, job: Any, ctx: FireContext, stop: Stop) -> Result:
         argv = ["/bin/sh", "-c", " ".join(job.command)] if job.shell else list(job.command)
         # CRONSVC_* last: a job's own env must not be able to fake its fire identity.
-        env = {**os.environ, **job.env, **ctx.env()}
+        env = {**environ(), **job.env, **ctx.env()}
         return run_group(argv, job.cwd, env, stop)
 
     def shown(self, job: Any) -> dict[str, Any]:

@@ -82,12 +82,13 @@ def margin(lease: float) -> float:
 # -- the worker's end ------------------------------------------------------------
 class Watchdog:
     """The worker's handle on its watchdog process: started by :meth:`start` or the first
-    :meth:`hold`, started again (holding every group again) when it is found dead. Never raises:
-    without a watchdog, a command still dies with its worker's direct child."""
+    :meth:`hold`, started again (holding every group again) when a message finds it gone.
+    Never raises: without a watchdog, a command still dies with its worker's direct child."""
 
     def __init__(self, channel: int | None = None) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._fd = -1  # the write end of self._proc's pipe, while it is ours
         self._held: dict[int, float] = {}
         self._closed = False
         # The write end of a watchdog this process shares with others (their supervisor
@@ -118,10 +119,9 @@ class Watchdog:
         held, it is killed at ``deadline`` or with this process. False when no watchdog
         runs to be told."""
         with self._lock:
-            if self._closed or (self._channel is None and self.pid is None):
-                return False
-            self._send(f"?{os.getpid()} {deadline:.6f} {mark[0]} {mark[1]}\n")
-            return True
+            if self._closed or (self._channel is None and self._proc is None):
+                return False  # never started (or could not be)
+            return self._send(f"?{os.getpid()} {deadline:.6f} {mark[0]} {mark[1]}\n")
 
     def hold(self, pgid: int, deadline: float, mark: Mark | None = None) -> None:
         """Kill group ``pgid`` at ``deadline`` (monotonic), unless moved or released (the
@@ -153,7 +153,7 @@ class Watchdog:
         shared one: what this process holds, and it runs on for the others)."""
         with self._lock:
             self._closed = True
-            proc, self._proc = self._proc, None
+            proc, self._proc, self._fd = self._proc, None, -1
             channel, self._channel = self._channel, None
         if channel is not None:
             try:
@@ -168,26 +168,36 @@ class Watchdog:
             except subprocess.TimeoutExpired:
                 log.warning("watchdog %d did not exit", proc.pid)
 
-    def _send(self, line: str) -> None:
+    def _send(self, line: str) -> bool:
+        """Tell the watchdog ``line``; False if no watchdog could be told. One found gone
+        (its pipe broken: nothing else holds the read end) is replaced by a new one, given
+        every group held and then ``line``. Nothing is asked of the process otherwise: a
+        poll of it per message cost two waitpid calls a command, under the lock."""
         if self._closed:
-            return
+            return False
         if self._channel is not None:
             try:
                 _write(self._channel, line)
-                return
+                return True
             except OSError as exc:  # the shared one is gone: run one of our own
                 log.warning("the shared watchdog is gone (%s); starting this process's own",
                             exc)
                 os.close(self._channel)
                 self._channel = None
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
+        elif self._fd >= 0:
             try:
-                _write(proc.stdin.fileno() if proc.stdin else -1, line)
-                return
+                _write(self._fd, line)
+                return True
             except OSError:
-                pass  # gone meanwhile: a new one gets every group below
+                pass  # gone: a new one gets every group below
         self._start()
+        if self._fd < 0:
+            return False
+        try:
+            _write(self._fd, line)
+        except OSError:
+            return False
+        return True
 
     def _start(self) -> None:
         """Start a watchdog and hand it every group held."""
@@ -195,6 +205,7 @@ class Watchdog:
             log.warning("watchdog %d is gone (%s); starting another", self._proc.pid,
                         self._proc.poll())
             _close_quietly(self._proc)
+        self._fd = -1
         try:
             # -I -S: stdlib only, no user site or PYTHON* variables, a quicker start.
             # Its own session: a signal to the worker's process group leaves it running.
@@ -205,6 +216,7 @@ class Watchdog:
             assert self._proc.stdin is not None
             _write(self._proc.stdin.fileno(), "".join(
                 _hold(pgid, deadline) for pgid, deadline in self._held.items()))
+            self._fd = self._proc.stdin.fileno()
         except OSError as exc:
             log.error("cannot run the watchdog, commands may outlive their lease: %s", exc)
             self._proc = None
@@ -245,7 +257,8 @@ class Leash:
         """Announce the command about to start with ``env`` (its fire and attempt); False
         when it cannot be found that way, so it must die with its worker otherwise."""
         fire, attempt = env.get("CRONSVC_FIRE_ID", ""), env.get("CRONSVC_ATTEMPT", "")
-        if not fire or not attempt or any(c.isspace() for c in fire + attempt):
+        # Each one word: not empty, no white space (split() splits at what isspace() sees).
+        if fire.split() != [fire] or attempt.split() != [attempt]:
             return False
         self.mark = (fire, attempt)
         return self.watchdog.announce(self.mark, self.deadline())

@@ -32,6 +32,11 @@ ORPHAN_CHECK = 2.0
 # An announced command is looked for twice, this far apart: one started in the very
 # instant of the first look may not have its environment or its session yet.
 LOOK_AGAIN = 0.2
+# How long messages gather in the pipe after a read before the next: a worker starting
+# commands sends three a command, and one wake-up per message took a core from the
+# commands and the worker for each. What the watchdog does is due a margin ahead (a
+# second, or a fifth of the lease), and it is never more than this late for it.
+GATHER = 0.005
 
 Mark = tuple[str, str]  # (fire id, attempt): how an announced command is found
 
@@ -113,6 +118,7 @@ def serve(fd: int = 0) -> None:
         *lines, pending = (pending + data).split(b"\n")
         for line in lines:
             held.apply(line.decode("ascii", "replace"))
+        time.sleep(GATHER)
 
 
 def kill_group(pgid: int, why: str) -> None:

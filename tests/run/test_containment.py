@@ -91,6 +91,26 @@ def test_the_watchdog_kills_a_group_whose_deadline_passed_and_only_that_one(grou
         dog.close()
 
 
+def test_a_watchdog_found_gone_is_replaced_and_holds_every_group_again(groups) -> None:  # type: ignore[no-untyped-def]
+    # Killed, it is found gone by the next message (its pipe broken): the new one gets
+    # the groups held before and that message, and kills them at their deadline.
+    dog = Watchdog()
+    try:
+        first, second = groups(), groups()
+        tree = members(first.pid) + members(second.pid)
+        now = time.monotonic()
+        dog.hold(first.pid, now + 1.0)
+        old = dog.pid
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: gone(old), message="the watchdog to die")
+        dog.hold(second.pid, now + 1.0)
+        assert dog.pid not in (None, old)
+        wait_for(lambda: all(gone(pid) for pid in tree), message="both groups to be killed")
+    finally:
+        dog.close()
+
+
 def test_the_watchdog_kills_everything_it_holds_when_its_worker_is_killed(  # type: ignore[no-untyped-def]
     groups, tmp_path: Path
 ) -> None:

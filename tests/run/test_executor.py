@@ -7,6 +7,7 @@ import os
 import shlex
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from cronsvc.clock import FixedClock
 from cronsvc.kinds import execute
 from cronsvc.run import processes
 from cronsvc.run.context import FireContext
-from cronsvc.run.outcome import OUTPUT_CAP, Outcome
+from cronsvc.run.outcome import OUTPUT_CAP, Outcome, Stop
+from cronsvc.run.watchdog import Leash, Watchdog
 from tests.support import calls
 from tests.support.output import numbered, split_at_gap
 from tests.support.wait import wait_for
@@ -143,6 +145,16 @@ def test_os_environ_is_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
     assert out.output == "yes\n"
 
 
+def test_os_environ_is_inherited_as_it_is_at_each_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = py("import os; print(os.environ.get('CRONSVC_TEST_CHANGED', '-'))")
+    monkeypatch.setenv("CRONSVC_TEST_CHANGED", "one")
+    assert run(shown).output == "one\n"
+    monkeypatch.setenv("CRONSVC_TEST_CHANGED", "two")
+    assert run(shown).output == "two\n"
+    monkeypatch.delenv("CRONSVC_TEST_CHANGED")
+    assert run(shown).output == "-\n"
+
+
 def test_cronsvc_variables_arrive() -> None:
     ctx = FireContext(job="t", fire_id=f"t@{DUE_MS}#tabc123", scheduled_ms=DUE_MS + 5,
                       attempt=3, worker="host:42", payload={"a": [1, "x"]})
@@ -249,6 +261,34 @@ def test_command_not_found() -> None:
     out = run(make_job(command=["no-such-command-cronsvc", "x"]))
     assert (out.status, out.exit_code) == ("failed", None)
     assert out.error == "command not found: no-such-command-cronsvc"
+
+
+def test_a_program_gone_from_where_it_was_found_is_looked_for_again(tmp_path: Path) -> None:
+    # Where a program was found on its PATH is kept a while: once it is not there, the
+    # command still runs the one the PATH has now.
+    first, second = tmp_path / "first", tmp_path / "second"
+    env = {**os.environ, "PATH": f"{first}:{second}", "CRONSVC_FIRE_ID": "t@1",
+           "CRONSVC_ATTEMPT": "1"}
+
+    def put(where: Path, says: str) -> None:
+        where.mkdir(exist_ok=True)
+        (where / "cronsvc-says").write_text(f"#!/bin/sh\necho {says}\n")
+        (where / "cronsvc-says").chmod(0o755)
+
+    dog = Watchdog()
+    dog.start()
+    try:
+        def says() -> str:
+            leash = Leash(dog, lambda: time.monotonic() + 60)
+            return processes.run_group(["cronsvc-says"], None, dict(env),
+                                       Stop(threading.Event(), guard=leash)).output
+        put(first, "first")
+        assert says() == "first\n"
+        (first / "cronsvc-says").unlink()
+        put(second, "second")
+        assert says() == "second\n"
+    finally:
+        dog.close()
 
 
 def test_program_not_executable(tmp_path: Path) -> None:
