@@ -418,7 +418,7 @@ class ScheduleOps:
         each call's new rows (and their ids) and other rows in the order the reply gives
         them, and whether one of them fires soon. A row sent unread with nothing to queue
         yet, of the first row's actor, goes as a new one: its line as stored, written at
-        ``now`` (a bulk load's rows, four arguments each)."""
+        ``now`` (a bulk load's rows, three arguments each)."""
         plan, quiet_marks = self.first_fires.plan, self.first_fires.quiet_marks
         heads: dict[str, str] = {}  # actor -> what a line created now by the actor starts with
         none: tuple[Any, ...] = ()
@@ -428,7 +428,7 @@ class ScheduleOps:
             for i, j in _calls(len(rows)):
                 part: list[SetRow] = []
                 others: list[Row] = []
-                new: dict[str, tuple[list[str], list[str | int]]] = {}
+                new: dict[str, tuple[list[str], list[int]]] = {}
                 new_rows: dict[str, list[Row]] = {}
                 soon = False
                 chunk = rows[i:j]
@@ -446,13 +446,11 @@ class ScheduleOps:
                         quiet = [mark for mark in marks if mark is not None]
                         hard = [row for row, mark in zip(chunk, marks, strict=True)
                                 if mark is None]
-                    ids = list(map(_ID, easy))
                     pairs: list[str] = [""] * (2 * len(easy))
-                    pairs[::2], pairs[1::2] = ids, [head + c for c in map(_CONTENT, easy)]
-                    scored: list[str | int] = [""] * (2 * len(easy))
-                    scored[::2], scored[1::2] = quiet, ids
+                    pairs[::2] = map(_ID, easy)
+                    pairs[1::2] = [head + c for c in map(_CONTENT, easy)]
                     if easy:  # a group holds one at least
-                        new[chunk[0].job], new_rows[chunk[0].job] = (pairs, scored), easy
+                        new[chunk[0].job], new_rows[chunk[0].job] = (pairs, quiet), easy
                     chunk = hard
                     marks = [None] * len(chunk)
                 for row, new_mark in zip(chunk, marks, strict=True):
@@ -467,7 +465,7 @@ class ScheduleOps:
                             group = new[row.job] = ([], [])
                             new_rows[row.job] = []
                         group[0].extend((row.id, head + row.content))
-                        group[1].extend((new_mark, row.id))
+                        group[1].append(new_mark)
                         new_rows[row.job].append(row)
                         continue
                     rev: int | str
