@@ -13,8 +13,9 @@
 -- ARGV[2] g: the groups of new ones (schedules not read first, most of a bulk load, with
 --         no fire to queue now)
 -- ARGV[3..] the g groups, each: a job, n, then n times an id and its line to store (rev
---         1, written by the caller), then n times its new mark and the id again (as HSET
---         and ZADD take them). One that is not there is created; one there with this
+--         1, written by the caller, as HSET takes them), then n times its new mark (each
+--         id once: the marks' ZADD arguments are made here). One that is not there is
+--         created; one there with this
 --         definition is unchanged; another is left as it is (retry: read it first). A mark
 --         of no schedule is overwritten, as a read would (it reads nothing to unqueue).
 --         Then m, the other schedules of this call (each id once in all of the call), each:
@@ -53,7 +54,7 @@ for _ = 1, tonumber(ARGV[2]) do  -- the ids of the new ones
     n_new = n_new + 1
     sids[n_new] = ARGV[f]
   end
-  i = i + 2 + 4 * n
+  i = i + 2 + 3 * n
 end
 local others_at = i
 local starts, other_sids = {}, {}
@@ -80,7 +81,11 @@ for _ = 1, tonumber(ARGV[2]) do
   end
   if not there then
     bulk('HSET', KEYS[1], ARGV, 2, nil, pairs_at, marks_at - 1)
-    bulk('ZADD', KEYS[2], ARGV, 2, nil, marks_at, marks_at + 2 * n - 1)
+    local scored, argv = {}, ARGV
+    for k = 0, n - 1 do
+      scored[2 * k + 1], scored[2 * k + 2] = argv[marks_at + k], argv[pairs_at + 2 * k]
+    end
+    bulk('ZADD', KEYS[2], scored, 2)
     letters[#letters + 1] = string.rep('n', n)
     made = n
     first_created = first_created or ARGV[pairs_at]
@@ -92,7 +97,7 @@ for _ = 1, tonumber(ARGV[2]) do
         local sid = ARGV[pairs_at + 2 * k]
         n_sets = n_sets + 2
         sets[n_sets - 1], sets[n_sets] = sid, sent
-        marks[n_sets - 1], marks[n_sets] = ARGV[marks_at + 2 * k], sid
+        marks[n_sets - 1], marks[n_sets] = ARGV[marks_at + k], sid
         made = made + 1
         first_created, last_created = first_created or sid, sid
         letters[#letters + 1] = 'n'
@@ -104,7 +109,7 @@ for _ = 1, tonumber(ARGV[2]) do
     end
   end
   r = r + n
-  i = marks_at + 2 * n
+  i = marks_at + n
   if made > 0 then
     counts[job] = (counts[job] or 0) + made
     n_created = n_created + made

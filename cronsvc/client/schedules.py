@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Protocol, cast
 
 import redis
@@ -35,7 +37,7 @@ from cronsvc.schedule.runtime import (
     parse_stored,
     with_paused,
 )
-from cronsvc.schedule.upserts import FirstFires, Row, Rows, Whens, row_of
+from cronsvc.schedule.upserts import FirstFires, Row, Rows, Whens, collector_held, row_of
 from cronsvc.store.replies import json_object, text
 from cronsvc.store.scripts import NEW_OUTCOMES, UNREAD, NewRows, Scripts, SetRow
 
@@ -47,6 +49,10 @@ HORIZON_MS = 2 * 3_600_000
 PER_CALL = 250
 FIRST_CALL = 50
 PER_READ = 10_000
+_ID, _JOB, _ACTOR, _CONTENT = (attrgetter(f) for f in ("id", "job", "actor", "content"))
+#: What was read of a schedule before its change: its rev and mark, and the fires of its
+#: definition to unqueue.
+Read = tuple[int, float | None, Sequence[str]]
 #: Attempts of a compare-and-set that others keep moving before giving up.
 ATTEMPTS = 20
 #: Fires of a definition are due after it was written, less this: the time read before
@@ -112,13 +118,16 @@ class ScheduleOps:
     def upsert_schedules(self, items: Iterable[Mapping[str, Any]]) -> list[Outcome]:
         """:meth:`upsert_schedule` for many at once, in a few round trips per shard: the
         outcome of each, in order. Every item is checked before anything changes."""
-        items = list(items)
+        with collector_held():
+            return self._upsert_all(list(items))
+
+    def _upsert_all(self, items: list[Mapping[str, Any]]) -> list[Outcome]:
         named = {job for item in items if isinstance(job := item.get("job"), str)}
         now, jobs, until, pools = self._context(named)
         made = Rows(jobs, self.core.actor, lambda item: self._build(item, now, jobs),
                     self.whens)
         rows = made.rows(items)
-        if len({row.id for row in rows}) < len(rows):
+        if len(set(map(_ID, rows))) < len(rows):
             seen: set[str] = set()
             for row in rows:
                 if row.id in seen:
@@ -137,11 +146,11 @@ class ScheduleOps:
         changed = {o: counted[o] for o in ("created", "changed")}
         if any(changed.values()):
             target = rows[0].id if len(rows) == 1 else f"{len(rows)} schedules"
-            by = {row.actor for row in rows}  # the actor the call named, as the records say
+            by = set(map(_ACTOR, rows))  # the actor the call named, as the records say
             self.core.audited("schedule-set", target, None, job=rows[0].job if len(rows) == 1
                               else None, by=by.pop() if len(by) == 1 else None, at_ms=at[0],
                               **{k: v for k, v in changed.items() if v})
-        return [outcomes[row.id] for row in rows]
+        return list(map(outcomes.__getitem__, map(_ID, rows)))
 
     def _context(self, named: set[str]
                  ) -> tuple[int, set[str], int, dict[int | None, dict[str, str]]]:
@@ -318,22 +327,23 @@ class ScheduleOps:
         for attempt in range(ATTEMPTS):
             if not pending:
                 break
-            todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]] = {}
+            todo: dict[str, list[Row]] = {}
+            reads: dict[str, Read] = {}  # none: sent unread
             if unread:  # the script reads them: those that are there come back as retry
                 if len(set(pools.values())) == 1:
-                    todo[next(iter(pools.values()))] = [(row, UNREAD, None, ()) for row in pending]
+                    todo[next(iter(pools.values()))] = pending
                 else:
                     for row in pending:
-                        todo.setdefault(pools[row.job], []).append((row, UNREAD, None, ()))
+                        todo.setdefault(pools[row.job], []).append(row)
             else:
-                new = self._todo(keys, pending, pools, expect_rev, outcomes, todo)
+                new = self._todo(keys, pending, pools, expect_rev, outcomes, todo, reads)
                 if new is None:
                     return None
                 if attempt == 0 and expect_rev is None:  # mostly new: the next goes unread
                     self.unread_first = 2 * new > len(pending)
             sent: list[tuple[list[Row], list[str], list[Row], bool]] = []
             replies = self.scripts.schedule_set_stream(
-                keys, self._set_calls(keys, todo, now, until, sent))
+                keys, self._set_calls(keys, todo, reads, now, until, sent))
             retry = []
             created = 0
             for (new_sent, new_ids, rows_sent, soon), (letters, then, reply) in zip(
@@ -369,11 +379,11 @@ class ScheduleOps:
 
     def _todo(self, keys: Keys, pending: Sequence[Row], pools: Mapping[str, str],
               expect_rev: int | None, outcomes: dict[str, Outcome],
-              todo: dict[str, list[tuple[Row, int | str, float | None, Sequence[str]]]]
-              ) -> int | None:
-        """Read ``pending`` and add to ``todo`` what to send for each (per pool: row, rev
-        and mark read, fires to unqueue); those found unchanged go to ``outcomes``. How
-        many were not there; None if ``expect_rev`` no longer holds."""
+              todo: dict[str, list[Row]], reads: dict[str, Read]) -> int | None:
+        """Read ``pending`` and add to ``todo`` the rows to send (per pool), to ``reads``
+        what was read of each (rev and mark read, fires to unqueue); those found unchanged
+        go to ``outcomes``. How many were not there; None if ``expect_rev`` no longer
+        holds."""
         lines, marks, lowest = self._read(keys, [row.id for row in pending],
                                           set(pools.values()))
         # What can fail (a stored line that does not read) fails here, before any call of
@@ -395,53 +405,77 @@ class ScheduleOps:
                 # A changed schedule's old fires wait in the queue of its job's pool: the
                 # same unless it now runs a job of another pool (the claim drops those).
                 rev, unqueue = old.rev, _old_fires(old, mark, lowest.get(pools[row.job]))
-            todo.setdefault(pools[row.job], []).append((row, rev, mark, unqueue))
+            todo.setdefault(pools[row.job], []).append(row)
+            reads[row.id] = (rev, mark, unqueue)
         return lines.count(None)
 
-    def _set_calls(self, keys: Keys,
-                   todo: Mapping[str, list[tuple[Row, int | str, float | None, Sequence[str]]]],
+    def _set_calls(self, keys: Keys, todo: Mapping[str, list[Row]], reads: Mapping[str, Read],
                    now: int, until: int, sent: list[tuple[list[Row], list[str], list[Row], bool]]
                    ) -> Iterator[tuple[Keys, NewRows, list[SetRow]]]:
-        """The script calls of schedule-set for ``todo`` (per pool: row, rev and mark read,
-        fires to unqueue; the fires after ``now`` up to ``until`` queued), each made while
-        the one before runs; ``sent`` gets each call's new rows (and their ids) and other
-        rows in the order the reply gives them, and whether one of them fires soon. A row
-        sent unread with nothing to queue yet, of the first row's actor, goes as a new one:
-        its line as stored, written at ``now`` (a bulk load's rows, four arguments each)."""
-        plan, nexts = self.first_fires.plan, self.first_fires.nexts
+        """The script calls of schedule-set for ``todo`` (per pool: the rows; ``reads``: the
+        rev and mark read of each row read first, and its fires to unqueue; the fires after
+        ``now`` up to ``until`` queued), each made while the one before runs; ``sent`` gets
+        each call's new rows (and their ids) and other rows in the order the reply gives
+        them, and whether one of them fires soon. A row sent unread with nothing to queue
+        yet, of the first row's actor, goes as a new one: its line as stored, written at
+        ``now`` (a bulk load's rows, three arguments each)."""
+        plan, quiet_marks = self.first_fires.plan, self.first_fires.quiet_marks
         heads: dict[str, str] = {}  # actor -> what a line created now by the actor starts with
+        none: tuple[Any, ...] = ()
+        dues: Sequence[int]
+        unqueue: Sequence[str]
         for pool, rows in todo.items():
             for i, j in _calls(len(rows)):
                 part: list[SetRow] = []
                 others: list[Row] = []
-                new: dict[str, tuple[list[str], list[str | int]]] = {}
+                new: dict[str, tuple[list[str], list[int]]] = {}
                 new_rows: dict[str, list[Row]] = {}
                 soon = False
                 chunk = rows[i:j]
-                actor = chunk[0][0].actor
+                actor = chunk[0].actor
                 head = heads.get(actor) or heads.setdefault(actor, line_head(1, now, now, actor))
-                dues: list[int]
-                for row, rev, mark, unqueue in chunk:
-                    after = nexts.get(row.when)  # most: nothing due before the next look
-                    if after is not None and after[0] <= now and until < after[1] and (
-                            not row.paused):
-                        dues, new_mark = [], after[1] - 1
-                    else:
+                marks = quiet_marks(chunk, now, until)
+                if not reads and len(set(map(_JOB, chunk))) == 1 and len(
+                        set(map(_ACTOR, chunk))) == 1:
+                    # a bulk load's call: the rows with nothing to queue go as they are,
+                    # their arguments made list by list (the rest one by one below)
+                    easy, quiet, hard = chunk, cast("list[int]", marks), []
+                    if None in marks:
+                        flags = [mark is not None for mark in marks]
+                        easy = list(compress(chunk, flags))
+                        quiet = [mark for mark in marks if mark is not None]
+                        hard = [row for row, mark in zip(chunk, marks, strict=True)
+                                if mark is None]
+                    pairs: list[str] = [""] * (2 * len(easy))
+                    pairs[::2] = map(_ID, easy)
+                    pairs[1::2] = [head + c for c in map(_CONTENT, easy)]
+                    if easy:  # a group holds one at least
+                        new[chunk[0].job], new_rows[chunk[0].job] = (pairs, quiet), easy
+                    chunk = hard
+                    marks = [None] * len(chunk)
+                for row, new_mark in zip(chunk, marks, strict=True):
+                    if new_mark is None:
                         dues, new_mark = plan(row, now, until)
-                    if not dues and rev is UNREAD and row.actor == actor:
+                    else:
+                        dues = none
+                    read = reads.get(row.id) if reads else None
+                    if read is None and not dues and row.actor == actor:
                         group = new.get(row.job)
                         if group is None:
                             group = new[row.job] = ([], [])
                             new_rows[row.job] = []
                         group[0].extend((row.id, head + row.content))
-                        group[1].extend((new_mark, row.id))
+                        group[1].append(new_mark)
                         new_rows[row.job].append(row)
                         continue
+                    rev: int | str
+                    rev, mark, unqueue = read or (UNREAD, None, none)
                     soon = soon or bool(dues and dues[0] <= now + WAKE_WITHIN_MS)
                     part.append((row.id, rev, mark, row.content, row.actor, new_mark, unqueue,
                                  dues))
                     others.append(row)
-                sent.append(([row for group in new_rows.values() for row in group],
+                sent.append((new_rows.popitem()[1] if len(new_rows) == 1 else
+                             [row for group in new_rows.values() for row in group],
                              [sid for lines, _ in new.values() for sid in lines[::2]],
                              others, soon))
                 yield keys.with_pool(pool), new, part

@@ -391,6 +391,13 @@ _C_ENCODE = c_make_encoder and c_make_encoder(
 def stored_json(value: Any) -> str:
     """JSON as stored: compact, keys sorted, no NaN; ValueError or TypeError if ``value``
     is not JSON."""
+    if type(value) is dict and len(value) == 1:  # most payloads: {"user": 42}, in half the time
+        for key, item in value.items():
+            if type(key) is str:
+                if type(item) is int:
+                    return f"{{{encode_basestring_ascii(key)}:{int.__repr__(item)}}}"
+                if type(item) is str:
+                    return f"{{{encode_basestring_ascii(key)}:{encode_basestring_ascii(item)}}}"
     if _C_ENCODE is None:
         return _ENCODER.encode(value)
     try:

@@ -10,8 +10,10 @@ through :func:`cronsvc.schedule.runtime.build`, so its error is the same word fo
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from cronsvc.errors import ScheduleError
@@ -41,6 +43,38 @@ _PLAIN = frozenset({"id", "job", "cron", "every", "timezone", "payload", "paused
 _KEPT = 100_000
 
 
+@contextmanager
+def collector_held() -> Iterator[None]:
+    """Python's cycle collector held off for one batch. A batch makes thousands of short-lived
+    tuples and lists: each 700 of them the collector walks the young objects, and now and
+    then every object the caller holds (a million items waiting for their turn: half a
+    second). Nothing of a batch lives in a cycle, so the collector has nothing to find in
+    it; its count falls back as the batch's objects go. Left as it was if it was off (the
+    caller's choice), and on again after, even on an error."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class Shape:
+    """A plain (job, cron, every, timezone) checked: its stored when, its spec, what the
+    definition of a schedule of it with the job's policy starts with (its payload
+    follows), and once planned, ``quiet``: (lo, fire) with no fire in (lo, fire), as
+    :attr:`FirstFires.nexts` says of its when (kept here too: a batch's rows reach it
+    without a look-up in a dict of thousands)."""
+
+    __slots__ = ("when", "spec", "start", "quiet")
+
+    def __init__(self, when: str, spec: Spec, start: str) -> None:
+        self.when, self.spec, self.start = when, spec, start
+        self.quiet: tuple[int, int] | None = None
+
+
 class Row(NamedTuple):
     """One schedule to set, as stored: its line after ``actor``, and how it fires."""
 
@@ -52,6 +86,7 @@ class Row(NamedTuple):
     when: str  # the stored when of a plain schedule ("" for another shape)
     spec: Spec | None  # a plain schedule's
     schedule: RuntimeSchedule | None  # the whole schedule of another shape
+    shape: Shape | None = None  # a plain schedule's
 
 
 def row_of(s: RuntimeSchedule) -> Row:
@@ -59,8 +94,8 @@ def row_of(s: RuntimeSchedule) -> Row:
     return Row(s.id, s.job, s.content, s.actor, s.paused, "", None, s)
 
 
-#: The stored when and the spec of each plain (cron, every, timezone) checked so far.
-Whens = dict[tuple[Any, Any, Any], tuple[str, Spec]]
+#: The shape of each plain (job, cron, every, timezone) checked so far.
+Whens = dict[tuple[Any, Any, Any, Any], Shape]
 
 
 class Rows:
@@ -96,7 +131,7 @@ class Rows:
                          and (actor is None or type(actor) is str)  # else build() says so
                          and type(every) is not bool  # True == 1
                          and valid_id(sid) is not None and (
-                             specs.get(key := (get("cron"), every, get("timezone", "UTC")))
+                             specs.get(key := (job, get("cron"), every, get("timezone", "UTC")))
                              or when_of(*key)))
                 text = None if not known or (catch_up is not None and catch_up not in CATCH_UP) or (
                     overlap is not None and overlap not in OVERLAP) else (
@@ -107,17 +142,17 @@ class Rows:
                                 and len(text.encode()) > MAX_PAYLOAD_BYTES):
                 add(row_of(self.slow(dict(item))))
                 continue
-            when, spec = known  # type: ignore[misc]
+            shape: Shape = known  # type: ignore[assignment]
             paused = bool(get("paused"))
-            policy = policy_of(paused, catch_up, None, overlap) if (
-                paused or catch_up or overlap) else ""
-            add(new(Row, (sid, job, content_of(job, policy, when, text),
-                          actor_of(actor) if actor else default_actor, paused, when, spec,
-                          None)))
+            add(new(Row, (sid, job, content_of(job, policy_of(paused, catch_up, None, overlap),
+                                                shape.when, text)
+                          if paused or catch_up or overlap else shape.start + text,
+                          actor_of(actor) if actor else default_actor, paused, shape.when,
+                          shape.spec, None, shape)))
         return out
 
-    def _when(self, cron: Any, every: Any, timezone: Any) -> tuple[str, Spec] | None:
-        """The stored when and the spec of a plain schedule not met before, checked."""
+    def _when(self, job: str, cron: Any, every: Any, timezone: Any) -> Shape | None:
+        """The shape of a plain schedule not met before, checked."""
         if type(timezone) is not str or (cron is None) == (every is None):
             return None
         try:
@@ -131,8 +166,10 @@ class Rows:
             return None
         if len(self.specs) >= _KEPT:
             self.specs.clear()
-        known = self.specs[cron, every, timezone] = (compact_when(cron, every_ms, timezone),
-                                   Spec(cron=cron, timezone=timezone, every_ms=every_ms))
+        when = compact_when(cron, every_ms, timezone)
+        known = self.specs[job, cron, every, timezone] = Shape(
+            when, Spec(cron=cron, timezone=timezone, every_ms=every_ms),
+            content_of(job, "", when, ""))  # the payload is last
         return known
 
 
@@ -153,6 +190,15 @@ class FirstFires:
         #: ``after_ms`` in [lo, fire) up to before ``fire`` queues nothing, and its mark is
         #: ``fire - 1`` (the callers' shortcut for most rows).
         self.nexts: dict[str, tuple[int, int]] = {}
+
+    def quiet_marks(self, rows: Sequence[Row], now: int, until: int) -> list[int | None]:
+        """The new mark of each row that queues nothing in (now, until], by what
+        :attr:`nexts` knows (most rows of a bulk load, once their ``when`` was planned):
+        its next fire less 1; None where :meth:`plan` must say (a paused row too)."""
+        nexts = self.nexts
+        return [None if (after := row.shape.quiet if row.shape else nexts.get(row.when)) is None
+                or row.paused or after[0] > now or until >= after[1] else after[1] - 1
+                for row in rows]
 
     def plan(self, row: Row, after_ms: int, until_ms: int,
              max_ahead: int = MAX_AHEAD) -> tuple[list[int], int]:
@@ -179,8 +225,10 @@ class FirstFires:
         last = bisect_right(fires, until)
         first = bisect_right(fires, after_ms, 0, last)
         if first == last and last < len(fires):  # nothing due yet (most): the next is in sight
-            self.nexts[row.when] = (max(window[0], fires[first - 1] if first else window[0]),
-                                    fires[last])
+            quiet = self.nexts[row.when] = (
+                max(window[0], fires[first - 1] if first else window[0]), fires[last])
+            if row.shape is not None:
+                row.shape.quiet = quiet
             return [], fires[last] - 1
         dues = fires[first:last]
         if len(dues) > max_ahead:

@@ -117,8 +117,8 @@ NEW_OUTCOMES = {"n": "created", "u": "unchanged", "r": "retry"}
 #: new mark, unqueue, dues.
 SetRow = tuple[str, int | str, float | None, str, str, int, Sequence[str], Sequence[int]]
 #: New schedules sent unread with no fire to queue yet: per job, the id and the line to
-#: store (rev 1) of each, one after the other; and the new mark and the id of each.
-NewRows = Mapping[str, tuple[Sequence[str], Sequence[str | int]]]
+#: store (rev 1) of each, one after the other; and the new mark of each, in that order.
+NewRows = Mapping[str, tuple[Sequence[str], Sequence[int]]]
 #: The rev of a schedule not read first: schedule-set creates it if it is absent, finds it
 #: unchanged if it holds the definition, and replies retry (read it) otherwise.
 UNREAD = "?"

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from cronsvc.client.client import Client
+from cronsvc.client.schedules import HORIZON_MS
 from cronsvc.clock import FixedClock
 from cronsvc.errors import BadSchedule, UnknownSchedule
 from cronsvc.fires import fire_id, parse_fire, schedule_of
@@ -21,7 +22,13 @@ from cronsvc.keys import Keys
 from cronsvc.planner.planner import Planner
 from cronsvc.presence import planner_stale_ms
 from cronsvc.schedule.expand import next_fires
-from cronsvc.schedule.runtime import MAX_AHEAD, MAX_PAYLOAD_BYTES, parse_stored
+from cronsvc.schedule.runtime import (
+    MAX_AHEAD,
+    MAX_PAYLOAD_BYTES,
+    build,
+    parse_stored,
+    plan_schedule,
+)
 from cronsvc.store.scripts import UNREAD
 
 K = Keys()
@@ -237,6 +244,45 @@ def test_a_bulk_load_sent_unread_creates_only_what_is_not_there(
     latest = json.loads(r.lindex(K.events, 0))
     assert (latest["event"], latest["count"], latest["first"], latest["last"]) == (
         "schedules created", 3, "e0", "e2")
+
+
+@pytest.mark.parametrize("actors", [("signup",), ("signup", "import")])
+def test_a_bulk_call_stores_and_queues_what_each_schedule_plans(
+        client: Client, r: redis.Redis, actors: tuple[str, ...]) -> None:
+    # One actor: the rows with nothing to queue go list by list, the others (due soon,
+    # paused) one by one in the same call; two actors: every row one by one.
+    items: list[dict[str, object]] = []
+    for i in range(40):
+        item: dict[str, object] = {"id": f"mix:{i}", "job": "digest",
+                                   "actor": actors[i % len(actors)], "payload": {"user": i}}
+        if i % 7 == 0:
+            item["every"] = "1m"  # fires before the next look: queued now
+        else:
+            item["cron"] = f"{i} {i % 24} * * *"
+            item["timezone"] = ("UTC", "Europe/Berlin", "America/New_York")[i % 3]
+        if i % 5 == 0:
+            item["paused"] = True
+        items.append(item)
+    assert client.upsert_schedules(items) == ["created"] * len(items)
+    assert r.hget(K.schedule_counts, "digest") == str(len(items))
+    for item in items:
+        sid = str(item["id"])
+        s = client.get_schedule(sid)
+        fields = {k: v for k, v in item.items() if k not in ("id", "job")}
+        made = build(sid, job="digest", now_ms=s.created_ms, **fields)  # type: ignore[arg-type]
+        assert (s.content, s.actor, s.rev) == (made.content, item["actor"], 1), sid
+        dues, mark = plan_schedule(s, s.created_ms, s.created_ms + HORIZON_MS)
+        # a paused one's mark counts from the batch's clock, read before the script's
+        assert abs(r.zscore(K.schedule_marks, sid) - mark) <= (  # type: ignore[operator]
+            5_000 if item.get("paused") else 0), sid
+        expected = [fire_id("digest", due, schedule=sid) for due in dues]
+        assert set(queued(r, sid)) <= set(expected), sid
+        assert {fire_id("digest", due, schedule=sid) for due in dues
+                if due > s.created_ms + 60_000} <= set(queued(r, sid)), sid
+        if item.get("paused"):
+            assert queued(r, sid) == [], sid
+        elif "every" in item:
+            assert len(queued(r, sid)) >= 100, sid  # two hours of them: no planner is live
 
 
 def test_thousands_of_fires_are_queued_and_unqueued_in_one_call(

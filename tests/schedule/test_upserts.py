@@ -3,6 +3,8 @@ plan_window make, item by item, and the stored line reads back in both of its fo
 
 from __future__ import annotations
 
+import gc
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,8 +12,14 @@ from typing import Any
 import pytest
 
 from cronsvc.errors import BadSchedule
-from cronsvc.schedule.runtime import RuntimeSchedule, build, parse_stored, plan_schedule
-from cronsvc.schedule.upserts import FirstFires, Rows, Whens
+from cronsvc.schedule.runtime import (
+    RuntimeSchedule,
+    build,
+    parse_stored,
+    plan_schedule,
+    stored_json,
+)
+from cronsvc.schedule.upserts import FirstFires, Rows, Whens, collector_held
 
 HORIZON = 2 * 3_600_000
 JOBS = {"digest", "report"}
@@ -137,3 +145,27 @@ def test_a_schedule_with_bounds_keeps_them_all() -> None:
               max_runs=10, jitter="10s", timezone="Pacific/Auckland")
     assert parse_stored("rt", s.stored()) == s
     assert '"timezone":"Pacific/Auckland"' in s.stored()
+
+
+@pytest.mark.parametrize("payload", [
+    {"user": 42}, {"user": -(2**70)}, {"naïve ☃": "line\nbreak \"quoted\" é"}, {"u": ""},
+    {"u": True}, {"u": None}, {"u": 1.5}, {"u": [1]}, {1: 2}, {"b": 1, "a": 2}, {}])
+def test_a_payload_is_stored_as_the_json_encoder_writes_it(payload: dict[Any, Any]) -> None:
+    # one key with a text or whole number takes a shorter way: the same text
+    assert stored_json(payload) == json.dumps(payload, separators=(",", ":"),
+                                              sort_keys=True, allow_nan=False)
+
+
+def test_a_batch_holds_the_cycle_collector_off_and_gives_it_back_as_it_was() -> None:
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_held():
+        assert not gc.isenabled()
+        raise RuntimeError("a batch that fails")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_held():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the caller's choice stands
+    finally:
+        gc.enable()
