@@ -280,6 +280,20 @@ def test_claim_catch_up_latest_sees_past_the_fires_it_takes(s: Scripts) -> None:
     assert res.dropped == [(fire_id("a", d), "catch_up latest") for d in minutes(1, 2)]
 
 
+def test_claim_catch_up_latest_sees_a_hosts_later_run_past_the_fires_it_takes(
+        s: Scripts, r: redis.Redis) -> None:
+    # One host's runs of an each-host job are an owner of their own (the job on that host):
+    # its older run is skipped for its newer one past the first slice, another host's and
+    # the job's own fire are not.
+    publish(s, "a", catch_up="latest")
+    fires = {f"a@{T0 + MIN}!@h1": T0 + MIN, f"a@{T0 + MIN}!@h2": T0 + MIN,
+             f"a@{T0 + MIN}": T0 + MIN, f"a@{T0 + 2 * MIN}!@h1": T0 + 2 * MIN}
+    r.zadd(K.queue, fires)
+    res = s.claim(K, "w", batch=2, scan_limit=10, now_ms=T0 + 3 * MIN)
+    assert res.dropped == [(f"a@{T0 + MIN}!@h1", "catch_up latest")]
+    assert [c.fire_id for c in res.claimed] == [f"a@{T0 + MIN}", f"a@{T0 + MIN}!@h2"]
+
+
 def test_claim_deadline_judges_first_starts_only(s: Scripts) -> None:
     setup_job(s, dues=(1,), deadline=30_000)
     c = s.claim(K, "w", batch=1, now_ms=T0 + MIN).claimed[0]
