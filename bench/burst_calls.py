@@ -41,10 +41,11 @@ def server_ms(r: redis.Redis) -> int:
 
 
 def prepare(r: redis.Redis, path: Path, url: str, fires: int, others: int,
-            cron: bool = False) -> None:
+            cron: bool = False, payloads: bool = False) -> None:
     """``fires`` burst schedules with their one fire due a second ago (``cron``: fires of
     1,000 jobs' own schedules instead, as bench/claim.py plans them), and ``others`` cron
-    fires of another job leased far ahead (in flight beside the burst)."""
+    fires of another job leased far ahead (in flight beside the burst); ``payloads``: each
+    schedule with a payload of its own (no two stored lines alike)."""
     client = Client(url, config=str(path))
     client.publish_config()
     now = server_ms(r)
@@ -54,7 +55,8 @@ def prepare(r: redis.Redis, path: Path, url: str, fires: int, others: int,
     due = (now // 60_000 + 2) * 60_000
     for i in range(0, fires, 1000):
         client.upsert_schedules([{"id": f"burst:{j}", "job": "digest", "cron": "* * * * *",
-                                  "start": due, "max_runs": 1}
+                                  "start": due, "max_runs": 1,
+                                  **({"payload": {"n": j}} if payloads else {})}
                                  for j in range(i, min(i + 1000, fires))])
     if fires:
         queued = [m.decode() for m in r.zrange(K.queue, 0, -1)]
@@ -117,6 +119,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--others", type=int, default=200)
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--payloads", action="store_true",
+                    help="each schedule with a payload of its own")
     ap.add_argument("--lua", type=Path, help="the scripts of this lua/ directory instead")
     ap.add_argument("--cron", action="store_true",
                     help="fires of jobs' own schedules (bench/claim.py's) instead")
@@ -139,7 +143,8 @@ def main() -> None:
                 s._scripts = {n: r.register_script(src.text) for n, src in s.sources.items()}
             for name in ("claim", "ack"):
                 r.script_load(s.sources[name].text)
-            prepare(r, job_file(Path(tmp)), server.url, opts.fires, opts.others, opts.cron)
+            prepare(r, job_file(Path(tmp)), server.url, opts.fires, opts.others, opts.cron,
+                    opts.payloads)
             pid = server.proc.pid
             got: list[tuple[str, int, int]] = []
             for side in ("claim", "ack"):

@@ -19,6 +19,11 @@
 -- @include schedules.lua
 local function policy_reader(jobs, job_lines, held, paused, schedules, any_definition)
   local of_job, of_schedule = {}, {}  -- false: read, and not published
+  -- The last stored line parsed, its job and the policy of its schedules: schedules written
+  -- in one call with one definition (a bulk upsert's) have one line, and their fires come
+  -- in runs (due together, in id order). (Not a table of lines: long strings that differ in
+  -- a few bytes often hash alike in Lua, and chain in one slot.)
+  local last_line, last_job, last_policy
 
   local function load_jobs(names)
     local want = {}
@@ -66,10 +71,13 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
     if #want == 0 then return end
     local lines = redis.call('HMGET', schedules, unpack(want))
     for i, sid in ipairs(want) do
-      local p = of_job[job_of_want[i]]
-      if lines[i] and p then
-        local job, paused_s, catch_up, deadline, overlap, payload = schedule_policy(lines[i])
-        if job == job_of_want[i] then
+      local line, job_i = lines[i], job_of_want[i]
+      local p = of_job[job_i]
+      if line and line == last_line and job_i == last_job then
+        of_schedule[sid] = last_policy
+      elseif line and p then
+        local job, paused_s, catch_up, deadline, overlap, payload = schedule_policy(line)
+        if job == job_i then
           p.inherit = p.inherit or {__index = p}
           if paused_s == '0' and catch_up == '' and deadline == '' and overlap == '' then
             -- Most schedules override nothing: theirs is the job's with their payload, one
@@ -87,6 +95,7 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
               overlap = overlap, free = overlap == 'allow' and not p.bounded,
               paused = p.paused or paused_s == '1', payload = payload}, p.inherit)
           end
+          last_line, last_job, last_policy = line, job, of_schedule[sid]
         end
       end
     end
