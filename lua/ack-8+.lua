@@ -70,7 +70,8 @@ local done, m, out = fids, 0, {}
 local run, run_n, run_key, ran_run, ran_n, ran_key, ran_first = {}, 0, nil, {}, 0, nil, nil
 local function push_ran()
   if ran_n == 0 then return end
-  record_ran(ran_key, table.concat(ran_run, '', 1, ran_n), ran_first, period, reach)
+  record_ran(ran_key, ran_n == 1 and ran_run[1] or table.concat(ran_run, '', 1, ran_n),
+    ran_first, period, reach)
   ran_n = 0
 end
 local function push_runs()
