@@ -270,7 +270,10 @@ if leases.count() < batch then
       n = n and tonumber(n)  -- most fires were never tried: no tonumber of nothing
       local due_s, oneoff, owner = dues_at[i], f and f.oneoff, f and f.owner or job
       local p, schedule_gone, reason, wait, ahead
-      if f and f.sid then p, schedule_gone = policy.of(f) elseif job then p = of_job[job] end
+      if job then  -- (policy.of, inline: a schedule's fire has its policy in its table)
+        p = of_job[job]
+        if p and f and f.sid then p = f.policy; schedule_gone = not p end
+      end
       if not job then
         record().set_aside(queue, fid)
       elseif not p then
