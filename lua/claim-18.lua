@@ -201,8 +201,9 @@ if leases.count() < batch then
       end
     end
   end
-  -- The last cron fire due of each owner asked about, in the scan: of the fires split so
-  -- far (the slices, up to `split_to`), and of the others whose owner is one of theirs.
+  -- latest_of(i): latest, owner -> the last cron fire due of each owner asked about in the
+  -- scan, made for fire i's slice: of the fires split so far (the slices, up to `split_to`;
+  -- a fire up to there reads latest itself), and of the others whose owner is one of theirs.
   -- Those are read for their owner only (most are split by the next claim again), and first
   -- by two plain finds: a fire id's first '!' begins its schedule's owner, else its owner is
   -- what comes before '@' (no job name nor schedule id holds either); one whose candidate
@@ -223,7 +224,7 @@ if leases.count() < batch then
       if (latest[o] or -1) < due then latest[o] = due end
     end
   end
-  local function latest_of(owner, i)
+  local function latest_of(i)
     if not latest or (i > split_to and not whole) then
       read_rest()
       latest = {}
@@ -234,8 +235,9 @@ if leases.count() < batch then
         if job == nil then break end
         local f = parts_at[k]
         if job and not (f and f.oneoff) then
-          local o, due = f and f.owner or job, due_n(dues_at[k])
-          if (latest[o] or -1) < due then latest[o] = due end
+          local o, due_s = f and f.owner or job, dues_at[k]
+          if due_s ~= last_s then last_s, last_n = due_s, tonumber(due_s) end  -- (due_n)
+          if (latest[o] or -1) < last_n then latest[o] = last_n end
         end
         split_to = k
       end
@@ -255,7 +257,7 @@ if leases.count() < batch then
         end
       end
     end
-    return latest[owner]
+    return latest
   end
   while leases.count() < batch do
     if examined >= #fires then read_rest() end
@@ -287,7 +289,7 @@ if leases.count() < batch then
         if now - due_n(due_s) > unheld_ms then reason = 'definition not held'
         else wait = 'wait' end
       elseif not n and not oneoff and p.catch_up == 'latest'
-          and latest_of(owner, i) > due_n(due_s) then
+          and (i <= split_to and latest or latest_of(i))[owner] > due_n(due_s) then
         reason = 'catch_up latest'
       elseif not p.free then
         -- Bounds: overlap (one run of the owner), max_concurrent and named limits.
