@@ -1,6 +1,7 @@
 -- ack: finish fires held with these tokens and record each run in its job's history.
--- Any number of fires in one call: the cost per fire is one ZREM, one LPUSH and one APPEND
--- (and an HSET and a PEXPIRE for a run that printed something).
+-- Any number of fires in one call: the cost per fire is one ZREM, one LPUSH and one APPEND,
+-- or a SET for a record of runs it makes (and an HSET and a PEXPIRE for a run that printed
+-- something).
 -- KEYS[1] working   zset fire -> lease deadline, ms
 -- KEYS[2] attempts  hash fire -> fencing token of the current claim
 -- KEYS[3] claims    hash fire -> claim
@@ -69,7 +70,8 @@ local done, m, out = fids, 0, {}
 local run, run_n, run_key, ran_run, ran_n, ran_key, ran_first = {}, 0, nil, {}, 0, nil, nil
 local function push_ran()
   if ran_n == 0 then return end
-  record_ran(ran_key, table.concat(ran_run, '', 1, ran_n), ran_first, period, reach)
+  record_ran(ran_key, ran_n == 1 and ran_run[1] or table.concat(ran_run, '', 1, ran_n),
+    ran_first, period, reach)
   ran_n = 0
 end
 local function push_runs()
@@ -91,8 +93,12 @@ for i = 1, n do
     local record, entry, history = argv[a + 3], argv[a + 4], keys[k + 1]
     if run_n == 0 and keys[k + 3] ~= history then  -- the common case: one job, one fire
       if call('LPUSH', history, record) > cap then call('LTRIM', history, '0', last_s) end
-      if entry ~= '' and call('APPEND', keys[k + 2], entry) == 4 then
-        ran_expires(keys[k + 2], fid, period, reach)  -- (record_ran, inline)
+      if entry == '' then  -- (record_ran, its common case inline)
+      elseif ran_fresh then
+        record_ran(keys[k + 2], entry, fid, period, reach)
+      elseif call('APPEND', keys[k + 2], entry) == 4 then
+        ran_fresh = true
+        call('PEXPIREAT', keys[k + 2], ran_until(fid, period, reach))
       end
     else
       run_n = run_n + 1

@@ -61,6 +61,7 @@ local queue, working, attempts, claims, jobs, paused, running, cancels, events, 
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
   KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
 local worker, batch, unheld_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[6])
+local find, sub, byte = string.find, string.sub, string.byte
 local scan = math.max(tonumber(ARGV[5]), batch)
 local now_s = string.format('%d', now)  -- made once: Lua runs sprintf on every use
 local RESCAN_MS = 1000
@@ -172,7 +173,7 @@ if leases.count() < batch then
   -- The fires split: of the i-th, its job (false: not a fire id, set aside) and due time
   -- (digits); and for a fire that is not '<job>@<due_ms>' (a one-off, a runtime schedule's,
   -- a host's run), its fire_parts table: most fires cost no table of their own.
-  local jobs_at, dues_at, parts_at, latest = {}, {}, {}, nil  -- latest: see latest_of
+  local jobs_at, dues_at, parts_at, latest, latest_built = {}, {}, {}, nil, false  -- see latest_of
   -- A due time's digits as a number: fires due together come in a run (a burst, the jobs of
   -- one second), and tonumber runs strtod, slow on 13 digits.
   local last_s, last_n
@@ -200,28 +201,63 @@ if leases.count() < batch then
       end
     end
   end
-  -- The last cron fire due of each owner, in the scan. The fires past the slices split so
-  -- far are read for their owner only (most are split by the next claim again), but for
-  -- the forms fire_owner does not take.
-  local function latest_of(owner)
-    if not latest then
+  -- latest_of(i): latest, owner -> the last cron fire due of each owner asked about in the
+  -- scan, made for fire i's slice: of the fires split so far (the slices, up to `split_to`;
+  -- a fire up to there reads latest itself), and of the others whose owner is one of theirs.
+  -- Those are read for their owner only (most are split by the next claim again), and first
+  -- by two plain finds: a fire id's first '!' begins its schedule's owner, else its owner is
+  -- what comes before '@' (no job name nor schedule id holds either); one whose candidate
+  -- is no owner of the slices' is not looked at further. The rest, and a host's run ('!@'),
+  -- are taken as fire_owner and fire_split take them. An owner of a fire split later (a
+  -- further slice) is looked for in the whole scan again.
+  local split_to, whole = 0, false
+  local function fold(i)  -- fires[i] into latest, as its owner and due time say
+    local due_s, o
+    if jobs_at[i] == nil then due_s, o = fire_owner(fires[i]) end
+    if not due_s then
+      split(i, i)
+      local f, job = parts_at[i], jobs_at[i]
+      if job and not (f and f.oneoff) then due_s, o = dues_at[i], f and f.owner or job end
+    end
+    if due_s then
+      local due = due_n(due_s)
+      if (latest[o] or -1) < due then latest[o] = due end
+    end
+  end
+  local function latest_of(i)
+    if not latest or (i > split_to and not whole) then
       read_rest()
       latest = {}
-      for i = 1, #fires do
-        local due_s, o
-        if jobs_at[i] == nil then due_s, o = fire_owner(fires[i]) end
-        if not due_s then
-          split(i, i)
-          local f, job = parts_at[i], jobs_at[i]
-          if job and not (f and f.oneoff) then due_s, o = dues_at[i], f and f.owner or job end
+      if latest_built then whole = true end
+      latest_built = true
+      for k = 1, #fires do
+        local job = jobs_at[k]
+        if job == nil then break end
+        local f = parts_at[k]
+        if job and not (f and f.oneoff) then
+          local o, due_s = f and f.owner or job, dues_at[k]
+          if due_s ~= last_s then last_s, last_n = due_s, tonumber(due_s) end  -- (due_n)
+          if (latest[o] or -1) < last_n then latest[o] = last_n end
         end
-        if due_s then
-          local due = due_n(due_s)
-          if (latest[o] or -1) < due then latest[o] = due end
+        split_to = k
+      end
+      for k = split_to + 1, #fires do
+        local fid = fires[k]
+        if whole then
+          fold(k)
+        else
+          local bang, o = find(fid, '!', 1, true), nil
+          if not bang then
+            local at = find(fid, '@', 1, true)
+            if at then o = sub(fid, 1, at - 1) end
+          elseif byte(fid, bang + 1) ~= 64 then
+            o = sub(fid, bang)
+          end
+          if (o == nil and bang) or (o and latest[o]) then fold(k) end
         end
       end
     end
-    return latest[owner]
+    return latest
   end
   while leases.count() < batch do
     if examined >= #fires then read_rest() end
@@ -236,7 +272,10 @@ if leases.count() < batch then
       n = n and tonumber(n)  -- most fires were never tried: no tonumber of nothing
       local due_s, oneoff, owner = dues_at[i], f and f.oneoff, f and f.owner or job
       local p, schedule_gone, reason, wait, ahead
-      if f and f.sid then p, schedule_gone = policy.of(f) elseif job then p = of_job[job] end
+      if job then  -- (policy.of, inline: a schedule's fire has its policy in its table)
+        p = of_job[job]
+        if p and f and f.sid then p = f.policy; schedule_gone = not p end
+      end
       if not job then
         record().set_aside(queue, fid)
       elseif not p then
@@ -250,7 +289,7 @@ if leases.count() < batch then
         if now - due_n(due_s) > unheld_ms then reason = 'definition not held'
         else wait = 'wait' end
       elseif not n and not oneoff and p.catch_up == 'latest'
-          and latest_of(owner) > due_n(due_s) then
+          and (i <= split_to and latest or latest_of(i))[owner] > due_n(due_s) then
         reason = 'catch_up latest'
       elseif not p.free then
         -- Bounds: overlap (one run of the owner), max_concurrent and named limits.

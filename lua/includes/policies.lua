@@ -9,7 +9,8 @@
 --                       fires first..last, of jobs fire_jobs[i] (false ones are skipped) and
 --                       parts[i] their fire_parts tables of fires.lua (nil for a fire that
 --                       is '<job>@<due_ms>'): the policies of their jobs, then those of their
---                       runtime schedules
+--                       runtime schedules, each kept in its fire's table (field policy: a
+--                       fire is loaded once)
 --     of(f)             the policy fire f (a fire_parts table) is judged by, or false: its
 --                       job is not published, or its schedule is gone or runs another job
 --                       now; then true if the schedule is why. A policy is parse_policy's
@@ -18,7 +19,12 @@
 -- @include policy.lua
 -- @include schedules.lua
 local function policy_reader(jobs, job_lines, held, paused, schedules, any_definition)
-  local of_job, of_schedule = {}, {}  -- false: read, and not published
+  local of_job = {}  -- false: read, and not published
+  -- The last stored line parsed, its job and the policy of its schedules: schedules written
+  -- in one call with one definition (a bulk upsert's) have one line, and their fires come
+  -- in runs (due together, in id order). (Not a table of lines: long strings that differ in
+  -- a few bytes often hash alike in Lua, and chain in one slot.)
+  local last_line, last_job, last_policy
 
   local function load_jobs(names)
     local want = {}
@@ -56,61 +62,60 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
     end
   end
 
-  local function load_schedules(sids, jobs_of)
-    local want, job_of_want = {}, {}
-    for k, sid in ipairs(sids) do
-      if of_schedule[sid] == nil then
-        want[#want + 1] = sid; job_of_want[#want] = jobs_of[k]; of_schedule[sid] = false
-      end
-    end
-    if #want == 0 then return end
+  local function load_schedules(fs)
+    local want = {}
+    for k, f in ipairs(fs) do want[k] = f.sid end
     local lines = redis.call('HMGET', schedules, unpack(want))
-    for i, sid in ipairs(want) do
-      local p = of_job[job_of_want[i]]
-      if lines[i] and p then
-        local job, paused_s, catch_up, deadline, overlap, payload = schedule_policy(lines[i])
-        if job == job_of_want[i] then
+    for i, f in ipairs(fs) do
+      local line, job_i, q = lines[i], f.job, false
+      local p = of_job[job_i]
+      if line and line == last_line and job_i == last_job then
+        q = last_policy
+      elseif line and p then
+        local job, paused_s, catch_up, deadline, overlap, payload = schedule_policy(line)
+        if job == job_i then
           p.inherit = p.inherit or {__index = p}
           if paused_s == '0' and catch_up == '' and deadline == '' and overlap == '' then
             -- Most schedules override nothing: theirs is the job's with their payload, one
             -- table per payload (read only, as every policy).
             local own = p.own
             if not own then own = {}; p.own = own end
-            local q = own[payload]
+            q = own[payload]
             if not q then q = setmetatable({payload = payload}, p.inherit); own[payload] = q end
-            of_schedule[sid] = q
           else
             -- The schedule's own values; the rest is its job's (one shared metatable per job).
             overlap = overlap ~= '' and overlap or p.overlap
-            of_schedule[sid] = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
+            q = setmetatable({catch_up = catch_up ~= '' and catch_up or p.catch_up,
               deadline = deadline ~= '' and tonumber(deadline) or p.deadline,
               overlap = overlap, free = overlap == 'allow' and not p.bounded,
               paused = p.paused or paused_s == '1', payload = payload}, p.inherit)
           end
+          last_line, last_job, last_policy = line, job, q
         end
       end
+      f.policy = q
     end
   end
 
   local function load(fire_jobs, parts, first, last)
-    local names, sids, jobs_of, k = {}, {}, {}, 0
+    local names, fs, k = {}, {}, 0
     for i = first, last do
       local job = fire_jobs[i]
       if job then
         k = k + 1
         names[k] = job
         local f = parts[i]
-        if f and f.sid then sids[#sids + 1] = f.sid; jobs_of[#sids] = job end
+        if f and f.sid then fs[#fs + 1] = f end
       end
     end
     load_jobs(names)
-    load_schedules(sids, jobs_of)
+    if #fs > 0 then load_schedules(fs) end
   end
 
   local function of(f)
     local p = of_job[f.job]
     if f.sid and p then
-      p = of_schedule[f.sid]
+      p = f.policy
       return p, not p
     end
     return p, false

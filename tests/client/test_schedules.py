@@ -529,6 +529,25 @@ def test_a_schedule_stored_in_the_form_before_reads_plans_and_is_rewritten_by_a_
     assert client.count_schedules(job="digest") == 0
 
 
+def test_schedules_of_one_stored_line_run_as_it_says_each_fire_of_its_job(
+        client: Client, r: redis.Redis) -> None:
+    # Schedules upserted in one call with one definition store one line: a fire of each runs
+    # with its payload, and a fire of another job named by one of them (queued before the
+    # schedule moved to its job now) is its removed schedule's.
+    due = 4_102_444_800_000  # 2100-01-01, past any fire the upserts queue
+    client.upsert_schedules([{"id": sid, "job": "digest", "cron": "0 9 * * *",
+                              "payload": {"p": 1}} for sid in ("s1", "s2", "s3")])
+    assert len({r.hget(K.schedules, sid) for sid in ("s1", "s2", "s3")}) == 1
+    r.delete(K.queue)
+    fires = [fire_id("digest", due, schedule="s1"), fire_id("report", due, schedule="s2"),
+             fire_id("digest", due, schedule="s3")]
+    r.zadd(K.queue, dict.fromkeys(fires, due))
+    res = client.scripts.claim(K, "w", batch=3, lease_ms=60_000, now_ms=due)
+    assert [(c.fire_id, c.payload) for c in res.claimed] == [(fires[0], {"p": 1}),
+                                                              (fires[2], {"p": 1})]
+    assert res.dropped == [(fires[1], "schedule removed")]
+
+
 def test_catch_up_latest_runs_each_schedules_newest_fire_past_the_first_slice(
         client: Client, r: redis.Redis) -> None:
     # A claim of one splits its first slice alone; the fires past it are read for their

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 
 import pytest
 import redis
@@ -279,6 +280,20 @@ def test_claim_catch_up_latest_sees_past_the_fires_it_takes(s: Scripts) -> None:
     assert res.dropped == [(fire_id("a", d), "catch_up latest") for d in minutes(1, 2)]
 
 
+def test_claim_catch_up_latest_sees_a_hosts_later_run_past_the_fires_it_takes(
+        s: Scripts, r: redis.Redis) -> None:
+    # One host's runs of an each-host job are an owner of their own (the job on that host):
+    # its older run is skipped for its newer one past the first slice, another host's and
+    # the job's own fire are not.
+    publish(s, "a", catch_up="latest")
+    fires = {f"a@{T0 + MIN}!@h1": T0 + MIN, f"a@{T0 + MIN}!@h2": T0 + MIN,
+             f"a@{T0 + MIN}": T0 + MIN, f"a@{T0 + 2 * MIN}!@h1": T0 + 2 * MIN}
+    r.zadd(K.queue, fires)
+    res = s.claim(K, "w", batch=2, scan_limit=10, now_ms=T0 + 3 * MIN)
+    assert res.dropped == [(f"a@{T0 + MIN}!@h1", "catch_up latest")]
+    assert [c.fire_id for c in res.claimed] == [f"a@{T0 + MIN}", f"a@{T0 + MIN}!@h2"]
+
+
 def test_claim_deadline_judges_first_starts_only(s: Scripts) -> None:
     setup_job(s, dues=(1,), deadline=30_000)
     c = s.claim(K, "w", batch=1, now_ms=T0 + MIN).claimed[0]
@@ -486,6 +501,39 @@ def test_an_ack_of_fires_of_one_job_in_a_row_writes_what_an_ack_each_writes(
         assert abs(r.pttl(a) - r.pttl(b)) < 1000 and abs(r.pttl(a) - ends) < 2000
     assert r.llen(K.history("c")) == 2 and r.llen(K.outbox) == 2
     assert r.hget(K.attempts, items("a")[2][0]) == "2" and r.zcard(K.working) == 4
+
+
+def test_an_ack_makes_or_appends_each_record_of_runs_whatever_came_before(
+        s: Scripts, r: redis.Redis, redis_url: str) -> None:
+    # Fires each of its own record of runs, in one call: some records there already (an
+    # append, their expiry kept), the others made by the fire (their expiry from the
+    # period's end), in every order of the two (the ack tries first what the fire before
+    # needed). (Due from the server's clock: a record whose period ended long ago expires.)
+    now = int(r.time()[0]) * 1000
+    due = now - now % MIN + MIN
+    made = [False, True, True, False, False, True, False, True, True]  # made by the ack
+    jobs = [f"j{i}" for i in range(len(made))]
+    for job in jobs:
+        publish(s, job)
+        s.plan(K, [(job, D1, due, [due])])
+    raw = redis.Redis.from_url(redis_url)  # the records are bytes
+    period = period_of(due)
+    for job, new in zip(jobs, made, strict=True):
+        if not new:
+            raw.set(K.ran(job, period), b"\xff\xff\xff\xff", px=600_000)
+    claims = sorted(s.claim(K, "w", batch=20, now_ms=due + MIN).claimed, key=lambda c: c.job)
+    assert [c.job for c in claims] == jobs
+    assert s.ack_many(K, [(c.fire_id, c.token, c.job, {"fire": c.fire_id, "status": "ok"})
+                          for c in claims], history_cap=4) == [True] * len(jobs)
+    entry = struct.pack(">I", due % PERIOD_MS)
+    ends = (period + 1) * PERIOD_MS + REACH_MS - int(r.time()[0]) * 1000
+    for job, new in zip(jobs, made, strict=True):
+        key = K.ran(job, period)
+        assert raw.get(key) == (entry if new else b"\xff\xff\xff\xff" + entry), job
+        if new:
+            assert abs(r.pttl(key) - ends) < 2000, job
+        else:
+            assert 0 < r.pttl(key) <= 600_000, job
 
 
 def test_an_ack_batch_keeps_each_fires_output_and_chain_as_its_own(s: Scripts,
