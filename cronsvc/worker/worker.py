@@ -66,7 +66,7 @@ from cronsvc.store.replies import compact
 from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.worker.deliveries import Deliveries
 from cronsvc.worker.leases import UNCHECKED, Leases
-from cronsvc.worker.live import LiveFeed, LiveOutput
+from cronsvc.worker.live import LiveOutput
 from cronsvc.worker.results import Results
 from cronsvc.worker.running import Running, by_shard
 from cronsvc.worker.server_time import ServerTime
@@ -557,8 +557,7 @@ class Worker:
         outcome = None
         try:
             ctx = self._context(run)
-            # live.open(...), without its call; closed below
-            feed = LiveFeed(run.keys, claim.fire_id, claim.token, self.live)
+            feed = self.live.open(run.keys, claim.fire_id, claim.token)
             started_ms = self.clock.now_ms()
             t0 = monotonic()
             try:
@@ -568,10 +567,7 @@ class Worker:
             except Exception as exc:  # as execute: an outcome, whatever went wrong
                 result = crashed(exc)
             duration_ms = int((monotonic() - t0) * 1000)
-            try:  # live.close(feed), without its call for a run that printed nothing
-                feed._unjoined.pop()
-            except IndexError:
-                self.live.close(feed)
+            self.live.close(feed)
             outcome = outcome_of(result, started_ms, duration_ms)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
