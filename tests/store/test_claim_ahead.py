@@ -5,6 +5,7 @@ claim at its due time. Against a real Redis, with explicit ``now_ms``."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import redis
@@ -65,7 +66,7 @@ def test_the_due_ones_come_first_and_fill_the_batch_first(s: Scripts, r: redis.R
 @pytest.mark.parametrize("policy", [{"paused": 1}, {"overlap": "forbid"},
                                     {"overlap": "queue"}, {"overlap": "replace"}])
 def test_a_fire_some_judgement_could_hold_back_waits_for_its_due_time(
-    s: Scripts, r: redis.Redis, policy: dict[str, str | int]
+    s: Scripts, r: redis.Redis, policy: dict[str, Any]
 ) -> None:
     first, _ = setup_job(s, **policy)
     res = s.claim(K, "w", batch=10, now_ms=T0 + SEC - 10, ahead_ms=20)
