@@ -331,16 +331,18 @@ end
 -- 2b. Ahead: fires due within ahead_ms, taken now, each started by the worker at its due
 -- time. Only once every due fire is taken (none left queued, none unread), and only fires no
 -- judgement of their due time could hold back: never tried, queued at their own due time,
--- definition held, not paused, free (no overlap rule, slot nor limit). (catch_up latest
--- holds none back: no fire of its owner is due before it any more, and a later one is not
--- due by its due time.) Any other stays queued for the claim at its due time (next_ms).
+-- definition held, not paused, free (no overlap rule, slot nor limit), of no runtime
+-- schedule (its delete or change before the due time unqueues the fire: it must be queued).
+-- (catch_up latest holds none back: no fire of its owner is due before it any more, and a
+-- later one is not due by its due time.) Any other stays queued for the claim at its due
+-- time (next_ms).
 local took_early = {}
 if ahead > 0 and not skipped and leases.count() < batch and #fires < scan then
   early = early or read_early(batch - leases.count())
   local fids, jobs_e, parts_e, dues_e = {}, {}, {}, {}
   for i = 1, #early, 2 do
     local job, due_s, f = fire_split(early[i])
-    if job and due_s == early[i + 1] then
+    if job and due_s == early[i + 1] and not (f and f.sid) then
       local k = #fids + 1
       fids[k], jobs_e[k], parts_e[k], dues_e[k] = early[i], job, f, due_s
     end
@@ -351,7 +353,6 @@ if ahead > 0 and not skipped and leases.count() < batch and #fires < scan then
     for k, fid in ipairs(fids) do
       local f = parts_e[k]
       local p = of_job[jobs_e[k]]
-      if p and f and f.sid then p = f.policy end
       if p and not used[k] and p.held and not p.paused and p.free then
         take(fid, dues_e[k], f and f.owner or jobs_e[k], 1, p, 0, nil)
         took_early[#took_early + 1] = fid

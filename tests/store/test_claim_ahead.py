@@ -116,3 +116,16 @@ def test_catch_up_latest_judges_the_due_fires_without_the_ones_taken_ahead(
     res = s.claim(K, "w", batch=10, now_ms=T0 + 2 * SEC - 10, ahead_ms=20)
     assert [c.fire_id for c in res.claimed] == [first, second] and res.dropped == []
     assert r.zrange(K.queue, 0, -1) == [third]
+
+
+def test_a_fire_of_a_runtime_schedule_waits_for_its_due_time(s: Scripts, r: redis.Redis
+                                                              ) -> None:
+    # A delete or a change of its schedule before its due time must find it queued.
+    setup_job(s, dues=())
+    sid = "nightly"
+    r.hset(K.schedules, sid, '1|1|1|cli|a|0||||{"every_ms":1000,"anchor_ms":0}|')
+    fid = f"{fire_id('a', T0 + SEC)}!{sid}"
+    r.zadd(K.queue, {fid: T0 + SEC})
+    res = s.claim(K, "w", batch=10, now_ms=T0 + SEC - 10, ahead_ms=20)
+    assert (res.claimed, res.dropped, res.next_ms) == ([], [], T0 + SEC)
+    assert r.zscore(K.queue, fid) == T0 + SEC
