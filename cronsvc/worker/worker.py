@@ -419,6 +419,8 @@ class Worker:
         plain: list[tuple[Running, Ready | None]] = []
         on_loop: list[Running] = []
         procs: list[tuple[Running]] = []
+        # Plain runs claimed ahead, by start time: each group one task until then.
+        ahead: dict[float, list[tuple[Running, Ready | None]]] = {}
         jobs, traits = self.config.jobs, self._job_traits
         for claim in claims:
             name = claim.job
@@ -445,9 +447,12 @@ class Worker:
             run.hooked = hit[2]
             run.procs = hit[3]
             run.counted = True
+            add(run)
             if not_before is not None and claim.due_ms in not_before:
                 run.start_at = not_before[claim.due_ms]
-            add(run)
+                if not (loop or hit[3]):  # started together at their time (_run_at)
+                    ahead.setdefault(run.start_at, []).append((run, hit[4]))
+                    continue
             if loop:
                 on_loop.append(run)
             elif hit[3]:
@@ -463,6 +468,8 @@ class Worker:
         # processes, a thread each, at once (last: their starts hold the GIL, and the
         # launches before would wait for them).
         self._pool.submit_many(self._run, plain)
+        if ahead:
+            self._pool.submit_many(self._run_at, [(group,) for group in ahead.values()])
         for run in on_loop:
             if run.start_at:
                 SHARED.call(self._launch_at, run)
@@ -558,13 +565,26 @@ class Worker:
         else:
             self._hand_over((run, outcome))  # results.finished(run, outcome)
 
+    def _run_at(self, group: list[tuple[Running, Ready | None]]) -> None:
+        """Runs claimed ahead that start at one time, in one slot thread until then: a
+        task each, waiting in a thread each, would have the slots call a thread per run
+        (:mod:`cronsvc.worker.slots`), all woken at once."""
+        first = group[0]
+        self._wait_start(first[0])
+        self._pool.submit_many(self._run, group[1:])
+        self._run(*first)
+
+    def _wait_start(self, run: Running) -> None:
+        """Until the start time of a run claimed ahead (a stop ends the wait)."""
+        while not run.cancel.is_set() and (wait := run.start_at - monotonic()) > 0:
+            run.cancel.wait(wait)
+
     def _run(self, run: Running, fast: Ready | None = None) -> None:
         """Run a fire in this (slot) thread and hand its end over; ``fast``: what it calls,
         for an untimed sync call no hook wants (:meth:`_traits_of`)."""
         claim = run.claim
-        if run.start_at:  # claimed ahead: not before its due time (a stop ends the wait)
-            while not run.cancel.is_set() and (wait := run.start_at - monotonic()) > 0:
-                run.cancel.wait(wait)
+        if run.start_at:  # claimed ahead: not before its due time
+            self._wait_start(run)
         if (fast is not None and claim.unreadable is None and not run.cancel.is_set()
                 and monotonic() - run.claimed_at < self.lease_ms / UNCHECKED):
             self._run_ready(run, fast)
