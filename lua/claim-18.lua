@@ -89,6 +89,7 @@ local function bounds()
   return bounded
 end
 local leases = leases_of(worker, now, now_s, tonumber(ARGV[4]))
+local lease = leases.take
 local function record()
   if not recorded then
     recorded = outcomes_of(events, outbox, malformed, failing, paused, now)
@@ -311,7 +312,8 @@ if leases.count() < batch then
       elseif job then
         -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
         local before = n and redis.call('HGET', claims, fid) or nil
-        take(fid, due_s, owner, (n or 0) + 1, p, before and 1 or 0, before)
+        lease(fid, due_s, (n or 0) + 1, before and 1 or 0, before, p.payload)  -- (take, inline)
+        if not p.free then bounds().start(p, owner, fid) end
       end
     end
     examined = last

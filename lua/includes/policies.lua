@@ -51,12 +51,21 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
     for i, job in ipairs(want) do
       -- A line that is not a policy line (written by hand) publishes no job: its fires are a
       -- removed job's until a planner publishes the job again.
-      local p = lines[i] and parse_policy(lines[i])
-      if p then
-        p.paused = p.paused or (pauses[i] or false) ~= false
+      local shape, definition
+      if lines[i] then shape, definition = policy_shape(lines[i]) end
+      if shape then
+        local paused = shape.__index.paused or (pauses[i] or false) ~= false
         -- A line without a definition (an older planner's) needs the job, in any version.
-        p.held = any_definition or (holds[i] or false) ~= false and
-          (p.definition == '' or holds[i] == p.definition)
+        local holds_it = any_definition or (holds[i] or false) ~= false and
+          (definition == '' or holds[i] == definition)
+        -- Jobs of one shape alike in both share one policy table (read only but for the
+        -- schedules' tables kept in it, which depend on nothing else): no table a job.
+        local v = (paused and 2 or 1) + (holds_it and 2 or 0)
+        local p = shape[v]
+        if not p then
+          p = setmetatable({paused = paused, held = holds_it}, shape)
+          shape[v] = p
+        end
         of_job[job] = p
       end
     end

@@ -264,6 +264,23 @@ def test_claim_drops_fires_of_removed_and_runtime_paused_jobs(s: Scripts, r: red
     assert [(c.fire_id, c.payload) for c in res.claimed] == [(trigger, {"n": 1})]
 
 
+def test_claim_judges_each_job_of_one_policy_shape_by_its_own_pause_and_definition(
+        s: Scripts, r: redis.Redis) -> None:
+    # Jobs whose lines differ only in digest and definition share a parse: whether this
+    # worker holds the job's definition and whether a runtime pause holds it stay the job's.
+    jobs = {"a": "defa", "b": "defb", "c": "defc", "d": "defd"}
+    s.publish(K, [(job, "-", f"{line()}|{definition}", SPEC) for job, definition in jobs.items()],
+              generation=1, now_ms=T0)
+    s.plan(K, [(job, D1, T0 + 10 * MIN, minutes(1)) for job in jobs])
+    r.hset(K.held("w"), mapping={"a": "defa", "b": "old", "c": "defc", "d": "defd"})
+    r.hset(K.paused, "c", json.dumps({"note": "maintenance", "since": T0}))
+    res = s.claim(K, "w", batch=10, held=K.held("w"), now_ms=T0 + MIN + 5)
+    assert sorted(c.fire_id for c in res.claimed) == [fire_id("a", T0 + MIN),
+                                                       fire_id("d", T0 + MIN)]
+    assert res.dropped == [(fire_id("c", T0 + MIN), "paused")]
+    assert queued(r) == [fire_id("b", T0 + MIN)]  # left for a worker holding its definition
+
+
 def test_claim_catch_up_latest_runs_only_the_newest(s: Scripts) -> None:
     setup_job(s, dues=(1, 2, 3), catch_up="latest")
     res = s.claim(K, "w", batch=5, scan_limit=10, now_ms=T0 + 3 * MIN + 5)
