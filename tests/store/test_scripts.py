@@ -297,6 +297,37 @@ def test_claim_catch_up_latest_sees_past_the_fires_it_takes(s: Scripts) -> None:
     assert res.dropped == [(fire_id("a", d), "catch_up latest") for d in minutes(1, 2)]
 
 
+@pytest.mark.parametrize(("scan", "newer_seen"), [(7, True), (6, False)])
+def test_claim_catch_up_latest_of_fires_due_together_sees_the_newer_within_the_scan_only(
+        s: Scripts, r: redis.Redis, scan: int, newer_seen: bool) -> None:
+    # A first slice due at one time (a burst) reads past it only the fires scored later,
+    # up to the scan's end: two more of that time come first, then f's, then a's newer
+    # fire, the scan's seventh.
+    for job in "abcdef":
+        setup_job(s, job, dues={"a": (1, 3), "f": (2,)}.get(job, (1,)), catch_up="latest")
+    res = s.claim(K, "w", batch=3, scan_limit=scan, now_ms=T0 + 3 * MIN + 5)
+    if newer_seen:
+        assert res.dropped == [(fire_id("a", T0 + MIN), "catch_up latest")]
+        assert [c.fire_id for c in res.claimed] == [fire_id(j, T0 + MIN) for j in "bcd"]
+    else:
+        assert res.dropped == []
+        assert [c.fire_id for c in res.claimed] == [fire_id(j, T0 + MIN) for j in "abc"]
+
+
+def test_claim_catch_up_latest_of_fires_due_together_with_a_retry_scored_later(
+        s: Scripts, r: redis.Redis) -> None:
+    # A fire of the first slice scored after its due time (a retry, not judged itself):
+    # the rest of the scan is read as it comes, and c's newer fire is seen in it.
+    for job in "abc":
+        setup_job(s, job, dues=(1, 2) if job == "c" else (1,), catch_up="latest")
+    r.zadd(K.queue, {fire_id("b", T0 + MIN): T0 + MIN + 1})
+    r.hset(K.attempts, fire_id("b", T0 + MIN), 1)
+    res = s.claim(K, "w", batch=3, scan_limit=10, now_ms=T0 + 2 * MIN + 5)
+    assert res.dropped == [(fire_id("c", T0 + MIN), "catch_up latest")]
+    assert [c.fire_id for c in res.claimed] == [fire_id("a", T0 + MIN), fire_id("b", T0 + MIN),
+                                                fire_id("c", T0 + 2 * MIN)]
+
+
 def test_claim_catch_up_latest_sees_a_hosts_later_run_past_the_fires_it_takes(
         s: Scripts, r: redis.Redis) -> None:
     # One host's runs of an each-host job are an owner of their own (the job on that host):
