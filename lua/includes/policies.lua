@@ -25,6 +25,9 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
   -- in runs (due together, in id order). (Not a table of lines: long strings that differ in
   -- a few bytes often hash alike in Lua, and chain in one slot.)
   local last_line, last_job, last_policy
+  -- The last policy line split, its shape and definition: jobs alike but in name (one
+  -- template's) share a line.
+  local last_pline, last_shape, last_definition
 
   local function load_jobs(names)
     local want = {}
@@ -51,8 +54,13 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
     for i, job in ipairs(want) do
       -- A line that is not a policy line (written by hand) publishes no job: its fires are a
       -- removed job's until a planner publishes the job again.
-      local shape, definition
-      if lines[i] then shape, definition = policy_shape(lines[i]) end
+      local line, shape, definition = lines[i], nil, nil
+      if line == last_pline then  -- (jobs published from one template share a line)
+        shape, definition = last_shape, last_definition
+      elseif line then
+        shape, definition = policy_shape(line)
+        last_pline, last_shape, last_definition = line, shape, definition
+      end
       if shape then
         local paused = shape.__index.paused or (pauses[i] or false) ~= false
         -- A line without a definition (an older planner's) needs the job, in any version.
