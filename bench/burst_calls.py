@@ -3,10 +3,11 @@ from here with no workers: each fire a schedule of its own (``max_runs: 1``) of 
 claimed in calls of ``--batch`` with the scan a worker asks for, then acked in calls of
 ``--batch`` with records as a worker writes them, ``--others`` leases of other fires in
 flight meanwhile (``--payloads``: each schedule with a payload of its own; ``--cron``: fires
-of 1,000 jobs' own schedules instead, of one policy line, or ``--distinct`` each job's own). Prints the Redis CPU time of each side; with
-``--callgrind`` the redis-server runs under ``valgrind --tool=callgrind`` (instrumented over
-the claims and over the acks only) and the instructions per fire of each side are printed
-instead; ``--lua DIR`` runs the scripts of another version's lua/.
+of 1,000 jobs' own schedules instead, all of one policy line, or with ``--distinct`` each
+job's own). Prints the Redis CPU time of each side; with ``--callgrind`` the redis-server
+runs under ``valgrind --tool=callgrind`` (instrumented over the claims and over the acks
+only) and the instructions per fire of each side are printed instead; ``--lua DIR`` runs
+the scripts of another version's lua/.
 
 Run: ``.venv/bin/python -m bench.burst_calls --fires 3000 --callgrind``.
 """

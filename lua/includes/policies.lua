@@ -13,9 +13,10 @@
 --                       fire is loaded once)
 --     of(f)             the policy fire f (a fire_parts table) is judged by, or false: its
 --                       job is not published, or its schedule is gone or runs another job
---                       now; then true if the schedule is why. A policy is parse_policy's
---                       table with held, paused (the file's or a runtime pause), and of a
---                       schedule its payload
+--                       now; then true if the schedule is why. A policy is a table over
+--                       its line's shared parse (policy_shape) with held and paused (the
+--                       file's or a runtime pause), one for the jobs of a shape alike in
+--                       both; of a schedule, one over its job's with its payload
 -- @include policy.lua
 -- @include schedules.lua
 local function policy_reader(jobs, job_lines, held, paused, schedules, any_definition)
