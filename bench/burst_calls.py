@@ -3,10 +3,11 @@ from here with no workers: each fire a schedule of its own (``max_runs: 1``) of 
 claimed in calls of ``--batch`` with the scan a worker asks for, then acked in calls of
 ``--batch`` with records as a worker writes them, ``--others`` leases of other fires in
 flight meanwhile (``--payloads``: each schedule with a payload of its own; ``--cron``: fires
-of 1,000 jobs' own schedules instead). Prints the Redis CPU time of each side; with
-``--callgrind`` the redis-server runs under ``valgrind --tool=callgrind`` (instrumented over
-the claims and over the acks only) and the instructions per fire of each side are printed
-instead; ``--lua DIR`` runs the scripts of another version's lua/.
+of 1,000 jobs' own schedules instead, all of one policy line, or with ``--distinct`` each
+job's own). Prints the Redis CPU time of each side; with ``--callgrind`` the redis-server
+runs under ``valgrind --tool=callgrind`` (instrumented over the claims and over the acks
+only) and the instructions per fire of each side are printed instead; ``--lua DIR`` runs
+the scripts of another version's lua/.
 
 Run: ``.venv/bin/python -m bench.burst_calls --fires 3000 --callgrind``.
 """
@@ -43,16 +44,17 @@ def server_ms(r: redis.Redis) -> int:
 
 
 def prepare(r: redis.Redis, path: Path, url: str, fires: int, others: int,
-            cron: bool = False, payloads: bool = False) -> None:
+            cron: bool = False, payloads: bool = False, distinct: bool = False) -> None:
     """``fires`` burst schedules with their one fire due a second ago (``cron``: fires of
     1,000 jobs' own schedules instead, as bench/claim.py plans them), and ``others`` cron
     fires of another job leased far ahead (in flight beside the burst); ``payloads``: each
-    schedule with a payload of its own (no two stored lines alike)."""
+    schedule with a payload of its own (no two stored lines alike); ``distinct``: with
+    ``cron``, each job a definition of its own."""
     client = Client(url, config=str(path))
     client.publish_config()
     now = server_ms(r)
     if cron:
-        claim_prepare(r, Scripts(r), fires, 1000, now - 86_400_000)
+        claim_prepare(r, Scripts(r), fires, 1000, now - 86_400_000, distinct)
         fires = 0
     due = (now // 60_000 + 2) * 60_000
     for i in range(0, fires, 1000):
@@ -126,6 +128,8 @@ def main() -> None:
     ap.add_argument("--lua", type=Path, help="the scripts of this lua/ directory instead")
     ap.add_argument("--cron", action="store_true",
                     help="fires of jobs' own schedules (bench/claim.py's) instead")
+    ap.add_argument("--distinct", action="store_true",
+                    help="with --cron: each job a definition of its own (no two lines alike)")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
@@ -146,7 +150,7 @@ def main() -> None:
             for name in ("claim", "ack"):
                 r.script_load(s.sources[name].text)
             prepare(r, job_file(Path(tmp)), server.url, opts.fires, opts.others, opts.cron,
-                    opts.payloads)
+                    opts.payloads, opts.distinct)
             pid = server.proc.pid
             got: list[tuple[str, int, int]] = []
             for side in ("claim", "ack"):

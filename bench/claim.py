@@ -51,11 +51,14 @@ def server_ms(r: redis.Redis) -> int:
     return int(sec) * 1000 + int(usec) // 1000
 
 
-def prepare(r: redis.Redis, s: Scripts, fires: int, jobs: int, base: int) -> list[str]:
-    """Publish ``jobs`` jobs and plan ``fires`` fires due from ``base`` on (1 s apart per job)."""
+def prepare(r: redis.Redis, s: Scripts, fires: int, jobs: int, base: int,
+            distinct: bool = False) -> list[str]:
+    """Publish ``jobs`` jobs and plan ``fires`` fires due from ``base`` on (1 s apart per job);
+    ``distinct``: each job's policy line with a definition of its own (no two alike)."""
     r.flushall()
     names = [f"job{i:05d}" for i in range(jobs)]
-    s.publish(K, [(n, "-", LINE, "{}") for n in names], generation=1, now_ms=base - 1)
+    s.publish(K, [(n, "-", f"{LINE}|{i:012x}" if distinct else LINE, "{}")
+                  for i, n in enumerate(names)], generation=1, now_ms=base - 1)
     per_job = fires // jobs
     entries: list[tuple[str, str, int, list[int]]] = []
     size = 0

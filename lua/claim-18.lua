@@ -99,6 +99,7 @@ local function bounds()
   return bounded
 end
 local leases = leases_of(worker, now, now_s, tonumber(ARGV[4]))
+local lease = leases.take
 local function record()
   if not recorded then
     recorded = outcomes_of(events, outbox, malformed, failing, paused, now)
@@ -219,24 +220,64 @@ if leases.count() < batch then
   -- what comes before '@' (no job name nor schedule id holds either); one whose candidate
   -- is no owner of the slices' is not looked at further. The rest, and a host's run ('!@'),
   -- are taken as fire_owner and fire_split take them. An owner of a fire split later (a
-  -- further slice) is looked for in the whole scan again.
+  -- further slice) is looked for in the whole scan again. When the first slice's fires are
+  -- all due at one time, the others are only those of the scan scored after it (due_later).
   local split_to, whole = 0, false
-  local function fold(i)  -- fires[i] into latest, as its owner and due time say
+  -- fid into latest, as its owner and due time say (i: its place in fires, or nil)
+  local function fold(fid, i)
     local due_s, o
-    if jobs_at[i] == nil then due_s, o = fire_owner(fires[i]) end
+    if not i or jobs_at[i] == nil then due_s, o = fire_owner(fid) end
     if not due_s then
-      split(i, i)
-      local f, job = parts_at[i], jobs_at[i]
-      if job and not (f and f.oneoff) then due_s, o = dues_at[i], f and f.owner or job end
+      local f, job
+      if i then
+        split(i, i)
+        f, job, due_s = parts_at[i], jobs_at[i], dues_at[i]
+      else
+        job, due_s, f = fire_split(fid)
+      end
+      if job and not (f and f.oneoff) then o = f and f.owner or job else due_s = nil end
     end
     if due_s then
       local due = due_n(due_s)
       if (latest[o] or -1) < due then latest[o] = due end
     end
   end
+  -- Whether fid may be a fire of an owner in latest: one whose candidate owner is no
+  -- owner of the slices' is not looked at further (see latest_of).
+  local function asks(fid)
+    local bang, o = find(fid, '!', 1, true), nil
+    if not bang then
+      local at = find(fid, '@', 1, true)
+      if at then o = sub(fid, 1, at - 1) end
+    elseif byte(fid, bang + 1) ~= 64 then
+      o = sub(fid, bang)
+    end
+    return (o == nil and bang) or (o and latest[o])
+  end
+  -- The fires of the rest of the scan that may be due after the fires split so far, when
+  -- those are all due at one time m and the queue scores them there (a burst): a fire's
+  -- score is never below its due time (the planners score a fire at it; a retry, a
+  -- backfill, a dead retry later), so a fire of the rest scored m is due by m and drops
+  -- none of them. They are the fires scored after m up to the scan's end: ZCOUNT says how
+  -- many ranks are scored up to m (at least the split ones, else nil: read the rest).
+  -- In a burst that is none, and the rest of the scan is not read at all.
+  local function due_later()
+    local m = dues_at[1]
+    if not m then return nil end
+    for k = 2, #fires do
+      local due_s = dues_at[k]
+      if jobs_at[k] == nil then break end
+      if due_s and due_s ~= m then return nil end
+    end
+    local upto = redis.call('ZCOUNT', queue, '-inf', m)
+    if upto < #fires then return nil end  -- a split fire is scored after m
+    if upto >= scan then return {} end
+    return redis.call('ZRANGEBYSCORE', queue, '(' .. m, now_s, 'LIMIT', '0', scan - upto)
+  end
   local function latest_of(i)
     if not latest or (i > split_to and not whole) then
-      read_rest()
+      local later = not latest_built and not complete and due_later()
+      if not later then read_rest() end
       latest = {}
       if latest_built then whole = true end
       latest_built = true
@@ -253,17 +294,11 @@ if leases.count() < batch then
       end
       for k = split_to + 1, #fires do
         local fid = fires[k]
-        if whole then
-          fold(k)
-        else
-          local bang, o = find(fid, '!', 1, true), nil
-          if not bang then
-            local at = find(fid, '@', 1, true)
-            if at then o = sub(fid, 1, at - 1) end
-          elseif byte(fid, bang + 1) ~= 64 then
-            o = sub(fid, bang)
-          end
-          if (o == nil and bang) or (o and latest[o]) then fold(k) end
+        if whole or asks(fid) then fold(fid, k) end
+      end
+      if later then
+        for _, fid in ipairs(later) do
+          if asks(fid) then fold(fid) end
         end
       end
     end
@@ -321,7 +356,8 @@ if leases.count() < batch then
       elseif job then
         -- A claim left behind: the lease of its holder lapsed and the fire was handed back.
         local before = n and redis.call('HGET', claims, fid) or nil
-        take(fid, due_s, owner, (n or 0) + 1, p, before and 1 or 0, before)
+        lease(fid, due_s, (n or 0) + 1, before and 1 or 0, before, p.payload)  -- (take, inline)
+        if not p.free then bounds().start(p, owner, fid) end
       end
     end
     examined = last

@@ -39,6 +39,7 @@
 -- @include fires.lua
 -- @include bulk.lua
 local function read_all(cmd, key, names)  -- one reply per name, in slices unpack() takes
+  if #names <= 4000 then return redis.call(cmd, key, unpack(names)) end  -- most: one slice
   local out = {}
   for first = 1, #names, 4000 do
     local part = redis.call(cmd, key, unpack(names, first, math.min(first + 3999, #names)))

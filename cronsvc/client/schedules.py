@@ -125,7 +125,7 @@ class ScheduleOps:
         named = {job for item in items if isinstance(job := item.get("job"), str)}
         now, jobs, until, pools = self._context(named)
         made = Rows(jobs, self.core.actor, lambda item: self._build(item, now, jobs),
-                    self.whens)
+                    self.whens, now, until)
         rows = made.rows(items)
         if len(set(map(_ID, rows))) < len(rows):
             seen: set[str] = set()

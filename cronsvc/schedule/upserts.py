@@ -87,6 +87,9 @@ class Row(NamedTuple):
     spec: Spec | None  # a plain schedule's
     schedule: RuntimeSchedule | None  # the whole schedule of another shape
     shape: Shape | None = None  # a plain schedule's
+    #: Its new mark when it queues nothing up to the planners' next look, as its shape's
+    #: quiet window says at the check (None: :meth:`FirstFires.plan` says)
+    mark: int | None = None
 
 
 def row_of(s: RuntimeSchedule) -> Row:
@@ -101,12 +104,18 @@ Whens = dict[tuple[Any, Any, Any, Any], Shape]
 class Rows:
     """Items to rows: plain ones checked here against what ``whens`` holds (kept from
     batch to batch), the others (and any that fails a check here) by ``slow``, which
-    raises the located error."""
+    raises the located error. Given the batch's clock ``now`` and ``until`` (up to when
+    its first fires are queued), a plain row whose shape was planned before and has no
+    fire in (now, until] gets its new mark here, while its shape is at hand
+    (:attr:`Row.mark`, what :meth:`FirstFires.quiet_marks` would say)."""
 
     def __init__(self, jobs: set[str], actor: str,
-                 slow: Callable[[dict[str, Any]], RuntimeSchedule], whens: Whens) -> None:
+                 slow: Callable[[dict[str, Any]], RuntimeSchedule], whens: Whens,
+                 now: int | None = None, until: int | None = None) -> None:
         self.jobs, self.slow, self.specs = jobs, slow, whens
         self.default_actor = actor_of(actor)
+        # without a clock no window holds: lo <= -1 never does
+        self.now, self.until = (-1, 0) if now is None or until is None else (now, until)
 
     def row(self, item: Mapping[str, Any]) -> Row:
         return self.rows((item,))[0]
@@ -116,6 +125,7 @@ class Rows:
         out: list[Row] = []
         add = out.append
         specs, jobs, default_actor, when_of = self.specs, self.jobs, self.default_actor, self._when
+        now, until = self.now, self.until
         plain, valid_id, new = _PLAIN.issuperset, SCHEDULE_ID.fullmatch, tuple.__new__
         job: Any
         for item in items:
@@ -144,11 +154,14 @@ class Rows:
                 continue
             shape: Shape = known  # type: ignore[assignment]
             paused = bool(get("paused"))
+            quiet = shape.quiet
             add(new(Row, (sid, job, content_of(job, policy_of(paused, catch_up, None, overlap),
                                                 shape.when, text)
                           if paused or catch_up or overlap else shape.start + text,
                           actor_of(actor) if actor else default_actor, paused, shape.when,
-                          shape.spec, None, shape)))
+                          shape.spec, None, shape,
+                          quiet[1] - 1 if quiet is not None and not paused and quiet[0] <= now
+                          and until < quiet[1] else None)))
         return out
 
     def _when(self, job: str, cron: Any, every: Any, timezone: Any) -> Shape | None:
@@ -194,9 +207,11 @@ class FirstFires:
     def quiet_marks(self, rows: Sequence[Row], now: int, until: int) -> list[int | None]:
         """The new mark of each row that queues nothing in (now, until], by what
         :attr:`nexts` knows (most rows of a bulk load, once their ``when`` was planned):
-        its next fire less 1; None where :meth:`plan` must say (a paused row too)."""
+        its next fire less 1; None where :meth:`plan` must say (a paused row too). A row's
+        own :attr:`Row.mark` (made for this ``now`` and ``until``) is taken as it is."""
         nexts = self.nexts
-        return [None if (after := row.shape.quiet if row.shape else nexts.get(row.when)) is None
+        return [mark if (mark := row.mark) is not None else None
+                if (after := row.shape.quiet if row.shape else nexts.get(row.when)) is None
                 or row.paused or after[0] > now or until >= after[1] else after[1] - 1
                 for row in rows]
 

@@ -13,9 +13,10 @@
 --                       fire is loaded once)
 --     of(f)             the policy fire f (a fire_parts table) is judged by, or false: its
 --                       job is not published, or its schedule is gone or runs another job
---                       now; then true if the schedule is why. A policy is parse_policy's
---                       table with held, paused (the file's or a runtime pause), and of a
---                       schedule its payload
+--                       now; then true if the schedule is why. A policy is a table over
+--                       its line's shared parse (policy_shape) with held and paused (the
+--                       file's or a runtime pause), one for the jobs of a shape alike in
+--                       both; of a schedule, one over its job's with its payload
 -- @include policy.lua
 -- @include schedules.lua
 local function policy_reader(jobs, job_lines, held, paused, schedules, any_definition)
@@ -25,6 +26,9 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
   -- in runs (due together, in id order). (Not a table of lines: long strings that differ in
   -- a few bytes often hash alike in Lua, and chain in one slot.)
   local last_line, last_job, last_policy
+  -- The last policy line split, its shape and definition: jobs alike but in name (one
+  -- template's) share a line.
+  local last_pline, last_shape, last_definition
 
   local function load_jobs(names)
     local want = {}
@@ -51,12 +55,26 @@ local function policy_reader(jobs, job_lines, held, paused, schedules, any_defin
     for i, job in ipairs(want) do
       -- A line that is not a policy line (written by hand) publishes no job: its fires are a
       -- removed job's until a planner publishes the job again.
-      local p = lines[i] and parse_policy(lines[i])
-      if p then
-        p.paused = p.paused or (pauses[i] or false) ~= false
+      local line, shape, definition = lines[i], nil, nil
+      if line == last_pline then  -- (jobs published from one template share a line)
+        shape, definition = last_shape, last_definition
+      elseif line then
+        shape, definition = policy_shape(line)
+        last_pline, last_shape, last_definition = line, shape, definition
+      end
+      if shape then
+        local paused = shape.__index.paused or (pauses[i] or false) ~= false
         -- A line without a definition (an older planner's) needs the job, in any version.
-        p.held = any_definition or (holds[i] or false) ~= false and
-          (p.definition == '' or holds[i] == p.definition)
+        local holds_it = any_definition or (holds[i] or false) ~= false and
+          (definition == '' or holds[i] == definition)
+        -- Jobs of one shape alike in both share one policy table (read only but for the
+        -- schedules' tables kept in it, which depend on nothing else): no table a job.
+        local v = (paused and 2 or 1) + (holds_it and 2 or 0)
+        local p = shape[v]
+        if not p then
+          p = setmetatable({paused = paused, held = holds_it}, shape)
+          shape[v] = p
+        end
         of_job[job] = p
       end
     end

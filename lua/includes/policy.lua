@@ -17,7 +17,11 @@
 --                        them, when the later fields are empty) share one parsed table:
 --                        each gets a table of its definition that reads the rest from it,
 --                        and takes what is written to it (paused, held) for itself
-local policy_digest, parse_policy
+--   policy_shape(line)   the metatable over the shared parse of line's shape (its __index,
+--                        read only) and the line's definition; nil for a line parse_policy
+--                        refuses. The shape table is the call's: a reader may keep what it
+--                        makes of the shape in it
+local policy_digest, parse_policy, policy_shape
 do
   local match, gmatch = string.match, string.gmatch
   -- The digest, first, is not captured (a string made costs), nor pool, the twelfth field,
@@ -57,7 +61,7 @@ do
   -- A line: the five fields after the digest, the definition, and what follows it.
   local SPLIT = '^[^|]*|([^|]*|[^|]*|[^|]*|[^|]*|[^|]*)|?([^|]*)(.*)$'
   local shapes = {}  -- the line but digest and definition -> metatable over its parse, or false
-  function parse_policy(line)
+  function policy_shape(line)
     local fields, definition, rest = match(line, SPLIT)
     if not fields then return nil end
     local key = rest == '' and fields or fields .. '|' .. rest
@@ -67,6 +71,11 @@ do
       shape = shared and {__index = shared} or false
       shapes[key] = shape
     end
+    if shape then return shape, definition end
+    return nil
+  end
+  function parse_policy(line)
+    local shape, definition = policy_shape(line)
     -- paused and held are written per job (includes/policies.lua): made with the table, its
     -- hash part is not grown twice.
     return shape and setmetatable({definition = definition, paused = shape.__index.paused,

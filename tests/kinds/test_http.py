@@ -158,6 +158,31 @@ def test_certificates_are_checked(tmp_path: Path, trusted_tls: ssl.SSLContext) -
     assert self_signed.received == []
 
 
+def test_a_thread_reuses_its_connection_and_keeps_no_cookie() -> None:
+    with http_receiver() as hook:
+        hook.keep_alive = True
+        hook.cookie = "session=abc; Path=/"
+        outcomes = [run(job(url=f"{hook.url}/run")) for _ in range(3)]
+        assert [o.status for o in outcomes] == ["ok"] * 3
+        first, *later = hook.received
+        assert [got.peer for got in later] == [first.peer] * 2  # one connection
+        assert ["Cookie" in got.headers for got in hook.received] == [False] * 3
+
+
+def test_a_request_after_a_stopped_one_starts_afresh() -> None:
+    with http_receiver() as hook:
+        hook.keep_alive = True
+        assert run(job(url=hook.url)).status == "ok"
+        hook.stall = True
+        assert run(job("1s", url=hook.url)).status == "timeout"
+        wait_for(hook.gone.is_set)
+        hook.stall = False
+        assert run(job(url=hook.url)).status == "ok"
+        first, stalled, after = hook.received
+        assert stalled.peer == first.peer  # the kept connection, until the stop closed it
+        assert after.peer != first.peer
+
+
 # -- what ends a request -------------------------------------------------------------------------
 def test_the_jobs_timeout_ends_a_request_that_gets_no_answer() -> None:
     with http_receiver() as hook:

@@ -11,6 +11,7 @@ from cronsvc.errors import ScheduleError
 from cronsvc.schedule.fields import (
     ALIASES,
     MACROS,
+    _parsed,
     nearest_weekday,
     normalize_cron,
     parse,
@@ -128,6 +129,21 @@ ALL_MONTHS = frozenset(range(1, 13))
 def test_parse(expr: str, fields: dict[str, object]) -> None:
     parsed = parse(expr)
     assert {name: getattr(parsed, name) for name in fields} == fields
+
+
+def test_a_plain_daily_expression_parses_as_croniter_reads_it() -> None:
+    names = [f for f in parse("0 0 * * *").__dataclass_fields__ if f != "_days"]
+    daily = [f"{m} {h} * * *" for h in range(24) for m in range(60)]
+    for expr in daily:
+        fast, slow = parse(expr), _parsed(expr)
+        assert {n: getattr(fast, n) for n in names} == {n: getattr(slow, n) for n in names}
+        assert fast.days(2025, 2) == slow.days(2025, 2)
+    # leading zeros, other spacing, out of range: croniter's way, its errors
+    assert parse("05 09 * * *").slots_ms == parse("5 9 * * *").slots_ms
+    assert parse(" 5  9 * * * ").expr == "5 9 * * *"
+    for bad in ("60 1 * * *", "1 24 * * *"):
+        with pytest.raises(ScheduleError, match="out of range"):
+            parse(bad)
 
 
 @pytest.mark.parametrize(("expr", "year", "month", "days"), [

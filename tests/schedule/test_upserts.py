@@ -95,6 +95,26 @@ def test_the_shortcut_of_a_plan_that_queues_nothing_is_the_plan(now: int) -> Non
     assert seen > 0
 
 
+@pytest.mark.parametrize("now", NOWS)
+def test_a_mark_read_off_at_the_check_is_the_plan(now: int) -> None:
+    fires = FirstFires(HORIZON)
+    whens = Whens()
+    for item in ITEMS:  # the shapes planned once, as an earlier batch would
+        fires.plan(Rows(JOBS, "me", slow(now), whens).row(item), now, now + 150_000)
+    seen = 0
+    for later in (0, 60_000, 1_800_000, 3_500_000):
+        for reach in (150_000, HORIZON):
+            at, until = now + later, now + later + reach
+            rows = Rows(JOBS, "me", slow(now), whens, at, until).rows(ITEMS)
+            marks = fires.quiet_marks(rows, at, until)
+            for item, row, mark in zip(ITEMS, rows, marks, strict=True):
+                if row.mark is not None:
+                    assert mark == row.mark
+                    assert plan_schedule(slow(now)(dict(item)), at, until) == ([], row.mark)
+                    seen += 1
+    assert seen > 0
+
+
 def test_an_item_a_check_here_refuses_gets_the_error_build_gives() -> None:
     rows = Rows(JOBS, "me", slow(0), Whens())
     for item, message in (

@@ -264,6 +264,23 @@ def test_claim_drops_fires_of_removed_and_runtime_paused_jobs(s: Scripts, r: red
     assert [(c.fire_id, c.payload) for c in res.claimed] == [(trigger, {"n": 1})]
 
 
+def test_claim_judges_each_job_of_one_policy_shape_by_its_own_pause_and_definition(
+        s: Scripts, r: redis.Redis) -> None:
+    # Jobs whose lines differ only in digest and definition share a parse: whether this
+    # worker holds the job's definition and whether a runtime pause holds it stay the job's.
+    jobs = {"a": "defa", "b": "defb", "c": "defc", "d": "defd"}
+    s.publish(K, [(job, "-", f"{line()}|{definition}", SPEC) for job, definition in jobs.items()],
+              generation=1, now_ms=T0)
+    s.plan(K, [(job, D1, T0 + 10 * MIN, minutes(1)) for job in jobs])
+    r.hset(K.held("w"), mapping={"a": "defa", "b": "old", "c": "defc", "d": "defd"})
+    r.hset(K.paused, "c", json.dumps({"note": "maintenance", "since": T0}))
+    res = s.claim(K, "w", batch=10, held=K.held("w"), now_ms=T0 + MIN + 5)
+    assert sorted(c.fire_id for c in res.claimed) == [fire_id("a", T0 + MIN),
+                                                       fire_id("d", T0 + MIN)]
+    assert res.dropped == [(fire_id("c", T0 + MIN), "paused")]
+    assert queued(r) == [fire_id("b", T0 + MIN)]  # left for a worker holding its definition
+
+
 def test_claim_catch_up_latest_runs_only_the_newest(s: Scripts) -> None:
     setup_job(s, dues=(1, 2, 3), catch_up="latest")
     res = s.claim(K, "w", batch=5, scan_limit=10, now_ms=T0 + 3 * MIN + 5)
@@ -278,6 +295,37 @@ def test_claim_catch_up_latest_sees_past_the_fires_it_takes(s: Scripts) -> None:
     res = s.claim(K, "w", batch=1, scan_limit=10, now_ms=T0 + 3 * MIN + 5)
     assert [c.fire_id for c in res.claimed] == [fire_id("a", T0 + 3 * MIN)]
     assert res.dropped == [(fire_id("a", d), "catch_up latest") for d in minutes(1, 2)]
+
+
+@pytest.mark.parametrize(("scan", "newer_seen"), [(7, True), (6, False)])
+def test_claim_catch_up_latest_of_fires_due_together_sees_the_newer_within_the_scan_only(
+        s: Scripts, r: redis.Redis, scan: int, newer_seen: bool) -> None:
+    # A first slice due at one time (a burst) reads past it only the fires scored later,
+    # up to the scan's end: two more of that time come first, then f's, then a's newer
+    # fire, the scan's seventh.
+    for job in "abcdef":
+        setup_job(s, job, dues={"a": (1, 3), "f": (2,)}.get(job, (1,)), catch_up="latest")
+    res = s.claim(K, "w", batch=3, scan_limit=scan, now_ms=T0 + 3 * MIN + 5)
+    if newer_seen:
+        assert res.dropped == [(fire_id("a", T0 + MIN), "catch_up latest")]
+        assert [c.fire_id for c in res.claimed] == [fire_id(j, T0 + MIN) for j in "bcd"]
+    else:
+        assert res.dropped == []
+        assert [c.fire_id for c in res.claimed] == [fire_id(j, T0 + MIN) for j in "abc"]
+
+
+def test_claim_catch_up_latest_of_fires_due_together_with_a_retry_scored_later(
+        s: Scripts, r: redis.Redis) -> None:
+    # A fire of the first slice scored after its due time (a retry, not judged itself):
+    # the rest of the scan is read as it comes, and c's newer fire is seen in it.
+    for job in "abc":
+        setup_job(s, job, dues=(1, 2) if job == "c" else (1,), catch_up="latest")
+    r.zadd(K.queue, {fire_id("b", T0 + MIN): T0 + MIN + 1})
+    r.hset(K.attempts, fire_id("b", T0 + MIN), 1)
+    res = s.claim(K, "w", batch=3, scan_limit=10, now_ms=T0 + 2 * MIN + 5)
+    assert res.dropped == [(fire_id("c", T0 + MIN), "catch_up latest")]
+    assert [c.fire_id for c in res.claimed] == [fire_id("a", T0 + MIN), fire_id("b", T0 + MIN),
+                                                fire_id("c", T0 + 2 * MIN)]
 
 
 def test_claim_catch_up_latest_sees_a_hosts_later_run_past_the_fires_it_takes(

@@ -25,6 +25,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    peer: tuple[str, int] = ("", 0)  # the client's address: one per connection
 
 
 @dataclass
@@ -37,6 +38,8 @@ class HttpReceiver:
     answer: bytes = b"ok"  # the body of each answer
     stall: bool = False  # true: no answer at all, until the client hangs up
     gone: threading.Event = field(default_factory=threading.Event)  # a stalled client hung up
+    keep_alive: bool = False  # true: HTTP/1.1, the connection kept for the client's next request
+    cookie: str | None = None  # sent as Set-Cookie with each answer
 
 
 @contextmanager
@@ -46,12 +49,16 @@ def http_receiver(tls: ssl.SSLContext | None = None) -> Iterator[HttpReceiver]:
     box = HttpReceiver(f"{'https' if tls else 'http'}://127.0.0.1:{port}")
 
     class Handler(BaseHTTPRequestHandler):
+        @property
+        def protocol_version(self) -> str:  # type: ignore[override]
+            return "HTTP/1.1" if box.keep_alive else "HTTP/1.0"
+
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if box.hang is not None:
                 box.hang.wait(30)
             box.received.append(Received(self.command, self.path, dict(self.headers.items()),
-                                         body))
+                                         body, self.client_address))
             if box.stall:
                 self.close_connection = True
                 readable, _, _ = select.select([self.connection], [], [], 30)
@@ -62,6 +69,8 @@ def http_receiver(tls: ssl.SSLContext | None = None) -> Iterator[HttpReceiver]:
             self.send_response(status)
             if box.location is not None:
                 self.send_header("Location", box.location)
+            if box.cookie is not None:
+                self.send_header("Set-Cookie", box.cookie)
             self.send_header("Content-Length", str(len(box.answer)))
             self.end_headers()
             self.wfile.write(box.answer)

@@ -3,15 +3,24 @@ RESULT_BATCH, waiting while its worker claims (until a run frees a slot or the e
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from cronsvc.config.models import Config, load_config
+from cronsvc.fires import fire_id, parse_fire
+from cronsvc.history import Cancel
 from cronsvc.keys import Keys
+from cronsvc.process.logs import batched_lines, setup_logging
 from cronsvc.run.outcome import Outcome
 from cronsvc.store.connection import connect
+from cronsvc.store.replies import record_json
 from cronsvc.store.scripts import Claim
+from cronsvc.worker.records import RUN_LINE, _args, history_record, ok_line, run_fields
 from cronsvc.worker.results import DEFER_STEP, DEFER_STEP_PLAIN, RESULT_BATCH
 from cronsvc.worker.running import Note, Running
 from cronsvc.worker.worker import Worker
@@ -130,3 +139,67 @@ def test_without_bounded_jobs_a_run_on_the_loop_still_ends_the_wait(
     batch = [first]
     assert results._defer(batch, []) is False
     assert batch == [first, bound] and results._queue.get_nowait() == after
+
+
+@pytest.mark.parametrize("fmt", ["human", "json"])
+def test_a_batch_s_records_and_lines_are_each_run_s_own(
+        fmt: str, tmp_path: Path, redis_url: str, r: redis.Redis,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Plain successes of two history caps (an ack each) and an ack that also holds a
+    # success that kept output, a replaced run, a one-off, a runtime schedule's fire and a
+    # start that is not an int: every record is the record's own JSON, every line the
+    # run's own line with the run's fields, one ack's lines after another's.
+    cfg = tmp_path / "jobs.yaml"
+    cfg.write_text("jobs:\n"
+                   "  a:\n    cron: '0 0 1 1 *'\n    call: bench.jobs:noop\n"
+                   "  b:\n    cron: '0 0 1 1 *'\n    call: bench.jobs:noop\n    history: 50\n"
+                   "  c:\n    cron: '0 0 1 1 *'\n    call: bench.jobs:noop\n    history: 9\n")
+    worker = Worker(load_config(cfg), connect(redis_url), worker_id="w-1")
+    config, t0 = worker.config, int(time.time()) * 1000
+    plain = Outcome("ok", t0 + 7, 2)
+
+    def item(fid: str, outcome: Outcome, token: int = 1) -> tuple[Running, Outcome]:
+        job, due = parse_fire(fid)[:2]
+        return (Running(claim=Claim(fid, job, token, due), job=config.jobs[job], keys=K),
+                outcome)
+
+    items = [item(fire_id("ab"[n % 2], t0 + n * 1000), plain, n % 3 + 1) for n in range(12)]
+    items += [item(fire_id("c", t0 + 99_000), Outcome("ok", t0, 1, output="said\n")),
+              item(fire_id("c", t0 + 98_000), Outcome("cancelled", t0, 1, error="replaced")),
+              item(fire_id("c", t0, "tq"), plain),
+              item(fire_id("c", t0 + 97_000, schedule="s-1"), plain),
+              item(fire_id("c", t0 + 96_000), Outcome("ok", float(t0), 1))]  # type: ignore[arg-type]
+    items[13][0].cancel_reason = Cancel.REPLACED
+    for run, _ in items:
+        r.zadd(K.working, {run.claim.fire_id: t0 + 600_000})
+        r.hset(K.attempts, run.claim.fire_id, run.claim.token)
+        worker._running.add(run)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    setup_logging(fmt, "w-1")
+    try:
+        with batched_lines():
+            worker.results._record_batch(items)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+    assert not worker._running and r.zcard(K.working) == 0
+    for job in ("a", "b", "c"):
+        expected = [record_json(history_record(
+            run.claim, outcome, "w-1", worker.offset_ms,
+            status=Cancel.REPLACED if outcome.status == "cancelled" else outcome.status))
+            for run, outcome in items if run.claim.job == job]
+        assert sorted(r.lrange(K.history(job), 0, -1)) == sorted(expected)
+    lines = capsys.readouterr().err.splitlines()
+    said = [json.loads(line) for line in lines] if fmt == "json" else lines
+    in_acks = sorted(items, key=lambda i: i[0].claim.job)  # an ack per job (cap), in turn
+    for (run, outcome), line in zip(in_acks, said, strict=True):
+        lag = int(outcome.started_ms) + worker.offset_ms - run.claim.due_ms
+        told = ok_line(run.claim, outcome, lag) or RUN_LINE % _args(run.claim, outcome, lag, "")
+        if fmt == "json":
+            assert line["msg"] == told
+            assert {k: line[k] for k in ("job", "fire", "attempt", "worker")} == run_fields(
+                run.claim, "w-1")
+        else:
+            assert line.endswith(" " + told), (line, told)
