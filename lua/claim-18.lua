@@ -63,7 +63,7 @@ local queue, working, attempts, claims, jobs, paused, running, cancels, events, 
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
   KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
 local worker, batch, unheld_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[6])
-local ahead = tonumber(ARGV[8] or '') or 0
+local ahead_ms = tonumber(ARGV[8] or '') or 0
 local find, sub, byte = string.find, string.sub, string.byte
 local scan = math.max(tonumber(ARGV[5]), batch)
 local now_s = string.format('%d', now)  -- made once: Lua runs sprintf on every use
@@ -79,12 +79,12 @@ local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', '0', 
 local first_due, early  -- the due fires' first read, made here when no lease lapsed
 -- The fires due within ahead_ms (after now), with their scores: member, score, ...
 local function read_early(n)
-  return redis.call('ZRANGEBYSCORE', queue, '(' .. now_s, now + ahead, 'WITHSCORES', 'LIMIT', '0', n)
+  return redis.call('ZRANGEBYSCORE', queue, '(' .. now_s, now + ahead_ms, 'WITHSCORES', 'LIMIT', '0', n)
 end
 if #stale == 0 then
   first_due = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', '0', ARGV[3])
   if #first_due == 0 then
-    early = ahead > 0 and read_early(ARGV[3])
+    early = ahead_ms > 0 and read_early(ARGV[3])
     if not early or #early == 0 then return {now, next_due(queue, working, false), 0, 0, 0} end
   end
 end
@@ -373,7 +373,7 @@ end
 -- later one is not due by its due time.) Any other stays queued for the claim at its due
 -- time (next_ms).
 local took_early = {}
-if ahead > 0 and not skipped and leases.count() < batch and #fires < scan then
+if ahead_ms > 0 and not skipped and leases.count() < batch and #fires < scan then
   early = early or read_early(batch - leases.count())
   local fids, jobs_e, parts_e, dues_e = {}, {}, {}, {}
   for i = 1, #early, 2 do
