@@ -33,6 +33,8 @@
 -- ARGV[5]  scan_limit: due fires examined at most (>= batch)
 -- ARGV[6]  unheld_ms: a due fire no worker with its definition took for this long is missed
 -- ARGV[7]  '1': take fires of any definition (tools and tests draining a queue), else '0'
+-- ARGV[8]  ahead_ms: also take fires due within this long, started at their due time by the
+--          worker (see 2b); absent or 0: none
 -- Returns one flat array (nested arrays make Redis write the reply in many small pieces):
 --   now_ms, next_ms (-1: nothing queued or working),
 --   n_claimed, then per claim: fire, token, due_ms (digits), reclaimed 0/1, payload JSON or '',
@@ -61,6 +63,7 @@ local queue, working, attempts, claims, jobs, paused, running, cancels, events, 
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
   KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
 local worker, batch, unheld_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[6])
+local ahead_ms = tonumber(ARGV[8] or '') or 0
 local find, sub, byte = string.find, string.sub, string.byte
 local scan = math.max(tonumber(ARGV[5]), batch)
 local now_s = string.format('%d', now)  -- made once: Lua runs sprintf on every use
@@ -73,10 +76,17 @@ local LOST_LEASE_EXTRA = 2
 -- finds neither, answered then with two more reads (when to come back).
 -- (Numbers given to redis.call are formatted with sprintf each time: ARGV[3] is the batch.)
 local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', '0', ARGV[3])
-local first_due  -- the due fires' first read, made here when no lease lapsed
+local first_due, early  -- the due fires' first read, made here when no lease lapsed
+-- The fires due within ahead_ms (after now), with their scores: member, score, ...
+local function read_early(n)
+  return redis.call('ZRANGEBYSCORE', queue, '(' .. now_s, now + ahead_ms, 'WITHSCORES', 'LIMIT', '0', n)
+end
 if #stale == 0 then
   first_due = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', '0', ARGV[3])
-  if #first_due == 0 then return {now, next_due(queue, working, false), 0, 0, 0} end
+  if #first_due == 0 then
+    early = ahead_ms > 0 and read_early(ARGV[3])
+    if not early or #early == 0 then return {now, next_due(queue, working, false), 0, 0, 0} end
+  end
 end
 
 local policy = policy_reader(jobs, job_lines, held, paused, schedules, ARGV[7] == '1')
@@ -354,6 +364,39 @@ if leases.count() < batch then
   end
 end
 
+-- 2b. Ahead: fires due within ahead_ms, taken now, each started by the worker at its due
+-- time. Only once every due fire is taken (none left queued, none unread), and only fires no
+-- judgement of their due time could hold back: never tried, queued at their own due time,
+-- definition held, not paused, free (no overlap rule, slot nor limit), of no runtime
+-- schedule (its delete or change before the due time unqueues the fire: it must be queued).
+-- (catch_up latest holds none back: no fire of its owner is due before it any more, and a
+-- later one is not due by its due time.) Any other stays queued for the claim at its due
+-- time (next_ms).
+local took_early = {}
+if ahead_ms > 0 and not skipped and leases.count() < batch and #fires < scan then
+  early = early or read_early(batch - leases.count())
+  local fids, jobs_e, parts_e, dues_e = {}, {}, {}, {}
+  for i = 1, #early, 2 do
+    local job, due_s, f = fire_split(early[i])
+    if job and due_s == early[i + 1] and not (f and f.sid) then
+      local k = #fids + 1
+      fids[k], jobs_e[k], parts_e[k], dues_e[k] = early[i], job, f, due_s
+    end
+  end
+  if #fids > 0 then
+    policy.load(jobs_e, parts_e, 1, #fids)
+    local used = redis.call('HMGET', attempts, unpack(fids))
+    for k, fid in ipairs(fids) do
+      local f = parts_e[k]
+      local p = of_job[jobs_e[k]]
+      if p and not used[k] and p.held and not p.paused and p.free then
+        take(fid, dues_e[k], f and f.owner or jobs_e[k], 1, p, 0, nil)
+        took_early[#took_early + 1] = fid
+      end
+    end
+  end
+end
+
 -- 3. The writes, one command per key.
 if examined > 0 and not skipped then
   redis.call('ZREMRANGEBYRANK', queue, '0', examined - 1)
@@ -364,6 +407,7 @@ elseif examined > 0 then
   end
   bulk('ZREM', queue, taken, 1)
 end
+if #took_early > 0 then bulk('ZREM', queue, took_early, 1) end  -- ranks after the due ones
 leases.write(working, attempts, claims, payloads)
 if recorded then recorded.clean(attempts, claims, cancels, payloads) end
 if bounded then bounded.save() end

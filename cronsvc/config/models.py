@@ -58,7 +58,8 @@ def _optional_duration(value: object) -> float | None:
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 OptionalSeconds = Annotated[float | None, BeforeValidator(_optional_duration)]
-Jitter = Annotated[float, BeforeValidator(lambda v: parse_duration(v, allow_zero=True))]
+SecondsOrZero = Annotated[float, BeforeValidator(lambda v: parse_duration(v, allow_zero=True))]
+Jitter = SecondsOrZero
 
 
 def _optional_size(value: object) -> int | None:
@@ -420,6 +421,9 @@ class WorkerSettings(_Frozen):
     host: str | None = None  # the host this worker runs each-host jobs for (default: its name)
     lease: Seconds = 30.0
     grace: Seconds = 30.0
+    # Fires due within this long are claimed ahead and started at their due time: the
+    # claim's wake and round trip are no part of their lag (0: claimed once due).
+    claim_ahead: SecondsOrZero = Field(default=0.02, le=1)
     history: int = Field(default=100, ge=1, le=HISTORY_MAX)
     output: Size = DEFAULT_OUTPUT  # what a run keeps of its output, unless its job says
     # The most any job of this file may keep (its `output` included): the fleet's cap.

@@ -408,7 +408,7 @@ class Results:
                 log.warning("%s: result not recorded, lease taken over (attempt %d)",
                             claim.fire_id, claim.token)
                 continue
-            lag = outcome.started_ms + offset - claim.due_ms  # as self.lag
+            lag = max(outcome.started_ms + offset - claim.due_ms, 0)  # as self.lag
             line = None if write is None else ok_line(claim, outcome, lag)
             if line is None:
                 if lines:
@@ -466,8 +466,9 @@ class Results:
         return int(self.w.config.worker.output_retention * 1000)
 
     def lag(self, run: Running, outcome: Outcome) -> int:
-        """How late the run started, on the server's clock (ms)."""
-        return outcome.started_ms + self.w.offset_ms - run.claim.due_ms
+        """How late the run started, on the server's clock (ms; never before its due
+        time, see cronsvc/worker/records.py)."""
+        return max(outcome.started_ms + self.w.offset_ms - run.claim.due_ms, 0)
 
     def persist(self, write: Callable[[], T]) -> T:
         """Run ``write`` until Redis takes it: a result is worth waiting for, since an

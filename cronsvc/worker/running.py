@@ -32,6 +32,8 @@ class Running:
     ended: bool = False  # the job has returned; its result may not be recorded yet
     on_stop: Callable[[], None] | None = None  # cancels its task, once it has one
     counted: bool = False  # in the worker's counts of runs going (its claim loop's start)
+    # Claimed ahead of its due time: the monotonic time its run starts at (0.0: at once).
+    start_at: float = 0.0
 
     def __init__(self, claim: Claim, job: Job, keys: Keys, claimed_at: float = 0.0,
                  renewed_at: float = 0.0, on_loop: bool = False, hooked: bool = True,

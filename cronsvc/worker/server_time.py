@@ -8,13 +8,22 @@ to the round trip of that read. A wake timed from a lower bound is late, never e
 claim too early would find nothing due and cost a round trip more. Each claim's reply
 checks it: a server clock that stepped back since (or a shard of another clock) makes it
 disagree, and the wake is timed from the reply alone, as without it.
+
+A run claimed ahead of its due time starts when the server's clock has surely reached it
+(:meth:`ServerTime.surely_at`): timed from a lower bound too, that of the claim's reply or
+the ``TIME`` read's, whichever is higher, the latter less what the two clocks may have
+drifted apart since (:data:`DRIFT`). A start is then late by a fraction of a ms, never early
+by the server's clock, whatever the round trips.
 """
 
 from __future__ import annotations
 
 from cronsvc.clock import HasTime, monotonic
 
-READ_EVERY = 5.0  # seconds between reads of TIME: drift between two is a few µs
+READ_EVERY = 1.0  # seconds between reads of TIME: drift between two is a few µs
+# How fast the server's clock may drift from this process's monotonic one, at most: two
+# NTP-disciplined clocks slew at most 500 µs a second (the same host's do not drift).
+DRIFT = 5e-4
 
 
 class ServerTime:
@@ -42,3 +51,16 @@ class ServerTime:
             # That moment taken as the round trip's middle, as near as a reply says.
             return (sent + received) / 2 + (next_ms - now_ms) / 1000
         return (next_ms - max(low, now_ms - received * 1000)) / 1000
+
+    def surely_at(self, due_ms: int, now_ms: int, sent: float, received: float) -> float:
+        """The monotonic time by which the server's clock has surely reached ``due_ms``,
+        from a reply that read it as ``now_ms`` (whole ms, truncated) between ``sent`` and
+        ``received``: never early (see the module)."""
+        low = now_ms - received * 1000  # the server's clock minus the monotonic one, at least
+        read = self._low
+        if read is not None:
+            read -= abs(received - self._read_at) * 1000 * DRIFT
+            # (A read the reply contradicts is of a clock stepped back since: not used.)
+            if low < read <= now_ms + 1 - sent * 1000:
+                low = read
+        return (due_ms - low) / 1000

@@ -58,6 +58,7 @@ from cronsvc.run.calls import call_with
 from cronsvc.run.context import FireContext
 from cronsvc.run.flag import Flag
 from cronsvc.run.hooks import Hooks
+from cronsvc.run.loop import SHARED
 from cronsvc.run.outcome import Outcome
 from cronsvc.run.output import Kept
 from cronsvc.run.watchdog import Leash, Watchdog, margin
@@ -123,6 +124,7 @@ class Worker:
         host: str | None = None,
         watchdog: Watchdog | None = None,
         report: Callable[[dict[str, Any]], None] | None = None,
+        claim_ahead: float | None = None,
     ) -> None:
         # Reloaded on change and SIGHUP (a Config built in code never changes).
         self.job_file = config if isinstance(config, JobFile) else JobFile.fixed(config)
@@ -136,6 +138,9 @@ class Worker:
         self.async_concurrency = async_concurrency or config.worker.async_concurrency
         self.worker_id = worker_id or process_id()
         self.lease_ms = int((lease or config.worker.lease) * 1000)
+        # Fires due within this long are claimed ahead and started at their due time.
+        self.ahead_ms = int(round((config.worker.claim_ahead if claim_ahead is None
+                                   else claim_ahead) * 1000))
         self.grace = config.worker.grace if grace is None else grace
         self.history_cap = config.worker.history
         self.clock = clock
@@ -325,6 +330,7 @@ class Worker:
                 res = self.scripts.claim(
                     keys, self.worker_id, batch=free, lease_ms=self.lease_ms,
                     scan_limit=max(SCAN_LIMIT, free), held=keys.held(self.held),
+                    ahead_ms=self.ahead_ms,
                 )
             except REDIS_ERRORS as exc:
                 # One shard down (a cluster master failing over) must not stop the others.
@@ -337,7 +343,12 @@ class Worker:
             # The server's clock is the only clock: remember how far ours is off.
             self.offset_ms = int(res.now_ms + (t1 - t0) * 500 - self.clock.now_ms())
             # Start first: recording drops talks to Redis, and a claim must not age meanwhile.
-            self._start(keys, res.claimed, t0)
+            claimed = res.claimed
+            # Fires claimed ahead come last (in due order): each starts at its due time.
+            if claimed and claimed[-1].due_ms > res.now_ms:
+                self._start(keys, claimed, t0, self._not_before(claimed, res.now_ms, t0, t1))
+            else:
+                self._start(keys, claimed, t0)
             self.claiming = len(res.claimed) >= free
             for claim in res.claimed:
                 if claim.before is not None:
@@ -349,14 +360,35 @@ class Worker:
                             named(key, member, "not a fire id"))
             if res.next_ms >= 0:
                 # now_ms was read on the server between t0 and t1 (timed from t1, every
-                # sleep ended half a round trip late), in whole ms: see ServerTime.
-                at = self._server_time.wake_at(res.next_ms, res.now_ms, t0, t1)
+                # sleep ended half a round trip late), in whole ms: see ServerTime. Woken
+                # ahead_ms before a fire due later than that; at its due time for one due
+                # sooner, which this claim saw and left (it waits for its due time).
+                next_ms = res.next_ms
+                if next_ms > res.now_ms + self.ahead_ms:
+                    next_ms -= self.ahead_ms
+                at = self._server_time.wake_at(next_ms, res.now_ms, t0, t1)
                 wake_at = at if wake_at is None else min(wake_at, at)
         if failed:
             log.warning("%d of %d shard(s) cannot be claimed from: %s", len(failed), n, failed[0])
         if wake_at is None:
             return MAX_SLEEP
         return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))
+
+    def _not_before(self, claimed: list[Claim], now_ms: int, sent: float, received: float
+                    ) -> dict[int, float]:
+        """Due time -> the monotonic time its fires start at, for the fires of a claim due
+        after its reply's ``now_ms`` (taken ahead): when the server's clock has surely
+        reached it (:meth:`ServerTime.surely_at`). One due later than ``ahead_ms`` (queued
+        by hand at a time before its id's) is not waited for."""
+        starts: dict[int, float] = {}
+        last = now_ms + self.ahead_ms
+        for claim in reversed(claimed):
+            due = claim.due_ms
+            if due <= now_ms:
+                break
+            if due <= last and due not in starts:
+                starts[due] = self._server_time.surely_at(due, now_ms, sent, received)
+        return starts
 
     def _queues_of(self, config: Config) -> list[Keys]:
         """What the claim loop takes from, in turn: the queue of each pool served on each
@@ -374,9 +406,12 @@ class Worker:
         each = any(k.pool == mine for k in self._queues)
         return [*self.pools, *([EACH_HOST, mine] if each else [])]
 
-    def _start(self, keys: Keys, claims: list[Claim], claimed_at: float) -> None:
+    def _start(self, keys: Keys, claims: list[Claim], claimed_at: float,
+               not_before: dict[int, float] | None = None) -> None:
         """Start the runs of one claim's fires: held under one lock, then handed to the
-        slots or the loop; a fire of a job this file lacks is handed back after."""
+        slots or the loop; a fire of a job this file lacks is handed back after.
+        ``not_before``: due time -> monotonic time, for fires claimed ahead: their runs
+        are handed over now and start then (:meth:`_run`, :meth:`_launch_at`)."""
         runs: list[Running] = []
         unknown = []
         add = runs.append
@@ -384,6 +419,8 @@ class Worker:
         plain: list[tuple[Running, Ready | None]] = []
         on_loop: list[Running] = []
         procs: list[tuple[Running]] = []
+        # Plain runs claimed ahead, by start time: each group one task until then.
+        ahead: dict[float, list[tuple[Running, Ready | None]]] = {}
         jobs, traits = self.config.jobs, self._job_traits
         for claim in claims:
             name = claim.job
@@ -411,6 +448,11 @@ class Worker:
             run.procs = hit[3]
             run.counted = True
             add(run)
+            if not_before is not None and claim.due_ms in not_before:
+                run.start_at = not_before[claim.due_ms]
+                if not (loop or hit[3]):  # started together at their time (_run_at)
+                    ahead.setdefault(run.start_at, []).append((run, hit[4]))
+                    continue
             if loop:
                 on_loop.append(run)
             elif hit[3]:
@@ -426,8 +468,13 @@ class Worker:
         # processes, a thread each, at once (last: their starts hold the GIL, and the
         # launches before would wait for them).
         self._pool.submit_many(self._run, plain)
+        if ahead:
+            self._pool.submit_many(self._run_at, [(group,) for group in ahead.values()])
         for run in on_loop:
-            self._launch(run)
+            if run.start_at:
+                SHARED.call(self._launch_at, run)
+            else:
+                self._launch(run)
         self._pool.submit_each(self._run, procs)
         for claim in unknown:
             # Redis names the job; only this worker's own config says what it runs. The
@@ -474,6 +521,11 @@ class Worker:
             fields["schedule"] = schedule_of(fire_id)
         return ctx
 
+    def _launch_at(self, run: Running) -> None:
+        """On the loop: launch a run claimed ahead at its start time (:meth:`_launch`)."""
+        # (A µs past it: the loop runs a timer due within its clock's resolution.)
+        SHARED.loop.call_at(run.start_at + 1e-6, self._launch, run)
+
     def _launch(self, run: Running) -> None:
         """Start an async run as a task on the loop: no slot thread waits for it. It ends
         through the same steps as a slot's run (:meth:`_ended`), from the task's end."""
@@ -513,10 +565,26 @@ class Worker:
         else:
             self._hand_over((run, outcome))  # results.finished(run, outcome)
 
+    def _run_at(self, group: list[tuple[Running, Ready | None]]) -> None:
+        """Runs claimed ahead that start at one time, in one slot thread until then: a
+        task each, waiting in a thread each, would have the slots call a thread per run
+        (:mod:`cronsvc.worker.slots`), all woken at once."""
+        first = group[0]
+        self._wait_start(first[0])
+        self._pool.submit_many(self._run, group[1:])
+        self._run(*first)
+
+    def _wait_start(self, run: Running) -> None:
+        """Until the start time of a run claimed ahead (a stop ends the wait)."""
+        while not run.cancel.is_set() and (wait := run.start_at - monotonic()) > 0:
+            run.cancel.wait(wait)
+
     def _run(self, run: Running, fast: Ready | None = None) -> None:
         """Run a fire in this (slot) thread and hand its end over; ``fast``: what it calls,
         for an untimed sync call no hook wants (:meth:`_traits_of`)."""
         claim = run.claim
+        if run.start_at:  # claimed ahead: not before its due time
+            self._wait_start(run)
         if (fast is not None and claim.unreadable is None and not run.cancel.is_set()
                 and monotonic() - run.claimed_at < self.lease_ms / UNCHECKED):
             self._run_ready(run, fast)
