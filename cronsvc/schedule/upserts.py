@@ -101,6 +101,16 @@ def row_of(s: RuntimeSchedule) -> Row:
 Whens = dict[tuple[Any, Any, Any, Any], Shape]
 
 
+def quiet_mark(quiet: tuple[int, int] | None, paused: bool, now: int, until: int
+               ) -> int | None:
+    """The new mark of a schedule whose ``when`` has no fire in ``quiet`` = (lo, fire),
+    planned from ``now`` up to ``until``: ``fire - 1`` when that plan queues nothing;
+    None when a plan must say (no window known, ``now`` or ``until`` outside it, paused)."""
+    if quiet is None or paused or quiet[0] > now or until >= quiet[1]:
+        return None
+    return quiet[1] - 1
+
+
 class Rows:
     """Items to rows: plain ones checked here against what ``whens`` holds (kept from
     batch to batch), the others (and any that fails a check here) by ``slow``, which
@@ -159,9 +169,7 @@ class Rows:
                                                 shape.when, text)
                           if paused or catch_up or overlap else shape.start + text,
                           actor_of(actor) if actor else default_actor, paused, shape.when,
-                          shape.spec, None, shape,
-                          quiet[1] - 1 if quiet is not None and not paused and quiet[0] <= now
-                          and until < quiet[1] else None)))
+                          shape.spec, None, shape, quiet_mark(quiet, paused, now, until))))
         return out
 
     def _when(self, job: str, cron: Any, every: Any, timezone: Any) -> Shape | None:
@@ -210,9 +218,8 @@ class FirstFires:
         its next fire less 1; None where :meth:`plan` must say (a paused row too). A row's
         own :attr:`Row.mark` (made for this ``now`` and ``until``) is taken as it is."""
         nexts = self.nexts
-        return [mark if (mark := row.mark) is not None else None
-                if (after := row.shape.quiet if row.shape else nexts.get(row.when)) is None
-                or row.paused or after[0] > now or until >= after[1] else after[1] - 1
+        return [mark if (mark := row.mark) is not None else quiet_mark(
+                    row.shape.quiet if row.shape else nexts.get(row.when), row.paused, now, until)
                 for row in rows]
 
     def plan(self, row: Row, after_ms: int, until_ms: int,

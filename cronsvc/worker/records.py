@@ -21,18 +21,24 @@ from cronsvc.store.replies import record_json
 from cronsvc.store.scripts import Claim
 
 
-# A run's start on the server's clock is its start on this machine's plus the offset of the
-# last claim, whose error (up to a ms and half a round trip) could put it before its due
-# time; no run starts before, by the server's clock (one claimed ahead waits for a time the
-# server's clock has surely reached, cronsvc/worker/server_time.py): it is taken as at least
-# its due time, here and in the lag (cronsvc/worker/results.py).
+def started_on_server(outcome: Outcome, offset_ms: int, due_ms: int) -> int:
+    """When a run started on the server's clock: its start on this machine's plus the
+    offset of the last claim. That offset errs by up to a ms and half a round trip, which
+    could put the start before its due time; no run starts before it by the server's clock
+    (one claimed ahead waits for a time the server's clock has surely reached,
+    cronsvc/worker/server_time.py), so the start is taken as at least its due time, in the
+    record and in the lag alike."""
+    started = outcome.started_ms + offset_ms
+    return due_ms if started < due_ms else started
+
+
 def history_record(
     claim: Claim, outcome: Outcome, worker: str, offset_ms: int, *, status: str | None = None
 ) -> HistoryRecord:
     """The history line of one finished attempt, times on the server's clock; it holds
     the end of the output (the whole of what the run kept is stored beside it)."""
     return record(claim.fire_id, status or outcome.status, job=claim.job, scheduled=claim.due_ms,
-                  reason=outcome.error, started=max(outcome.started_ms + offset_ms, claim.due_ms),
+                  reason=outcome.error, started=started_on_server(outcome, offset_ms, claim.due_ms),
                   duration_ms=outcome.duration_ms, attempt=claim.token, worker=worker,
                   exit_code=outcome.exit_code, output=excerpt(outcome.output) or None)
 
@@ -42,9 +48,7 @@ def history_json(claim: Claim, outcome: Outcome, worker: str, offset_ms: int, st
     """The JSON of :func:`history_record` as stored, written without the record (a worker
     acks many runs a second)."""
     fid, due, token = claim.fire_id, claim.due_ms, claim.token
-    started, took = outcome.started_ms + offset_ms, outcome.duration_ms
-    if due.__class__ is int and started.__class__ is int and started < due:
-        started = due  # the offset's error: no run starts before its due time (above)
+    started, took = started_on_server(outcome, offset_ms, due), outcome.duration_ms
     if (outcome.error is None and outcome.exit_code is None and not outcome.output
             and due.__class__ is int and started.__class__ is int
             and took.__class__ is int and token.__class__ is int):

@@ -36,6 +36,7 @@ from cronsvc.worker.records import (
     lost_record,
     ok_line,
     run_fields,
+    started_on_server,
 )
 from cronsvc.worker.running import Note, Running
 
@@ -408,7 +409,7 @@ class Results:
                 log.warning("%s: result not recorded, lease taken over (attempt %d)",
                             claim.fire_id, claim.token)
                 continue
-            lag = max(outcome.started_ms + offset - claim.due_ms, 0)  # as self.lag
+            lag = started_on_server(outcome, offset, claim.due_ms) - claim.due_ms
             line = None if write is None else ok_line(claim, outcome, lag)
             if line is None:
                 if lines:
@@ -467,8 +468,9 @@ class Results:
 
     def lag(self, run: Running, outcome: Outcome) -> int:
         """How late the run started, on the server's clock (ms; never before its due
-        time, see cronsvc/worker/records.py)."""
-        return max(outcome.started_ms + self.w.offset_ms - run.claim.due_ms, 0)
+        time: :func:`started_on_server`)."""
+        due = run.claim.due_ms
+        return started_on_server(outcome, self.w.offset_ms, due) - due
 
     def persist(self, write: Callable[[], T]) -> T:
         """Run ``write`` until Redis takes it: a result is worth waiting for, since an
