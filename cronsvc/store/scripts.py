@@ -615,7 +615,10 @@ class Scripts:
     def acked(self, call: AckCall) -> list[str | None]:
         """Run an ack made fire by fire: per fire None if acked, else why not (lease lost)."""
         res = self.run("ack", *call.made(), packed=True)
-        return [None if r == 1 else text(r) for r in res]
+        out: list[str | None] = [None] * call.n
+        for i in range(0, len(res), 2):  # the fires not acked: number, why
+            out[int(res[i]) - 1] = text(res[i + 1])
+        return out
 
     def fail(
         self, keys: Keys, fire_id: str, token: int, job: str, record: Any,
