@@ -33,9 +33,10 @@
 -- history record: see cronsvc/history.py; one JSON object with the fields, in this order,
 --   fire, job, status, reason, scheduled, started, duration_ms, attempt, worker, exit_code,
 --   output (null where there is no value); written as the worker sends it.
--- Returns per fire 1 if acked, else 'LEASE_LOST <fire> token <token> current <current>':
--- the token is not the current one or the fire is not in working (a newer claim of the
--- fire must not be finished by an older holder).
+-- Returns the fires not acked, two values each (none: an empty array): the fire's number f
+-- (from 1) and 'LEASE_LOST <fire> token <token> current <current>': the token is not the
+-- current one or the fire is not in working (a newer claim of the fire must not be
+-- finished by an older holder).
 -- @include fires.lua
 -- @include outbox.lua
 -- @include ran.lua
@@ -58,10 +59,11 @@ local call = redis.call
 local last_s = string.format('%d', cap - 1)
 local current = call('HMGET', keys[2], unpack(fids))
 -- done: the fires held with their token and still in working, taken out of it and
--- recorded in one pass (out[i] is 1 for each); while every fire so far is done, it is fids
--- itself. (Asking working about them all at once costs more: ZMSCORE formats each score
--- with printf, and while working is small Redis keeps it a list scanned on every lookup.)
-local done, m, out = fids, 0, {}
+-- recorded in one pass; while every fire so far is done, it is fids itself. lost: the
+-- reply, the number and reason of each fire not done (lost_at[i] true for each). (Asking
+-- working about them all at once costs more: ZMSCORE formats each score with printf, and
+-- while working is small Redis keeps it a list scanned on every lookup.)
+local done, m, lost, lost_at = fids, 0, {}, nil
 -- Consecutive fires of one job (the same history key, run_key) go in one LPUSH, their
 -- records (run) in their order: the list ends as with an LPUSH each, newest first. Among
 -- them, consecutive fires of one record of runs (ran_key) go in one APPEND of their entries
@@ -117,10 +119,12 @@ for i = 1, n do
       if output ~= '' then keep_output(extra_key[i], argv[x + 3], output, retention) end
       if chain ~= '' then chained(keys[7], job_of(fid), fid, record, chain) end
     end
-    out[i] = 1
   else
     if done == fids then done = {unpack(fids, 1, m)} end
-    out[i] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current '
+    lost_at = lost_at or {}
+    lost_at[i] = true
+    lost[#lost + 1] = i
+    lost[#lost + 1] = 'LEASE_LOST ' .. fid .. ' token ' .. token .. ' current '
       .. tostring(held or 'none')
     if run_n > 0 and keys[2 * i + 9] ~= run_key then push_runs() end
   end
@@ -150,7 +154,7 @@ if m > 0 then
   if redis.call('HLEN', keys[8]) > 0 then
     local names, tokens = {}, {}
     for i = 1, n do
-      if out[i] == 1 then
+      if not (lost_at and lost_at[i]) then
         names[#names + 1] = job_of(fids[i])
         tokens[#tokens + 1] = tonumber(argv[4 * i + 3])
       end
@@ -158,4 +162,4 @@ if m > 0 then
     succeeded(keys[8], keys[7], names, done, tokens, nil)
   end
 end
-return out
+return lost

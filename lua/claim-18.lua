@@ -37,8 +37,11 @@
 --          worker (see 2b); absent or 0: none
 -- Returns one flat array (nested arrays make Redis write the reply in many small pieces):
 --   now_ms, next_ms (-1: nothing queued or working),
---   n_claimed, then per claim: fire, token, due_ms (digits), reclaimed 0/1, payload JSON or '',
---     the claim JSON of the holder whose lease lapsed (reclaimed) or '',
+--   n_claimed, then per claim: fire, token, due_ms (digits),
+--   n_payloads, then per claim with a payload (most have none), in order: its number among
+--     the claims (from 1), the payload JSON,
+--   n_reclaimed, then per claim of a lease that lapsed (reclaimed): its number, the claim
+--     JSON of the holder whose lease lapsed or '',
 --   n_dropped, then per drop: fire, reason,
 --   n_aside, then per member set aside: the member, the key it was in
 -- A fire with attempts 0 (queued by hand: a backfill, a dead retry) is not judged by its
@@ -85,7 +88,9 @@ if #stale == 0 then
   first_due = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', '0', ARGV[3])
   if #first_due == 0 then
     early = ahead_ms > 0 and read_early(ARGV[3])
-    if not early or #early == 0 then return {now, next_due(queue, working, false), 0, 0, 0} end
+    if not early or #early == 0 then
+      return {now, next_due(queue, working, false), 0, 0, 0, 0, 0}
+    end
   end
 end
 
@@ -418,8 +423,9 @@ if skipped and (examined >= scan or leases.count() >= batch)
     and (next_ms < 0 or next_ms > now + RESCAN_MS) then
   next_ms = now + RESCAN_MS  -- more may be due past what this call looked at
 end
-local out, n = leases.rows, 3 + 6 * leases.count()  -- the claims are in place already
+local out = leases.rows  -- the claims are in place already
 out[1], out[2], out[3] = now, next_ms, leases.count()
+local n = leases.more(out, 3 + 3 * leases.count())
 local none = {}
 for _, rows in ipairs({recorded and recorded.dropped or none,
                        recorded and recorded.aside or none}) do

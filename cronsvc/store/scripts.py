@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import eq, itemgetter
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import hiredis
@@ -45,7 +45,7 @@ Pairs = Iterable[tuple[str, int]]  # (fire id, token)
 ACK_CHUNK = 500
 # A due fire that no worker holding its definition took for this long is missed.
 UNHELD_MS = 600_000
-CLAIM_FIELDS = 6  # per claimed fire in the claim script's reply
+CLAIM_FIELDS = 3  # per claimed fire in the claim script's reply (fire, token, due)
 
 
 class Claim(NamedTuple):
@@ -246,54 +246,62 @@ class AckCall:
         return self.keys + self._extra_keys, self.args + self._extras
 
 
-def _claims(k: Keys, res: Sequence[Any], n: int) -> list[Claim]:
-    """The ``n`` claimed fires of the claim script's reply, from ``res[3]`` on. Most have
-    no payload and no holder before: each is made as a tuple of its fields at once (a
-    named tuple's ``__new__`` is a Python function of its own), and a reply of only such
-    fires is read a field at a time for all of them (its columns sliced, mapped and zipped
-    in C, no Python frame per fire)."""
+def _claims(k: Keys, res: Sequence[Any], n: int) -> tuple[list[Claim], int]:
+    """The ``n`` claimed fires of the claim script's reply, from ``res[3]`` on, and where
+    the reply goes on after them. Each fire is its id, token and due time; the few with a
+    payload or reclaimed are named after them by their numbers (from 1). Each claim is
+    made as a tuple of its fields at once (a named tuple's ``__new__`` is a Python
+    function of its own), and a reply of fires with neither is read a field at a time for
+    all of them (its columns sliced, mapped and zipped in C, no Python frame per fire)."""
     end = 3 + CLAIM_FIELDS * n
+    paid = int(res[end])
+    at = end + 2 + 2 * paid
+    reclaimed = int(res[at - 1])
+    after = at + 2 * reclaimed
     fids = res[3:end:CLAIM_FIELDS]
-    if not (any(res[7:end:CLAIM_FIELDS]) or any(res[8:end:CLAIM_FIELDS])
-            or not all(map(str.__instancecheck__, fids))):
+    if not paid and not reclaimed and all(map(str.__instancecheck__, fids)):
         return list(map(_made, repeat(Claim), zip(
             fids, map(_before_at, map(str.partition, fids, repeat("@"))),
             map(int, res[4:end:CLAIM_FIELDS]), map(int, res[5:end:CLAIM_FIELDS]),
-            map(eq, res[6:end:CLAIM_FIELDS], repeat(1)), repeat(None), repeat(None),
-            repeat(None))))
+            repeat(False), repeat(None), repeat(None), repeat(None)))), after
+    payloads = dict(zip(map(int, res[end + 1:at - 1:2]), res[end + 2:at - 1:2], strict=True))
+    befores = dict(zip(map(int, res[at:after:2]), res[at + 1:after:2], strict=True))
     claims: list[Claim] = []
     add = claims.append
-    for i in range(3, end, CLAIM_FIELDS):
+    for f, i in enumerate(range(3, end, CLAIM_FIELDS), 1):
         fid = res[i]
-        if res[i + 4] or res[i + 5] or fid.__class__ is not str:
-            add(_claimed(k, res, i))
+        if f in payloads or f in befores or fid.__class__ is not str:
+            add(_claimed(k, res[i:i + CLAIM_FIELDS], f in befores, payloads.get(f),
+                         befores.get(f)))
         else:
-            add(_made(Claim, (fid, job_of(fid), int(res[i + 1]), int(res[i + 2]),
-                              res[i + 3] == 1, None, None, None)))
-    return claims
+            add(_made(Claim, (fid, job_of(fid), int(res[i + 1]), int(res[i + 2]), False,
+                              None, None, None)))
+    return claims, after
 
 
 _before_at = itemgetter(0)  # of a fire id's partition at its first '@': job_of
 _made = tuple.__new__
 
 
-def _claimed(k: Keys, res: Sequence[Any], i: int) -> Claim:
-    """The claimed fire at ``res[i:i + CLAIM_FIELDS]`` of the claim script's reply. Its
-    payload and the lapsed holder's claim are stored JSON: one that is not, written there
-    by hand, must not stop the claim loop (the fire then fails, saying why; a claim that
-    does not read is no holder)."""
-    fid, payload, before = res[i], res[i + 4], res[i + 5]
+def _claimed(k: Keys, fire: Sequence[Any], reclaimed: bool, payload: Any, before: Any
+             ) -> Claim:
+    """A claimed fire of the claim script's reply, ``fire`` its id, token and due time,
+    with its payload and the lapsed holder's claim (or None). Both are stored JSON: one
+    that is not, written there by hand, must not stop the claim loop (the fire then fails,
+    saying why; a claim that does not read is no holder)."""
+    fid = fire[0]
     if not isinstance(fid, str):
         fid = text(fid)
+    token, due = int(fire[1]), int(fire[2])
     if not payload and not before:  # most fires: no payload, no holder before
-        return Claim(fid, job_of(fid), int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1)
+        return Claim(fid, job_of(fid), token, due, reclaimed)
     value, unreadable = None, None
     if payload:
         try:
             value = json.loads(payload)
         except ValueError:
             unreadable = named(k.payloads, fid, f"its payload is not JSON: {shown(text(payload))}")
-    return Claim(fid, job_of(fid), int(res[i + 1]), int(res[i + 2]), res[i + 3] == 1, value,
+    return Claim(fid, job_of(fid), token, due, reclaimed, value,
                  json_object(before) if before else None, unreadable)
 
 
@@ -544,11 +552,9 @@ class Scripts:
                        [_now(now_ms), worker_id, batch, int(lease_ms),
                         max(scan_limit or batch, batch), int(unheld_ms),
                         "1" if held is None else "0", int(ahead_ms)], packed=True)
-        # Flat reply: now, next, n, n * (fire, token, due, reclaimed, payload, before),
-        # m, m * (fire, why), a, a * (member, key)
-        n = int(res[2])
-        claimed = _claims(keys, res, n)
-        at = 3 + CLAIM_FIELDS * n
+        # Flat reply: now, next, n, n * (fire, token, due), p, p * (number, payload),
+        # r, r * (number, before), m, m * (fire, why), a, a * (member, key)
+        claimed, at = _claims(keys, res, int(res[2]))
         m = int(res[at])
         drops = res[at + 1:at + 1 + 2 * m]
         dropped = [(text(drops[i]), text(drops[i + 1])) for i in range(0, len(drops), 2)]
@@ -609,7 +615,10 @@ class Scripts:
     def acked(self, call: AckCall) -> list[str | None]:
         """Run an ack made fire by fire: per fire None if acked, else why not (lease lost)."""
         res = self.run("ack", *call.made(), packed=True)
-        return [None if r == 1 else text(r) for r in res]
+        out: list[str | None] = [None] * call.n
+        for i in range(0, len(res), 2):  # the fires not acked: number, why
+            out[int(res[i]) - 1] = text(res[i + 1])
+        return out
 
     def fail(
         self, keys: Keys, fire_id: str, token: int, job: str, record: Any,

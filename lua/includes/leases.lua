@@ -12,9 +12,14 @@
 --     count()          how many were taken
 --     rows             what was taken, in order, flat as the claim's reply carries it:
 --                      three values left for the reply's head, then per fire its fid,
---                      token, due (digits), reclaimed, payload or '', before or ''
+--                      token, due (digits)
+--     more(out, k)     what some fires have besides, after out[k] (most have neither: the
+--                      reply carries three values a fire): the count of fires with a
+--                      payload, then per such fire in order its number among the taken
+--                      (from 1) and its payload; the count of fires reclaimed, then per such fire
+--                      its number and before or ''; returns the new end of out
 --     write(working, attempts, claims, payloads)  write the leases; the payload of a
---                      one-off fire (in hash payloads) goes into its row
+--                      one-off fire (in hash payloads) is its payload
 -- Keys.attempts also holds one field that is no fire, ATTEMPTS_PIN (cronsvc/keys.py, its
 -- twin), whose value is longer than Redis keeps in a compact hash (hash-max-ziplist-value,
 -- 64 bytes): the hash stays a hash table. A compact one is scanned whole on every lookup,
@@ -40,10 +45,13 @@ local function leases_of(worker, now, now_s, lease_ms)
   -- One flat table a fire, no table per fire: the reply is this table itself.
   local w_args, c_args, rows, n = {false, false}, {}, {false, false, false}, 0
   local a_args = {'~pin', PIN_VALUE}
+  -- The payloads by the fire's number (np of them); the fires reclaimed, flat: number,
+  -- before (nr values).
+  local pay, np, rec, nr = {}, 0, {}, 0
 
   local function take(fid, due, token, reclaimed, before, payload)
     local token_s = token == 1 and '1' or tostring(token)
-    local i, r = 2 * n, 3 + 6 * n  -- the lists grow by a fixed step a fire: no length asked
+    local i, r = 2 * n, 3 + 3 * n  -- the lists grow by a fixed step a fire: no length asked
     n = n + 1
     w_args[i + 3], w_args[i + 4] = lease_until, fid
     a_args[i + 3], a_args[i + 4] = fid, token_s
@@ -51,7 +59,31 @@ local function leases_of(worker, now, now_s, lease_ms)
     c_args[i + 2] = head .. token_s .. ',"due":' .. due .. tail
       .. (reclaimed == 1 and ',"reclaimed":true}' or '}')
     rows[r + 1], rows[r + 2], rows[r + 3] = fid, token, due
-    rows[r + 4], rows[r + 5], rows[r + 6] = reclaimed, payload or '', before or ''
+    if payload and payload ~= '' then
+      np = np + 1
+      pay[n] = payload
+    end
+    if reclaimed == 1 then
+      rec[nr + 1], rec[nr + 2] = n, before or ''
+      nr = nr + 2
+    end
+  end
+
+  local function more(out, k)
+    out[k + 1] = np
+    k = k + 1
+    if np > 0 then
+      for f = 1, n do
+        local payload = pay[f]
+        if payload then
+          out[k + 1], out[k + 2] = f, payload
+          k = k + 2
+        end
+      end
+    end
+    out[k + 1] = nr / 2
+    for j = 1, nr do out[k + 1 + j] = rec[j] end
+    return k + 1 + nr
   end
 
   local function write(working, attempts, claims, payloads)
@@ -67,13 +99,18 @@ local function leases_of(worker, now, now_s, lease_ms)
     bulk('HSET', claims, c_args, 2)
     if redis.call('HLEN', payloads) > 0 then
       local ids = {}
-      for i = 1, n do ids[i] = rows[6 * i - 2] end
+      for i = 1, n do ids[i] = rows[3 * i + 1] end
       local given = redis.call('HMGET', payloads, unpack(ids))
       for i = 1, n do
-        if given[i] then rows[6 * i + 2] = given[i] end
+        local payload = given[i]
+        if payload then
+          if not pay[i] then np = np + 1 end
+          pay[i] = payload
+        end
       end
     end
   end
 
-  return {take = take, count = function() return n end, rows = rows, write = write}
+  return {take = take, count = function() return n end, rows = rows, more = more,
+    write = write}
 end

@@ -222,6 +222,27 @@ def test_claim_reclaims_stale_leases_first_with_a_higher_token(s: Scripts, r: re
     assert json.loads(r.lindex(K.events, 0))["event"] == "reclaimed"
 
 
+def test_a_claim_names_each_fire_with_its_own_payload_and_holder_before(
+        s: Scripts, r: redis.Redis) -> None:
+    # The reply carries a fire's payload and the holder before it apart from the fire:
+    # a reclaimed one-off with a payload, a plain fire and a one-off with another payload
+    # come back each with its own.
+    setup_job(s, dues=(2,))
+    first, second = (fire_id("a", T0 + n * MIN, new_tag("trigger")) for n in (1, 2))
+    s.enqueue(K, first, T0 + MIN, {"n": 1})
+    lapsed = s.claim(K, "w1", batch=1, lease_ms=1000, now_ms=T0 + MIN).claimed[0]
+    assert (lapsed.fire_id, lapsed.payload, lapsed.reclaimed) == (first, {"n": 1}, False)
+    before = json.loads(r.hget(K.claims, first))
+    s.enqueue(K, second, T0 + 2 * MIN, {"n": 2})
+    res = s.claim(K, "w2", batch=3, now_ms=T0 + 3 * MIN)
+    assert res.claimed[0] == Claim(first, "a", 2, T0 + MIN, True, {"n": 1}, before)
+    # (the two due at one time come in the queue's order of their ids)
+    assert sorted(res.claimed[1:]) == sorted([
+        Claim(fire_id("a", T0 + 2 * MIN), "a", 1, T0 + 2 * MIN),
+        Claim(second, "a", 1, T0 + 2 * MIN, False, {"n": 2})])
+    assert res.dropped == [] and res.aside == []
+
+
 def test_claim_dead_letters_a_stale_fire_out_of_attempts(s: Scripts, r: redis.Redis) -> None:
     # No retries, yet a lost lease is run again: a dying worker is not a failing job.
     # Two lost leases beyond the attempts the job has: the fire is dead (a poison pill).

@@ -106,10 +106,14 @@ def test_the_outcomes_of_a_shard_are_one_object_per_keys(tmp_path: Path, redis_u
 def test_claims_read_from_a_reply_are_the_claims_it_says() -> None:
     before = '{"worker": "a", "attempt": 1}'
     reply = [5, -1, 3,
-             "job@1", 1, 100, 0, None, None,
-             "job@2", 2, 200, 1, '{"x": 1}', before,
-             b"job@3", 3, 300, 0, "", ""]
-    claims = _claims(K, reply, 3)
+             "job@1", 1, 100,
+             "job@2", 2, 200,
+             b"job@3", 3, 300,
+             1, 2, '{"x": 1}',
+             1, 2, before,
+             0, 0]
+    claims, after = _claims(K, reply, 3)
+    assert after == len(reply) - 2
     assert claims == [Claim("job@1", "job", 1, 100),
                       Claim("job@2", "job", 2, 200, True, {"x": 1},
                             {"worker": "a", "attempt": 1}),
@@ -152,17 +156,27 @@ def test_a_reply_of_plain_fires_only_reads_as_each_fire_alone_would() -> None:
     # read column by column when no fire has a payload or a holder before: the same
     # claims as the reply's fires read one by one (the mixed reply above)
     reply = [5, -1, 3,
-             "job@1", 1, "100", 0, "", "",
-             "other@2", 2, "200", 1, None, None,
-             "job@3", 3, 300, 0, "", ""]
-    claims = _claims(K, reply, 3)
+             "job@1", 1, "100",
+             "other@2", 2, "200",
+             "job@3", 3, 300,
+             0,
+             1, 2, "",
+             0, 0]
+    claims, after = _claims(K, reply, 3)
     assert claims == [Claim("job@1", "job", 1, 100), Claim("other@2", "other", 2, 200, True),
                       Claim("job@3", "job", 3, 300)]
     assert all(type(c) is Claim for c in claims)
     assert [type(c.token) for c in claims] == [int] * 3
     assert [type(c.due_ms) for c in claims] == [int] * 3
     assert [c.reclaimed for c in claims] == [False, True, False]
-    assert _claims(K, [5, -1, 0, 0, 0], 0) == []
+    # the same fires with nothing more: read column by column
+    plain, after = _claims(K, [*reply[:12], 0, 0, 0, 0], 3)
+    assert plain == [Claim("job@1", "job", 1, 100), Claim("other@2", "other", 2, 200),
+                     Claim("job@3", "job", 3, 300)]
+    assert all(type(c) is Claim for c in plain) and after == 14
+    assert [type(c.token) for c in plain] == [int] * 3
+    assert [type(c.due_ms) for c in plain] == [int] * 3
+    assert _claims(K, [5, -1, 0, 0, 0, 0, 0], 0) == ([], 5)
 
 
 def test_the_runs_a_claim_starts_are_as_their_init_would_make(
