@@ -55,7 +55,7 @@ from cronsvc.metrics.traces import traces
 from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.calls import call_with
-from cronsvc.run.context import FireContext
+from cronsvc.run.context import Deferred, FireContext
 from cronsvc.run.flag import Flag
 from cronsvc.run.hooks import Hooks
 from cronsvc.run.loop import SHARED
@@ -75,6 +75,7 @@ from cronsvc.worker.slots import Slots
 
 log = logging.getLogger("cronsvc.worker")
 _new = object.__new__
+_tuple = tuple.__new__
 
 MAX_SLEEP = MAX_SLEEP_S  # the longest sleep of the claim loop (cronsvc.presence)
 # An each-host fire is copied to the hosts that look within this long after its time; a
@@ -170,6 +171,7 @@ class Worker:
         self._pool = Slots(self.concurrency, "cronsvc-run")
         self.results = Results(self)
         self._hand_over = self.results.hand_over
+        self._made = self._context_once  # what a Deferred context calls (_run_ready)
         # Around every run: the dead-man pings of the jobs that ask for them, and traces
         # when the OTEL_* variables ask for them.
         self.hooks = Hooks([Pinger(), *traces(self.worker_id, self.server_now)])
@@ -521,6 +523,13 @@ class Worker:
             fields["schedule"] = schedule_of(fire_id)
         return ctx
 
+    def _context_once(self, run: Running) -> FireContext:
+        """The context of ``run``, made at the first ask (a Deferred's)."""
+        ctx = run.context
+        if ctx is None:
+            ctx = run.context = self._context(run)
+        return ctx
+
     def _launch_at(self, run: Running) -> None:
         """On the loop: launch a run claimed ahead at its start time (:meth:`_launch`)."""
         # (A µs past it: the loop runs a timer due within its clock's resolution.)
@@ -624,7 +633,8 @@ class Worker:
         claim, cancel = run.claim, run.cancel
         outcome = None
         try:
-            ctx = self._context(run)
+            # Made only if asked for (current(), ctx): most calls do neither.
+            ctx = self._context(run) if fast[1] else _tuple(Deferred, (self._made, run))
             feed = self.live.open(run.keys, claim.fire_id, claim.token)
             started_ms = self.clock.now_ms()
             t0 = monotonic()
