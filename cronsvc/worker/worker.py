@@ -60,14 +60,13 @@ from cronsvc.run.flag import Flag
 from cronsvc.run.hooks import Hooks
 from cronsvc.run.loop import SHARED
 from cronsvc.run.outcome import Outcome
-from cronsvc.run.output import Kept
 from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
 from cronsvc.store.replies import compact
 from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.worker.deliveries import Deliveries
 from cronsvc.worker.leases import UNCHECKED, Leases
-from cronsvc.worker.live import LiveOutput
+from cronsvc.worker.live import LiveKept, LiveOutput
 from cronsvc.worker.results import Results
 from cronsvc.worker.running import Running, by_shard
 from cronsvc.worker.server_time import ServerTime
@@ -635,17 +634,17 @@ class Worker:
         try:
             # Made only if asked for (current(), ctx): most calls do neither.
             ctx = self._context(run) if fast[1] else _tuple(Deferred, (self._made, run))
-            feed = self.live.open(run.keys, claim.fire_id, claim.token)
             started_ms = self.clock.now_ms()
             t0 = monotonic()
+            # its live feed opened at its first chunk, if any (most print nothing)
+            out = LiveKept(fast[4], self.live, run, t0)
             try:
                 result = untimed_result(call_with(
-                    fast[0], fast[1], fast[2], fast[3], ctx, cancel, Kept(fast[4], feed)),
-                    cancel)
+                    fast[0], fast[1], fast[2], fast[3], ctx, cancel, out), cancel)
             except Exception as exc:  # as execute: an outcome, whatever went wrong
                 result = crashed(exc)
             duration_ms = int((monotonic() - t0) * 1000)
-            self.live.close(feed)
+            out.closed()
             outcome = outcome_of(result, started_ms, duration_ms)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)
