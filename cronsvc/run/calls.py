@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from cronsvc.run import tracecontext
 from cronsvc.run.awaits import Awaited
 from cronsvc.run.capture import install, kept
-from cronsvc.run.context import FireContext
+from cronsvc.run.context import Deferred, FireContext, made
 from cronsvc.run.outcome import OUTPUT_CAP, SLICE, How
 from cronsvc.run.output import Kept, kept_of
 from cronsvc.run.within import RUN, InRun
@@ -162,11 +162,13 @@ def call_here(job: Any, ctx: FireContext, stop: threading.Event, given: Kept | N
 
 
 def call_with(fn: Callable[..., Any], takes_ctx: bool, args: tuple[Any, ...],
-              kwargs: dict[str, Any], ctx: FireContext, stop: threading.Event, out: Kept
-              ) -> CallResult:
+              kwargs: dict[str, Any], ctx: FireContext | Deferred, stop: threading.Event,
+              out: Kept) -> CallResult:
     """:func:`call_here` of a callable resolved before (:func:`resolve`): ``fn(*args,
-    **kwargs)`` in this thread, ``ctx`` given as ``ctx`` if it ``takes_ctx``."""
+    **kwargs)`` in this thread, ``ctx`` given as ``ctx`` if it ``takes_ctx`` (a
+    :class:`Deferred` context is made when asked for: ``current()``)."""
     if takes_ctx:
+        ctx = made(ctx)  # type: ignore[assignment]
         kwargs = {**kwargs}
         kwargs.setdefault("ctx", ctx)
     install()
@@ -184,7 +186,7 @@ def call_with(fn: Callable[..., Any], takes_ctx: bool, args: tuple[Any, ...],
         # returned(None, out), without its call for a call that printed nothing either
         return returned(result, out) if out._total else NOTHING
     if inspect.iscoroutine(result):
-        return _await_here(result, ctx, stop, out)
+        return _await_here(result, made(ctx), stop, out)  # type: ignore[arg-type]
     return returned(result, out)
 
 

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,9 +58,25 @@ class FireContext:
         return env
 
 
+class Deferred(tuple):  # type: ignore[type-arg]
+    """A fire's context not made yet, ``(make, of)``: made by ``make(of)`` when first asked
+    (:func:`made`). Most calls never ask (nor take ``ctx``): their runs make a tuple, not a
+    :class:`FireContext` (0.45 µs a fire). ``make`` gives the same context each time."""
+
+    __slots__ = ()
+
+
+def made(fire: FireContext | Deferred | None) -> FireContext | None:
+    """The context ``fire`` stands for (made now, if it is :class:`Deferred`)."""
+    if fire.__class__ is Deferred:
+        make: Callable[[Any], FireContext] = fire[0]  # type: ignore[index]
+        return make(fire[1])  # type: ignore[index]
+    return fire  # type: ignore[return-value]
+
+
 def current() -> FireContext | None:
     """The context of the fire being run by this call job, or None outside of one."""
-    return RUN.get().fire
+    return made(RUN.get().fire)
 
 
 def stopping() -> bool:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import redis
 
 from cronsvc.clock import monotonic
 from cronsvc.keys import Keys
-from cronsvc.run.output import unfinished
+from cronsvc.run.output import Kept, unfinished
 from cronsvc.store.faults import REDIS_ERRORS, describe
 
 log = logging.getLogger("cronsvc.worker")
@@ -53,11 +54,12 @@ class LiveFeed:
     _lock: threading.Lock | None = None  # with _pending, once it joins
     _pending: bytes | bytearray = b""
 
-    def __init__(self, keys: Keys, fire_id: str, attempt: int, output: LiveOutput) -> None:
+    def __init__(self, keys: Keys, fire_id: str, attempt: int, output: LiveOutput,
+                 since: float | None = None) -> None:
         self._keys = keys
         self.fire_id = fire_id
         self.attempt = attempt
-        self.since = monotonic()
+        self.since = monotonic() if since is None else since  # its run's start
         self._output = output
         self._unjoined = [True]  # until it joins its feeds (or is closed)
 
@@ -85,6 +87,48 @@ class LiveFeed:
         return bool(self._pending) and now - self.since >= LIVE_AFTER
 
 
+_opening = threading.Lock()  # a LiveKept's feed opened by one of its run's threads
+
+
+class LiveKept(Kept):
+    """The keeper of a run's output whose live feed is opened at its first chunk, not at
+    its start (:meth:`LiveOutput.open`: 0.5 µs a fire with its close, and most runs print
+    nothing); :meth:`closed` at the run's end closes it, if it opened, and no feed opens
+    after. ``run``: what names the fire (``keys``, ``claim``), ``since``: the monotonic
+    time the run started."""
+
+    def __init__(self, cap: int, live: LiveOutput | None, run: Any, since: float) -> None:
+        self.cap = cap
+        self._live = live
+        self._run = run
+        self._since = since
+
+    feed = None  # type: ignore[assignment]  # until its first chunk
+
+    def add(self, chunk: bytes) -> None:
+        if self.feed is None and chunk:
+            with _opening:
+                live = self._live
+                if self.feed is None and live is not None:  # not closed yet
+                    run = self._run
+                    feed = self.feed = live.open(run.keys, run.claim.fire_id,
+                                                 run.claim.token, self._since)
+                    if self._live is None:  # closed meanwhile, maybe before it saw this
+                        live.close(feed)
+        Kept.add(self, chunk)
+
+    def closed(self) -> None:
+        """The run is over: close its feed, if one opened (:meth:`LiveOutput.close`), and
+        let none open after. No lock: a feed opening meanwhile is closed by its opener,
+        who looks again once it is set (closed twice, a feed that never joined is closed
+        once: its close takes the token its join would)."""
+        live = self._live
+        self._live = None
+        feed = self.feed
+        if feed is not None and live is not None:
+            live.close(feed)
+
+
 class LiveOutput:
     """Writes the output of a worker's runs to their fires' streams, in a thread."""
 
@@ -105,10 +149,11 @@ class LiveOutput:
     def stop(self) -> None:
         self._stop.set()
 
-    def open(self, keys: Keys, fire_id: str, attempt: int) -> LiveFeed:
-        """The feed of a run starting now: attempt ``attempt`` of fire ``fire_id``, whose
-        stream is ``keys.live(fire_id)``."""
-        return LiveFeed(keys, fire_id, attempt, self)
+    def open(self, keys: Keys, fire_id: str, attempt: int, since: float | None = None
+             ) -> LiveFeed:
+        """The feed of a run starting now (or at monotonic time ``since``): attempt
+        ``attempt`` of fire ``fire_id``, whose stream is ``keys.live(fire_id)``."""
+        return LiveFeed(keys, fire_id, attempt, self, since)
 
     def join(self, feed: LiveFeed) -> None:
         """A feed has output: write it from now on (unless its run is over)."""

@@ -12,6 +12,7 @@ from cronsvc.config.models import Job
 from cronsvc.history import Cancel, HistoryRecord
 from cronsvc.keys import Keys
 from cronsvc.kinds import starts_processes
+from cronsvc.run.context import FireContext
 from cronsvc.run.flag import Flag
 from cronsvc.run.watchdog import Leash
 from cronsvc.store.scripts import Claim
@@ -34,6 +35,7 @@ class Running:
     counted: bool = False  # in the worker's counts of runs going (its claim loop's start)
     # Claimed ahead of its due time: the monotonic time its run starts at (0.0: at once).
     start_at: float = 0.0
+    context: FireContext | None = None  # its fire's context, once a Deferred made it
 
     def __init__(self, claim: Claim, job: Job, keys: Keys, claimed_at: float = 0.0,
                  renewed_at: float = 0.0, on_loop: bool = False, hooked: bool = True,

@@ -55,19 +55,18 @@ from cronsvc.metrics.traces import traces
 from cronsvc.notify.pings import Pinger
 from cronsvc.presence import MAX_SLEEP_S, PRESENCE_EVERY, process_id, this_host
 from cronsvc.run.calls import call_with
-from cronsvc.run.context import FireContext
+from cronsvc.run.context import Deferred, FireContext
 from cronsvc.run.flag import Flag
 from cronsvc.run.hooks import Hooks
 from cronsvc.run.loop import SHARED
 from cronsvc.run.outcome import Outcome
-from cronsvc.run.output import Kept
 from cronsvc.run.watchdog import Leash, Watchdog, margin
 from cronsvc.store.faults import REDIS_ERRORS, ErrorLog, describe
 from cronsvc.store.replies import compact
 from cronsvc.store.scripts import Claim, Scripts
 from cronsvc.worker.deliveries import Deliveries
 from cronsvc.worker.leases import UNCHECKED, Leases
-from cronsvc.worker.live import LiveOutput
+from cronsvc.worker.live import LiveKept, LiveOutput
 from cronsvc.worker.results import Results
 from cronsvc.worker.running import Running, by_shard
 from cronsvc.worker.server_time import ServerTime
@@ -75,6 +74,7 @@ from cronsvc.worker.slots import Slots
 
 log = logging.getLogger("cronsvc.worker")
 _new = object.__new__
+_tuple = tuple.__new__
 
 MAX_SLEEP = MAX_SLEEP_S  # the longest sleep of the claim loop (cronsvc.presence)
 # An each-host fire is copied to the hosts that look within this long after its time; a
@@ -170,6 +170,7 @@ class Worker:
         self._pool = Slots(self.concurrency, "cronsvc-run")
         self.results = Results(self)
         self._hand_over = self.results.hand_over
+        self._made = self._context_once  # what a Deferred context calls (_run_ready)
         # Around every run: the dead-man pings of the jobs that ask for them, and traces
         # when the OTEL_* variables ask for them.
         self.hooks = Hooks([Pinger(), *traces(self.worker_id, self.server_now)])
@@ -521,6 +522,13 @@ class Worker:
             fields["schedule"] = schedule_of(fire_id)
         return ctx
 
+    def _context_once(self, run: Running) -> FireContext:
+        """The context of ``run``, made at the first ask (a Deferred's)."""
+        ctx = run.context
+        if ctx is None:
+            ctx = run.context = self._context(run)
+        return ctx
+
     def _launch_at(self, run: Running) -> None:
         """On the loop: launch a run claimed ahead at its start time (:meth:`_launch`)."""
         # (A µs past it: the loop runs a timer due within its clock's resolution.)
@@ -624,18 +632,19 @@ class Worker:
         claim, cancel = run.claim, run.cancel
         outcome = None
         try:
-            ctx = self._context(run)
-            feed = self.live.open(run.keys, claim.fire_id, claim.token)
+            # Made only if asked for (current(), ctx): most calls do neither.
+            ctx = self._context(run) if fast[1] else _tuple(Deferred, (self._made, run))
             started_ms = self.clock.now_ms()
             t0 = monotonic()
+            # its live feed opened at its first chunk, if any (most print nothing)
+            out = LiveKept(fast[4], self.live, run, t0)
             try:
                 result = untimed_result(call_with(
-                    fast[0], fast[1], fast[2], fast[3], ctx, cancel, Kept(fast[4], feed)),
-                    cancel)
+                    fast[0], fast[1], fast[2], fast[3], ctx, cancel, out), cancel)
             except Exception as exc:  # as execute: an outcome, whatever went wrong
                 result = crashed(exc)
             duration_ms = int((monotonic() - t0) * 1000)
-            self.live.close(feed)
+            out.closed()
             outcome = outcome_of(result, started_ms, duration_ms)
         except Exception:  # the run loop must survive anything a job does
             log.exception("run of %s crashed the worker thread", claim.fire_id)

@@ -34,6 +34,19 @@ def nothing() -> None:
     return None
 
 
+def current_twice() -> str:
+    """The fire's context as ``current()`` gives it, asked twice: the same object."""
+    first, second = current(), current()
+    assert first is not None and first is second
+    return repr(first)
+
+
+def ctx_is_current(ctx: FireContext) -> str:
+    """The ``ctx`` given is what ``current()`` gives."""
+    assert current() is ctx
+    return repr(ctx)
+
+
 def big() -> str:
     return "x" * 100_000
 

@@ -22,7 +22,7 @@ from cronsvc.run.outcome import Result
 from cronsvc.run.output import Kept
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Claim, _claims
-from cronsvc.worker.live import LiveOutput
+from cronsvc.worker.live import LiveKept, LiveOutput
 from cronsvc.worker.running import Running
 from cronsvc.worker.worker import Worker
 from tests.support.calls import nothing
@@ -64,6 +64,37 @@ def test_a_feed_joins_at_its_first_chunk_once_and_leaves_at_its_close(r: redis.R
     entries = [fields for _, fields in r.xrange(K.live("job@1"))]
     assert entries[-1] == {"attempt": "3", "end": "1"}
     assert "".join(e.get("text", "") for e in entries) == "one\ntwo\n"
+
+
+def test_a_keeper_opens_its_live_feed_at_its_first_chunk_and_none_once_closed(
+        r: redis.Redis) -> None:
+    live = LiveOutput(r, lambda: 60_000)
+    run = Running(Claim("job@1", "job", 4, 1000), None, K, procs=False)  # type: ignore[arg-type]
+    quiet = LiveKept(256, live, run, 12.5)
+    quiet.closed()
+    quiet.add(b"printed by a thread the call left behind\n")
+    assert quiet.feed is None and not live._feeds
+    assert quiet.text() == "printed by a thread the call left behind\n"  # kept all the same
+
+    loud = LiveKept(256, live, run, 12.5)
+    loud.add(b"one\n")
+    loud.add(b"two\n")
+    feed = loud.feed
+    assert feed is not None and live._feeds == {feed}
+    assert (feed.key, feed.fire_id, feed.attempt, feed.since) == (K.live("job@1"), "job@1", 4, 12.5)
+    live.start()
+    try:
+        wait_for(lambda: r.exists(K.live("job@1")), 10, message="streamed")
+        loud.closed()
+    finally:
+        live.stop()
+    assert not live._feeds
+    loud.add(b"after its end\n")
+    assert loud.feed is feed and not live._feeds
+    entries = [fields for _, fields in r.xrange(K.live("job@1"))]
+    assert entries[-1] == {"attempt": "4", "end": "1"}
+    assert "".join(e.get("text", "") for e in entries) == "one\ntwo\n"
+    assert loud.text() == "one\ntwo\nafter its end\n"
 
 
 def test_a_call_that_printed_nothing_and_returned_none_reports_ok_and_nothing() -> None:

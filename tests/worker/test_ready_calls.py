@@ -4,6 +4,7 @@ the full path's checks (a cancel, a lease that may have lapsed) still made."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from cronsvc.clock import monotonic
 from cronsvc.config.models import load_config
 from cronsvc.keys import Keys
 from cronsvc.kinds.call import Ready
+from cronsvc.run.context import current
 from cronsvc.run.outcome import Outcome
 from cronsvc.store.connection import connect
 from cronsvc.store.scripts import Claim, Scripts
@@ -143,3 +145,37 @@ def test_a_ready_call_claimed_long_ago_runs_only_if_still_held(
     history = r.lrange(K.history("mark"), 0, -1)
     assert len(history) == (0 if taken_over else 1)
     assert not a._running
+
+
+@pytest.mark.parametrize("target", ["current_twice", "ctx_is_current"])
+def test_a_ready_call_makes_its_context_once_asked_the_one_the_full_path_gives(
+        tmp_path: Path, redis_url: str, target: str) -> None:
+    # A run that neither takes ctx nor asks current() makes no context; one that asks
+    # gets the one _context makes, the same object each time it asks.
+    worker = _worker(tmp_path, redis_url, f"jobs:\n  j: {{cron: '0 0 1 1 *', "
+                     f"call: 'tests.support.calls:{target}'}}\n")
+    claim = Claim("j@1", "j", 2, 1000, False, {"k": 1})
+    [(fn, (run, fast))] = _started(worker, [claim], monotonic())
+    assert fast is not None and fast.takes_ctx is (target == "ctx_is_current")
+    fn(run, fast)
+    [(_, outcome)] = _ended(worker)
+    assert (outcome.status, outcome.error) == ("ok", None)
+    assert outcome.output == json.dumps(repr(worker._context(run)))
+    assert current() is None
+
+
+def test_a_ready_call_that_does_not_ask_makes_no_context(tmp_path: Path, redis_url: str
+                                                        ) -> None:
+    worker = _worker(tmp_path, redis_url)
+    made: list[Running] = []
+    context = worker._context
+    worker._context = lambda run: made.append(run) or context(run)  # type: ignore[method-assign]
+    [(fn, (run, fast))] = _started(worker, [Claim("nothing@1", "nothing", 1, 1000)],
+                                   monotonic())
+    fn(run, fast)
+    [(_, outcome)] = _ended(worker)
+    assert outcome.status == "ok" and made == [] and run.context is None
+    [(fn, (run, fast))] = _started(worker, [Claim("current@1", "current", 1, 1000)],
+                                   monotonic())
+    fn(run, fast)
+    assert made == [run] and run.context is not None
