@@ -16,7 +16,7 @@ CONNECTION_COMMANDS = ("ping", "select")
 SCRIPT_COMMANDS = ("evalsha", "script|load")
 #: Called from inside lua/*.lua.
 LUA_COMMANDS = (
-    "append", "del", "get", "hdel", "hexists", "hget", "hincrby", "hlen", "hmget", "hset",
+    "append", "del", "get", "hdel", "hexists", "hget", "hincrby", "hkeys", "hlen", "hmget", "hset",
     "hsetnx", "lpush", "ltrim", "pexpire", "pexpireat", "set", "time", "xadd", "xrevrange",
     "zadd", "zmscore", "zrange", "zrangebyscore",
     "zrem",

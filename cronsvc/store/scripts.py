@@ -504,6 +504,7 @@ class Scripts:
         args += [len(mirrored), *(field for item in mirrored for field in item), len(gone), *gone]
         res = self.run("publish", [
             keys.jobs, keys.specs, keys.watermarks, keys.events, keys.published, keys.job_lines,
+            keys.attempts,
             *(key for job, _, _, pool in groups
               for key in (keys.with_pool(pool).queue, keys.history(job)))], args)
         return PublishResult(int(res[0]), int(res[1]), int(res[2]), [text(j) for j in res[3]])

@@ -129,3 +129,22 @@ def test_a_fire_of_a_runtime_schedule_waits_for_its_due_time(s: Scripts, r: redi
     res = s.claim(K, "w", batch=10, now_ms=T0 + SEC - 10, ahead_ms=20)
     assert (res.claimed, res.dropped, res.next_ms) == ([], [], T0 + SEC)
     assert r.zscore(K.queue, fid) == T0 + SEC
+
+
+def test_a_publish_does_not_plan_again_a_fire_claimed_ahead(s: Scripts, r: redis.Redis
+                                                             ) -> None:
+    """A fire claimed ahead is out of the queue but not yet due. A publish that changes its
+    job moves the watermark to now, and the planner plans the new definition's fires after
+    it: without a floor, it would queue that fire again, and once the first run was acked
+    (its attempt gone) the fire would run a second time as attempt 1."""
+    first, second = setup_job(s, dues=(1, 2))
+    res = s.claim(K, "w", batch=10, now_ms=T0 + SEC - 10, ahead_ms=20)
+    assert [c.fire_id for c in res.claimed] == [first]
+    d2 = "d2d2d2d2d2d2"
+    s.publish(K, [("a", D1, line().replace(D1, d2), SPEC)],  # type: ignore[arg-type]
+              [], [("a", "replaced", [second], "default")], generation=2,
+              now_ms=T0 + SEC - 5)
+    assert int(r.hget(K.watermarks, "a")) == T0 + SEC  # type: ignore[arg-type]
+    s.plan(K, [("a", d2, T0 + 10 * SEC, [T0 + d * SEC for d in (1, 2, 3)])])
+    assert r.zrange(K.queue, 0, -1) == [second, fire_id("a", T0 + 3 * SEC)]
+    assert r.zscore(K.working, first) is not None  # still held by its claim

@@ -8,7 +8,9 @@
 -- KEYS[6] job_lines   hash job -> policy line of every job of the file, for the claims of
 --                     runtime schedule fires whose job lives on another shard (on one
 --                     Redis it is KEYS[1] itself, and the mirror sections below are empty)
--- KEYS[6 + i]         per group g of fires unqueued: i = 2g - 1 the queue they wait in (of
+-- KEYS[7] attempts    hash fire -> attempt of its current claim (the fires claimed, not
+--                     yet done)
+-- KEYS[7 + i]         per group g of fires unqueued: i = 2g - 1 the queue they wait in (of
 --                     the pool of the old definition), i = 2g the history of their job
 -- ARGV[1] now_ms, or '' for the server clock
 -- ARGV[2] generation of the file being published
@@ -23,7 +25,10 @@
 -- A newer generation already published here wins: error 'SUPERSEDED <generation>', nothing
 -- written. A job whose current digest is not the expected one is a conflict: left as is, and
 -- its fires stay queued (another planner of the same generation published it meanwhile).
--- A new digest moves the watermark to now: the new definition plans fires after now only.
+-- A new digest moves the watermark to now: the new definition plans fires after now only,
+-- and after the last fire of the job claimed before its due time (a worker's claim ahead:
+-- out of the queue, so not unqueued here, and still to run; planned again, it would be
+-- queued a second time and run again once the first run was done).
 -- A history line {job, status = why, reason, fires, first, last, at, generation} records the
 -- unqueued fires of each job (none leaves the queue without one).
 -- The mirror is written as given: it copies what the shards of the jobs hold, with no
@@ -46,6 +51,22 @@ local function digest_of(job)
   return line and policy_digest(line) or '-'
 end
 
+-- job -> the due time of its last fire claimed and due after now (ms), read once.
+local claimed_ahead
+local function floor_of(job)
+  if not claimed_ahead then
+    claimed_ahead = {}
+    for _, fid in ipairs(redis.call('HKEYS', KEYS[7])) do
+      local owner, due_s = cron_parts(fid)
+      local due = owner and tonumber(due_s)
+      if due and due > now and due > (claimed_ahead[owner] or 0) then
+        claimed_ahead[owner] = due
+      end
+    end
+  end
+  return math.max(now, claimed_ahead[job] or 0)
+end
+
 local changed, removed, unqueued, conflicts, conflicted = 0, 0, 0, {}, {}
 local i = 5
 for _ = 1, tonumber(ARGV[4]) do
@@ -59,7 +80,7 @@ for _ = 1, tonumber(ARGV[4]) do
     redis.call('HSET', KEYS[1], job, line)
     redis.call('HSET', KEYS[2], job, spec)
     if policy_digest(line) ~= current then
-      redis.call('HSET', KEYS[3], job, now)
+      redis.call('HSET', KEYS[3], job, floor_of(job))
     end
     changed = changed + 1
   end
@@ -88,7 +109,7 @@ for g = 1, n_groups do
   if not conflicted[job] then
     for k = i + 3, i + 2 + n do
       local fid = ARGV[k]
-      if redis.call('ZREM', KEYS[5 + 2 * g], fid) == 1 then
+      if redis.call('ZREM', KEYS[6 + 2 * g], fid) == 1 then
         local due = due_of(fid)
         count = count + 1
         if not first or due < first then first = due end
@@ -104,8 +125,8 @@ for g = 1, n_groups do
       .. ',"reason":' .. cjson.encode(REASONS[why] or why) .. ',"fires":' .. count
       .. ',"first":' .. string.format('%d', first) .. ',"last":' .. string.format('%d', last)
       .. ',"at":' .. string.format('%d', now) .. ',"generation":' .. gen .. '}'
-    redis.call('LPUSH', KEYS[6 + 2 * g], line)
-    redis.call('LTRIM', KEYS[6 + 2 * g], 0, cap - 1)
+    redis.call('LPUSH', KEYS[7 + 2 * g], line)
+    redis.call('LTRIM', KEYS[7 + 2 * g], 0, cap - 1)
     add_event(KEYS[4], line)
   end
 end
