@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import compress
 from operator import attrgetter
 from typing import Any, Protocol, cast
@@ -321,6 +320,7 @@ class ScheduleOps:
         if until is None:
             until = self.reach_ms(now)
         pending = list(group)
+        wake = False
         if pools is None:  # whose queue takes them
             pools = self.core.pools_of(keys, {row.job for row in group})
         unread = expect_rev is None and self.unread_first
@@ -342,15 +342,13 @@ class ScheduleOps:
                 if attempt == 0 and expect_rev is None:  # mostly new: the next goes unread
                     self.unread_first = 2 * new > len(pending)
             sent: list[tuple[list[Row], list[str], list[Row], bool]] = []
-            # the workers are woken after the calls, on their connection (no round trip
-            # of its own), when one queued a fire due soon
             replies = self.scripts.schedule_set_stream(
-                keys, self._set_calls(keys, todo, reads, now, until, sent),
-                partial(_wake, keys.wakeup, sent))
+                keys, self._set_calls(keys, todo, reads, now, until, sent))
             retry = []
             created = 0
-            for (new_sent, new_ids, rows_sent, _), (letters, then, reply) in zip(
+            for (new_sent, new_ids, rows_sent, soon), (letters, then, reply) in zip(
                     sent, replies, strict=True):
+                wake = wake or soon
                 if at is not None and then > at[0]:
                     at[0] = then
                 made = letters.count("n")
@@ -375,6 +373,8 @@ class ScheduleOps:
         if pending:
             raise CronsvcError(f"schedule {pending[0].id!r}: changed by others {ATTEMPTS} "
                                "times; try again")
+        if wake:
+            self.redis.publish(keys.wakeup, "schedule")
         return outcomes
 
     def _todo(self, keys: Keys, pending: Sequence[Row], pools: Mapping[str, str],
@@ -522,12 +522,6 @@ class ScheduleOps:
         for row in group:
             out.setdefault(self.core.keys(row.id), []).append(row)
         return out
-
-
-def _wake(channel: str, sent: Sequence[tuple[Any, ...]]) -> list[tuple[str, str, str]]:
-    """The PUBLISH that wakes the workers, if one of the calls ``sent`` queued a fire due
-    soon (its last field says)."""
-    return [("PUBLISH", channel, "schedule")] if any(call[-1] for call in sent) else []
 
 
 def _calls(n: int) -> Iterator[tuple[int, int]]:

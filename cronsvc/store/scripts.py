@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import eq, itemgetter
@@ -431,15 +431,11 @@ class Scripts:
             self.client.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
 
     def streamed(self, name: str, shard: Keys,
-                 calls: Iterable[tuple[Sequence[str], Sequence[Any]]],
-                 then: Callable[[], Sequence[Sequence[Any]]] | None = None) -> list[Any]:
+                 calls: Iterable[tuple[Sequence[str], Sequence[Any]]]) -> list[Any]:
         """Run script ``name`` once per (keys, args) of ``calls``, all on the shard of
         ``shard``: each call is sent as soon as ``calls`` makes it and the replies are read
         at the end, so the making of the next call overlaps Redis running the one before
-        (a pipeline sends nothing until every call is made). The commands ``then`` gives
-        once every call is made go after them on the same connection (their replies are
-        read too, and left out; sent again after a call run again). The replies, in
-        order."""
+        (a pipeline sends nothing until every call is made). The replies, in order."""
         src, script = self.sources[name], self._scripts[name]
         client = self.client if isinstance(self.client, redis.Redis) else (
             self.client.get_node_from_key(shard.queue).redis_connection)  # type: ignore[attr-defined]
@@ -447,7 +443,6 @@ class Scripts:
         conn = pool.get_connection()
         sent: list[tuple[Sequence[str], Sequence[Any]]] = []
         replies: list[Any] = []
-        after: Sequence[Sequence[Any]] = ()
         try:
             for keys, args in calls:
                 src.check_keys(len(keys))
@@ -456,17 +451,11 @@ class Scripts:
                 conn.send_packed_command([hiredis.pack_command(
                     ("EVALSHA", script.sha, len(keys), *keys, *args))])
                 sent.append((keys, args))
-            if then is not None:
-                after = then()
-            if after:
-                conn.send_packed_command([hiredis.pack_command(tuple(cmd)) for cmd in after])
             for _ in sent:
                 try:
                     replies.append(conn.read_response())
                 except redis.exceptions.NoScriptError as exc:  # not run: run again below
                     replies.append(exc)
-            for _ in after:
-                conn.read_response()
         except redis.ResponseError as exc:
             conn.disconnect()  # replies left unread
             if is_outage(exc):
@@ -477,13 +466,8 @@ class Scripts:
             raise
         finally:
             pool.release(conn)
-        if not any(isinstance(res, redis.exceptions.NoScriptError) for res in replies):
-            return replies
-        replies = [self.run(name, keys, args) if isinstance(res, redis.exceptions.NoScriptError)
-                   else res for (keys, args), res in zip(sent, replies, strict=True)]
-        for cmd in after:  # after the calls run again
-            client.execute_command(*cmd)
-        return replies
+        return [self.run(name, keys, args) if isinstance(res, redis.exceptions.NoScriptError)
+                else res for (keys, args), res in zip(sent, replies, strict=True)]
 
     # -- planner ---------------------------------------------------------------
     def publish(
@@ -679,18 +663,17 @@ class Scripts:
                                           _set_args(rows, now_ms)))
 
     def schedule_set_stream(
-        self, shard: Keys, batches: Iterable[tuple[Keys, NewRows, Sequence[SetRow]]],
-        then: Callable[[], Sequence[Sequence[Any]]] | None = None,
+        self, shard: Keys, batches: Iterable[tuple[Keys, NewRows, Sequence[SetRow]]]
     ) -> list[tuple[str, int, list[tuple[str, int]]]]:
         """:meth:`schedule_set_many` of each (keys of a pool of ``shard``, new ones, rows)
         batch, each sent as soon as ``batches`` makes it (:meth:`streamed`): per
         batch the outcome letters of the new ones (:data:`NEW_OUTCOMES`), in the order
         given, the script's clock (ms) and ``(outcome, rev)`` of each row. A new one is
         created where there is none, found unchanged where it is there with that content,
-        and left to read first (``r``) otherwise. ``then``: as :meth:`streamed`."""
+        and left to read first (``r``) otherwise."""
         calls = ((_set_keys(keys), _set_args(rows, None, new)) for keys, new, rows in batches)
         return [(text(res[0]), int(res[1]), schedule_outcomes(res))
-                for res in self.streamed("schedule-set", shard, calls, then)]
+                for res in self.streamed("schedule-set", shard, calls)]
 
     def schedule_delete(self, keys: Keys, sid: str, rev: int, mark: float | None,
                         unqueue: Sequence[str], *, now_ms: int | None = None) -> str:

@@ -107,31 +107,6 @@ def test_a_batch_with_one_bad_item_changes_nothing(client: Client, r: redis.Redi
     assert r.hlen(K.schedules) == 0
 
 
-def test_an_upsert_wakes_the_workers_after_queueing_a_fire_due_soon(
-        client: Client, r: redis.Redis) -> None:
-    sub = r.pubsub(ignore_subscribe_messages=True)
-    sub.subscribe(K.wakeup)
-    while sub.get_message(timeout=1.0) is None and not sub.subscribed:
-        pass
-    minute = (datetime.now(UTC).minute + 30) % 60  # half an hour away: nothing due soon
-    assert client.upsert_schedules([{"id": "later", "job": "digest",
-                                     "cron": f"{minute} * * * *"}]) == ["created"]
-    assert client.upsert_schedules([{"id": "later-2", "job": "digest",
-                                     "cron": f"{minute} * * * *"},
-                                    {"id": "soon", "job": "digest", "every": 1}]) == [
-        "created", "created"]
-    r.publish(K.wakeup, "end")
-    messages = []
-    while "end" not in messages:
-        message = sub.get_message(timeout=10.0)
-        assert message is not None, messages
-        messages.append(message["data"])
-        if message["data"] == "schedule":  # sent once the fires are queued
-            assert queued(r, "soon")
-    assert messages == ["schedule", "end"]
-    sub.close()
-
-
 def test_a_bad_id_among_good_ones_is_named(client: Client, r: redis.Redis) -> None:
     good = [{"id": f"ok:{i}", "job": "digest", "every": "1h"} for i in range(300)]
     for bad in ("a\nb", "-x", "x" * 201, 7, "ok:1\nok:2"):
