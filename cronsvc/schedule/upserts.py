@@ -11,7 +11,6 @@ through :func:`cronsvc.schedule.runtime.build`, so its error is the same word fo
 from __future__ import annotations
 
 import gc
-import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,8 +39,6 @@ from cronsvc.schedule.runtime import (
 #: The fields of an item the fast path takes; an item with any other goes through build().
 _PLAIN = frozenset({"id", "job", "cron", "every", "timezone", "payload", "paused", "actor",
                     "catch_up", "overlap"})
-#: A batch's ids, one a line, each as :data:`SCHEDULE_ID` takes it (no id holds a line break).
-_IDS = re.compile(rf"(?:{SCHEDULE_ID.pattern}\n)*")
 #: Distinct ``when`` kept at most (a batch of a million daily crons in 20 zones has 28,800).
 _KEPT = 100_000
 
@@ -95,19 +92,6 @@ class Row(NamedTuple):
     mark: int | None = None
 
 
-def ids_valid(items: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether every item's id is a schedule id: one match over the ids joined by line
-    breaks (a fifth of the time of a match each). False if one is not, or is no text:
-    each is then checked on its own, so the first bad item is named."""
-    try:
-        joined = "\n".join([item.get("id") for item in items])  # type: ignore[misc]
-    except TypeError:
-        return False
-    # an id holding a line break would read as two: the count of breaks says so
-    return (joined.count("\n") == len(items) - 1 and
-            _IDS.fullmatch(joined + "\n") is not None)
-
-
 def row_of(s: RuntimeSchedule) -> Row:
     """The row of a schedule built whole."""
     return Row(s.id, s.job, s.content, s.actor, s.paused, "", None, s)
@@ -147,10 +131,7 @@ class Rows:
         return self.rows((item,))[0]
 
     def rows(self, items: Iterable[Mapping[str, Any]]) -> list[Row]:
-        """The row of each item, in order (one loop: a batch's hot path; the ids are
-        checked all at once first, :func:`ids_valid`)."""
-        items = items if isinstance(items, list | tuple) else list(items)
-        ids_ok = ids_valid(items)
+        """The row of each item, in order (one loop: a batch's hot path)."""
         out: list[Row] = []
         add = out.append
         specs, jobs, default_actor, when_of = self.specs, self.jobs, self.default_actor, self._when
@@ -169,7 +150,7 @@ class Rows:
                 known = (type(sid) is str and type(job) is str and job in jobs
                          and (actor is None or type(actor) is str)  # else build() says so
                          and type(every) is not bool  # True == 1
-                         and (ids_ok or valid_id(sid) is not None) and (
+                         and valid_id(sid) is not None and (
                              specs.get(key := (job, get("cron"), every, get("timezone", "UTC")))
                              or when_of(*key)))
                 text = None if not known or (catch_up is not None and catch_up not in CATCH_UP) or (
