@@ -27,6 +27,7 @@ from cronsvc.errors import (
 )
 from cronsvc.fires import fire_id, new_tag, parse_fire
 from cronsvc.keys import Keys
+from cronsvc.presence import WAKE_WITHIN_MS
 from cronsvc.schedule.expand import occurrences_ms
 from cronsvc.schedule.runtime import payload_problem
 from cronsvc.schedule.when import due_problem
@@ -110,7 +111,7 @@ class JobOps:
             why = str(exc).split("SKIPPED ", 1)[-1]
             raise Skipped(f"{job}: not triggered: its limits would skip it now ({why}); "
                           "try again once the run ends") from None
-        if due_ms <= now + 1000:
+        if due_ms < now + WAKE_WITHIN_MS:  # an idle worker may sleep that long (as the planner)
             self.redis.publish(keys.wakeup, "enqueue")
         self.core.audited(kind, job, note, fire=fid)
         return fid

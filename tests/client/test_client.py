@@ -183,6 +183,23 @@ def test_enqueue_at_a_time_with_payload_then_cancel(client: Client, r: redis.Red
     assert r.hget(K.payloads, fid) is None
 
 
+def test_an_enqueue_due_before_an_idle_worker_would_wake_wakes_the_workers(
+        client: Client, r: redis.Redis) -> None:
+    """An idle worker sleeps up to 5 s (``MAX_SLEEP_S``): a one-off due within that, not only
+    within the next second, is told to the workers, as the planner tells its fires."""
+    sub = r.pubsub(ignore_subscribe_messages=True)
+    sub.subscribe(K.wakeup)
+    try:
+        wait_for(lambda: r.pubsub_numsub(K.wakeup)[0][1] == 1, message="subscribed")
+        client.enqueue("nightly", timedelta(seconds=3))
+        got: list[Any] = []
+        wait_for(lambda: got.append(sub.get_message(timeout=0.1)) or any(got),
+                 message="the wake-up of an enqueue due in 3 s")
+        assert [m["data"] for m in got if m] == ["enqueue"]
+    finally:
+        sub.close()
+
+
 def test_a_one_off_keeps_to_the_payload_cap_and_to_times_ahead(client: Client,
                                                                 r: redis.Redis) -> None:
     big = "x" * MAX_PAYLOAD_BYTES  # two bytes more as JSON: its quotes
