@@ -202,6 +202,10 @@ class ChaosRun:
         self.fleet.planner(name, "--config", path)
         self.planners.append(name)
         self.running[name] = version
+        # Until it has ticked, as a worker until it claims: a planner that finds Redis down
+        # at start exits, and the next fault (a Redis restart) may come before it connected.
+        wait_for(lambda: self.r.zscore(K.planners, name) is not None, timeout=60,
+                 message=f"{name} to tick")
 
     def _kill(self, name: str, sig: int = signal.SIGKILL) -> int:
         at = now_ms()
