@@ -507,8 +507,13 @@ class ChaosRun:
             actions[todo.pop() if todo else self.rnd.choice(s.faults)]()
         if self.code is not None:
             # The last fault may have written the code just now: runs on it, before the
-            # judge looks for the last version running at the end.
+            # judge looks for the last version running at the end. A worker of the old
+            # code may still start the fires it claimed ahead of the swap: the wait is for
+            # the latest start to be on the last version.
             self.let_run(3, 6)
+            last = self.code.versions
+            wait_for(lambda: code_runs(read_ledger(self.fleet.ledger)).last == last,
+                     timeout=60, interval=0.1, message=f"the latest run to be on code {last}")
         if self.churn is not None:
             self.churn.stop()  # its schedules are deleted: their fires end here
         end = self.server_ms()
