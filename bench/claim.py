@@ -28,16 +28,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis  # noqa: E402
 
+from bench.jobs import noop  # noqa: E402
 from cronsvc.fires import fire_id, job_of  # noqa: E402
 from cronsvc.keys import Keys  # noqa: E402
 from cronsvc.process.redis_server import RedisServer  # noqa: E402
-from cronsvc.ran import PERIOD_MS, period_of  # noqa: E402
+from cronsvc.ran import PERIOD_MS, RanEntries, period_of  # noqa: E402
+from cronsvc.run.outcome import Outcome  # noqa: E402
 from cronsvc.store.scripts import (  # noqa: E402
     UNHELD_MS,
+    AckCall,
     Scripts,
     ack_call,
     claim_keys,
 )
+from cronsvc.worker.records import history_json  # noqa: E402
 
 K = Keys()
 DIGEST = "0123456789ab"
@@ -91,6 +95,35 @@ def claim_ack(s: Scripts, batch: int, total: int) -> float:
     return done / elapsed
 
 
+def primitives(s: Scripts, batch: int, total: int) -> float:
+    """Fires per second through a worker's own steps for a no-op call, without its
+    threads: each claim of ``batch`` read as the worker reads it; per fire the call, its
+    outcome, its history record (the worker's ``history_json``) and its place in the ack
+    (``AckCall``, whose record-of-runs and history names are kept from call to call); one
+    ack call per claim, as the results thread makes it. No slot, lease, log line nor
+    metric: what is left of a worker's CPU per fire beside this loop's is theirs."""
+    ran, histories = RanEntries(K), {}
+    done, now = 0, time.time
+    t0 = time.perf_counter()
+    while done < total:
+        res = s.claim(K, "bench", batch=batch, lease_ms=LEASE_MS)
+        if not res.claimed:
+            break
+        call = AckCall(K, 100, ran=ran, histories=histories)
+        for claim in res.claimed:
+            started = int(now() * 1000)
+            noop()
+            outcome = Outcome("ok", started, 0)
+            call.add(claim.fire_id, claim.token, claim.job,
+                     history_json(claim, outcome, "bench", 0, "ok"), "", "", started)
+        lost = [x for x in s.acked(call) if x is not None]
+        assert not lost, lost[:3]
+        done += len(res.claimed)
+    elapsed = time.perf_counter() - t0
+    assert done == total, f"claimed {done} of {total}"
+    return done / elapsed
+
+
 def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: bool) -> float:
     """Server-bound fires per second: pre-encoded EVALSHA calls, 20 claims per round trip."""
     claim_sha = s._scripts["claim"].sha
@@ -121,6 +154,53 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
     r.connection_pool.release(conn)
     claimed = len(fires) - r.zcard(K.queue)
     assert claimed == len(fires), f"ceiling run claimed {claimed} of {len(fires)}"
+    return len(fires) / elapsed
+
+
+def plain_commands(r: redis.Redis, fires: list[str], batch: int) -> float:
+    """The writes a claim + ack makes, as plain commands instead of scripts, pipelined as
+    :func:`ceiling` pipelines the scripts: the server's cost of the commands alone, no Lua.
+    Per batch, the claim's: the due fires read, their attempts read, the queue's ranks
+    removed, the leases, attempts and claims written (one command each); the ack's: the
+    attempts read, per fire a ZREM of its lease, an LPUSH of its record to its job's history
+    and an APPEND of its entry to the record of runs (each fire of another job, as the
+    ceiling's), then the attempts and claims removed. Fires per second."""
+    conn = r.connection_pool.get_connection()
+    now = server_ms(r)
+    deadline = now + LEASE_MS
+    calls: list[list[object]] = []
+    for i in range(0, len(fires), batch):
+        chunk = fires[i:i + batch]
+        items = [(fid, 1, job_of(fid), '{"status":"ok","worker":"bench","duration_ms":1}')
+                 for fid in chunk]
+        keys, args = ack_call(K, items, 100)
+        calls += [
+            ["ZRANGEBYSCORE", K.queue, "-inf", now, "LIMIT", "0", batch],
+            ["HMGET", K.attempts, *chunk],
+            ["ZREMRANGEBYRANK", K.queue, "0", len(chunk) - 1],
+            ["ZADD", K.working, *(x for fid in chunk for x in (deadline, fid))],
+            ["HSET", K.attempts, *(x for fid in chunk for x in (fid, 1))],
+            ["HSET", K.claims, *(x for fid in chunk for x in (
+                fid, f'{{"worker":"bench","token":1,"due":{now},"claimed_at":{now}}}'))],
+            ["HMGET", K.attempts, *chunk]]
+        for f, fid in enumerate(chunk, 1):
+            calls += [["ZREM", K.working, fid],
+                      ["LPUSH", keys[6 + 2 * f], args[4 * f + 3]],  # KEYS[7 + 2f]: history
+                      ["APPEND", keys[7 + 2 * f], args[4 * f + 4]]]  # ARGV[4f + 5]: entry
+        calls += [["HDEL", K.attempts, *chunk], ["HDEL", K.claims, *chunk]]
+    per_trip = 400
+    packed = [conn.pack_commands(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
+    counts = [len(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
+    t0 = time.perf_counter()
+    for chunks, n in zip(packed, counts, strict=True):
+        for part in chunks:
+            conn._sock.sendall(part)  # type: ignore[union-attr]
+        for _ in range(n):
+            reply = conn.read_response(disable_decoding=True)
+            assert not isinstance(reply, Exception), reply
+    elapsed = time.perf_counter() - t0
+    r.connection_pool.release(conn)
+    assert r.zcard(K.queue) == 0 and r.zcard(K.working) == 0, "the plain commands left fires"
     return len(fires) / elapsed
 
 

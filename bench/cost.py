@@ -63,7 +63,7 @@ import psutil
 import redis
 
 from bench import common, http_sink
-from bench.claim import ceiling, prepare
+from bench.claim import ceiling, plain_commands, prepare, primitives
 from bench.common import Figure, K, Section
 from cronsvc.store.scripts import Scripts, load_sources
 from cronsvc.testing import wait_for
@@ -438,11 +438,12 @@ def claim_ceiling(fires: int) -> float:
     return script_cost(fires)[0]
 
 
-def script_cost(fires: int, lua: Path | None = None, with_ack: bool = False
-                ) -> tuple[float, float]:
-    """The ceiling of the claim script (and the ack script, ``with_ack``) of the ``lua``
-    directory (default: this tree's) on ``fires`` fires of ``JOBS`` jobs, batches of 100:
-    fires per second, and redis-server CPU µs per fire meanwhile."""
+@contextmanager
+def prepared(fires: int, lua: Path | None = None
+             ) -> Iterator[tuple[redis.Redis, Scripts, list[str], int]]:
+    """A redis-server of its own with ``fires`` fires of ``JOBS`` jobs queued, due, and the
+    claim and ack scripts of ``lua`` (default: this tree's) loaded: the client, its
+    scripts, the fires queued and the server's pid."""
     with common.redis_server() as (server, r):
         s = Scripts(r)
         if lua is not None:
@@ -452,10 +453,37 @@ def script_cost(fires: int, lua: Path | None = None, with_ack: bool = False
         queued = [str(fid) for fid in r.zrange(K.queue, 0, -1)]
         for name in ("claim", "ack"):
             r.script_load(s.sources[name].text)
-        pid = common.server_pid(server)
+        yield r, s, queued, common.server_pid(server)
+
+
+def script_cost(fires: int, lua: Path | None = None, with_ack: bool = False
+                ) -> tuple[float, float]:
+    """The ceiling of the claim script (and the ack script, ``with_ack``) of the ``lua``
+    directory (default: this tree's) on ``fires`` fires of ``JOBS`` jobs, batches of 100:
+    fires per second, and redis-server CPU µs per fire meanwhile."""
+    with prepared(fires, lua) as (r, s, queued, pid):
         before = tree_cpu(pid)
         rate = ceiling(r, s, queued, CONCURRENCY, with_ack)
         return rate, (tree_cpu(pid) - before) / fires * 1e6
+
+
+def commands_cost(fires: int) -> float:
+    """redis-server CPU µs per fire of the writes of claim + ack sent as plain pipelined
+    commands, no Lua (:func:`bench.claim.plain_commands`), on the fires
+    :func:`script_cost` takes."""
+    with prepared(fires) as (r, _, queued, pid):
+        before = tree_cpu(pid)
+        plain_commands(r, queued, CONCURRENCY)
+        return (tree_cpu(pid) - before) / fires * 1e6
+
+
+def primitives_cost(fires: int) -> float:
+    """This process's CPU µs per fire of a worker's own steps for a no-op call without its
+    threads (:func:`bench.claim.primitives`), on the fires :func:`script_cost` takes."""
+    with prepared(fires) as (_, s, _queued, _pid):
+        t0 = time.process_time()
+        primitives(s, CONCURRENCY, fires)
+        return (time.process_time() - t0) / fires * 1e6
 
 
 def script_cost_of(code: str, fires: int, with_ack: bool) -> tuple[float, float]:
@@ -500,6 +528,10 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,http,celery,rq
             n = whole(int(fires * KINDS[kind][1]))
             costs.append(drain(kind, n, profile or None if kind == "call" else None))
     ceiling_rate = claim_ceiling(fires)
+    # References of the two CPU targets, measured in this run: what a plain Python loop and
+    # the bare writes cost on this machine today (the drains' cost swings with it).
+    refs = ((primitives_cost(fires), script_cost(fires, None, True)[1], commands_cost(fires))
+              if any(c.kind == "call" for c in costs) else None)
     for c in costs:
         target = TARGETS.get(c.kind)
         ratio = c.rate / ceiling_rate
@@ -513,6 +545,18 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,http,celery,rq
             f"{common.rate(c.rate)} fires/s, {ratio:.2f} of the claim ceiling "
             f"({common.rate(ceiling_rate)} fires/s); {c.fires:,} fires",
             None if target is None else c.worker_us <= target))
+        if c.kind == "call" and refs is not None:
+            section.notes.append(
+                f"reference of the worker's figure, same run: the worker's own steps for a "
+                f"no-op call in one thread, no slot, lease, log line nor metric "
+                f"(bench/claim.py's primitives: the claim read, the call, its outcome, "
+                f"record and place in the ack, one ack a claim of 100) {refs[0]:.1f} µs of "
+                f"its CPU per fire")
+            section.notes.append(
+                f"references of the redis-server figure, same run: the scripts' pipelined "
+                f"ceiling (claim + ack calls of 100 fires, no worker beside) {refs[1]:.1f} "
+                f"µs per fire; the same writes sent as plain pipelined commands, no Lua "
+                f"(bench/claim.py's plain_commands) {refs[2]:.1f} µs")
         if c.kind == "call":
             section.figures.append(Figure(
                 "redis-server CPU per fire, claim + ack", f"{c.redis_us:.1f} µs",
