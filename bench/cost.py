@@ -530,8 +530,10 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,http,celery,rq
     ceiling_rate = claim_ceiling(fires)
     # References of the two CPU targets, measured in this run: what a plain Python loop and
     # the bare writes cost on this machine today (the drains' cost swings with it).
-    refs = ((primitives_cost(fires), script_cost(fires, None, True)[1], commands_cost(fires))
-              if any(c.kind == "call" for c in costs) else None)
+    # (Each the median of three: a ceiling's run is short, its CPU time a few ticks.)
+    refs = (tuple(statistics.median(cost() for _ in range(3)) for cost in (
+        lambda: primitives_cost(fires), lambda: script_cost(fires, None, True)[1],
+        lambda: commands_cost(fires))) if any(c.kind == "call" for c in costs) else None)
     for c in costs:
         target = TARGETS.get(c.kind)
         ratio = c.rate / ceiling_rate
@@ -551,12 +553,12 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,http,celery,rq
                 f"no-op call in one thread, no slot, lease, log line nor metric "
                 f"(bench/claim.py's primitives: the claim read, the call, its outcome, "
                 f"record and place in the ack, one ack a claim of 100) {refs[0]:.1f} µs of "
-                f"its CPU per fire")
+                f"its CPU per fire (median of three)")
             section.notes.append(
                 f"references of the redis-server figure, same run: the scripts' pipelined "
                 f"ceiling (claim + ack calls of 100 fires, no worker beside) {refs[1]:.1f} "
                 f"µs per fire; the same writes sent as plain pipelined commands, no Lua "
-                f"(bench/claim.py's plain_commands) {refs[2]:.1f} µs")
+                f"(bench/claim.py's plain_commands) {refs[2]:.1f} µs (medians of three)")
         if c.kind == "call":
             section.figures.append(Figure(
                 "redis-server CPU per fire, claim + ack", f"{c.redis_us:.1f} µs",
