@@ -124,6 +124,24 @@ def primitives(s: Scripts, batch: int, total: int) -> float:
     return done / elapsed
 
 
+def pipelined(r: redis.Redis, calls: list[list[object]], per_trip: int) -> float:
+    """Seconds to send ``calls``, packed beforehand, ``per_trip`` to a round trip, and read
+    every reply (none an error)."""
+    conn = r.connection_pool.get_connection()
+    packed = [conn.pack_commands(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
+    counts = [len(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
+    t0 = time.perf_counter()
+    for chunks, n in zip(packed, counts, strict=True):
+        for chunk in chunks:
+            conn._sock.sendall(chunk)  # type: ignore[union-attr]
+        for _ in range(n):
+            reply = conn.read_response(disable_decoding=True)
+            assert not isinstance(reply, Exception), reply
+    elapsed = time.perf_counter() - t0
+    r.connection_pool.release(conn)
+    return elapsed
+
+
 def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: bool) -> float:
     """Server-bound fires per second: pre-encoded EVALSHA calls, 20 claims per round trip."""
     claim_sha = s._scripts["claim"].sha
@@ -139,19 +157,7 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
                      for fid in chunk]
             keys, args = ack_call(K, items, 100)
             calls.append(["EVALSHA", ack_sha, len(keys), *keys, *args])
-    per_trip = 20 * (2 if with_ack else 1)
-    conn = r.connection_pool.get_connection()
-    packed = [conn.pack_commands(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
-    counts = [len(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
-    t0 = time.perf_counter()
-    for chunks, n in zip(packed, counts, strict=True):
-        for chunk in chunks:
-            conn._sock.sendall(chunk)  # type: ignore[union-attr]
-        for _ in range(n):
-            reply = conn.read_response(disable_decoding=True)
-            assert not isinstance(reply, Exception), reply
-    elapsed = time.perf_counter() - t0
-    r.connection_pool.release(conn)
+    elapsed = pipelined(r, calls, 20 * (2 if with_ack else 1))
     claimed = len(fires) - r.zcard(K.queue)
     assert claimed == len(fires), f"ceiling run claimed {claimed} of {len(fires)}"
     return len(fires) / elapsed
@@ -165,7 +171,6 @@ def plain_commands(r: redis.Redis, fires: list[str], batch: int) -> float:
     attempts read, per fire a ZREM of its lease, an LPUSH of its record to its job's history
     and an APPEND of its entry to the record of runs (each fire of another job, as the
     ceiling's), then the attempts and claims removed. Fires per second."""
-    conn = r.connection_pool.get_connection()
     now = server_ms(r)
     deadline = now + LEASE_MS
     calls: list[list[object]] = []
@@ -188,18 +193,7 @@ def plain_commands(r: redis.Redis, fires: list[str], batch: int) -> float:
                       ["LPUSH", keys[6 + 2 * f], args[4 * f + 3]],  # KEYS[7 + 2f]: history
                       ["APPEND", keys[7 + 2 * f], args[4 * f + 4]]]  # ARGV[4f + 5]: entry
         calls += [["HDEL", K.attempts, *chunk], ["HDEL", K.claims, *chunk]]
-    per_trip = 400
-    packed = [conn.pack_commands(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
-    counts = [len(calls[i:i + per_trip]) for i in range(0, len(calls), per_trip)]
-    t0 = time.perf_counter()
-    for chunks, n in zip(packed, counts, strict=True):
-        for part in chunks:
-            conn._sock.sendall(part)  # type: ignore[union-attr]
-        for _ in range(n):
-            reply = conn.read_response(disable_decoding=True)
-            assert not isinstance(reply, Exception), reply
-    elapsed = time.perf_counter() - t0
-    r.connection_pool.release(conn)
+    elapsed = pipelined(r, calls, 400)
     assert r.zcard(K.queue) == 0 and r.zcard(K.working) == 0, "the plain commands left fires"
     return len(fires) / elapsed
 
