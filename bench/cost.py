@@ -528,8 +528,8 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,http,celery,rq
             n = whole(int(fires * KINDS[kind][1]))
             costs.append(drain(kind, n, profile or None if kind == "call" else None))
     ceiling_rate = claim_ceiling(fires)
-    # References of the two CPU targets, measured in this run: what a plain Python loop and
-    # the bare writes cost on this machine today (the drains' cost swings with it).
+    # References of the two CPU targets, measured in this run: what the worker's own steps
+    # and the bare writes cost on this machine now (the drains' cost swings with it).
     # (Each the median of three: a ceiling's run is short, its CPU time a few ticks.)
     refs = (tuple(statistics.median(cost() for _ in range(3)) for cost in (
         lambda: primitives_cost(fires), lambda: script_cost(fires, None, True)[1],
@@ -547,7 +547,8 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,http,celery,rq
             f"{common.rate(c.rate)} fires/s, {ratio:.2f} of the claim ceiling "
             f"({common.rate(ceiling_rate)} fires/s); {c.fires:,} fires",
             None if target is None else c.worker_us <= target))
-        if c.kind == "call" and refs is not None:
+        if c.kind == "call":
+            assert refs is not None  # measured whenever a no-op call drain is
             section.notes.append(
                 f"reference of the worker's figure, same run: the worker's own steps for a "
                 f"no-op call in one thread, no slot, lease, log line nor metric "
@@ -559,7 +560,6 @@ def measure(fires: int = 50_000, kinds: str = "call,async,command,http,celery,rq
                 f"ceiling (claim + ack calls of 100 fires, no worker beside) {refs[1]:.1f} "
                 f"µs per fire; the same writes sent as plain pipelined commands, no Lua "
                 f"(bench/claim.py's plain_commands) {refs[2]:.1f} µs (medians of three)")
-        if c.kind == "call":
             section.figures.append(Figure(
                 "redis-server CPU per fire, claim + ack", f"{c.redis_us:.1f} µs",
                 f"<= {REDIS_TARGET:.0f} µs",
