@@ -19,8 +19,18 @@ import redis
 
 from cronsvc.process.redis_server import RedisServer
 from cronsvc.testing import redis as throwaway
+from cronsvc.testing.fleet import fleets_stopped
 from tests.support.certs import Issuer, new_ca, server_context, trust_file
 from tests.support.servers import server_binary
+
+
+@pytest.fixture(autouse=True)
+def _fleets_stopped() -> Iterator[None]:
+    """The processes of every fleet a test made stop with the test, however it ended: a
+    planner left running publishes its job file into the next test's Redis (the tests of
+    one process share a server)."""
+    with fleets_stopped():
+        yield
 
 
 @pytest.fixture(scope="session")

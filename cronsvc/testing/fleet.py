@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,6 +43,7 @@ class Fleet:
         self.env = child_env(pythonpath)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.write(jobs, **top)
+        _MADE.append(weakref.ref(self))
 
     def write(self, jobs: dict[str, Any], **top: Any) -> None:
         """Replace the job file; a running planner reloads it on its next tick."""
@@ -123,6 +125,26 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+#: Every fleet made in this process, oldest first (weakly held): see :func:`fleets_stopped`.
+_MADE: list[weakref.ref[Fleet]] = []
+
+
+@contextmanager
+def fleets_stopped() -> Iterator[None]:
+    """Every :class:`Fleet` made inside stopped (:meth:`Fleet.stop_all`) at the end, however
+    the block ends: a test that fails before its own ``stop_all`` must not leave a planner
+    publishing its job file into the next test's Redis."""
+    first = len(_MADE)
+    try:
+        yield
+    finally:
+        made, _MADE[first:] = _MADE[first:], []
+        for ref in made:
+            fleet = ref()
+            if fleet is not None:
+                fleet.stop_all()
 
 
 def published(redis_url: str, config: str | Path) -> Client:

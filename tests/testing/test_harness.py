@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import redis
 
 from cronsvc.errors import RedisServerError
-from cronsvc.testing import WaitTimeout, poll, wait_for
+from cronsvc.testing import Fleet, WaitTimeout, poll, wait_for
+from cronsvc.testing.fleet import fleets_stopped
 from cronsvc.testing.redis import redis_server
 from tests.support.servers import server_binary
 
@@ -44,3 +46,14 @@ def test_the_harness_imports_without_pytest() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_fleet_made_in_a_block_that_fails_is_stopped_with_it(tmp_path: Path,
+                                                              redis_url: str) -> None:
+    procs = []
+    with pytest.raises(RuntimeError, match="a check failed"), fleets_stopped():
+        fleet = Fleet(tmp_path, redis_url, {"tick": {"cron": "* * * * *", "command": ["true"]}})
+        procs += [fleet.planner(), fleet.worker("w1")]
+        wait_for(lambda: fleet.client().status().planners, message="the planner's tick")
+        raise RuntimeError("a check failed")  # before the test's own stop_all
+    assert all(proc.poll() is not None for proc in procs)
