@@ -124,6 +124,13 @@ def primitives(s: Scripts, batch: int, total: int) -> float:
     return done / elapsed
 
 
+def ack_of(fires: list[str]) -> tuple[list[str], list[object]]:
+    """The KEYS and ARGV of the ack of ``fires``, each held with token 1, a short record
+    each: what the ceilings ack."""
+    return ack_call(K, [(fid, 1, job_of(fid), '{"status":"ok","worker":"bench","duration_ms":1}')
+                        for fid in fires], 100)
+
+
 def pipelined(r: redis.Redis, calls: list[list[object]], per_trip: int) -> float:
     """Seconds to send ``calls``, packed beforehand, ``per_trip`` to a round trip, and read
     every reply (none an error)."""
@@ -152,10 +159,7 @@ def ceiling(r: redis.Redis, s: Scripts, fires: list[str], batch: int, with_ack: 
     for i in range(0, len(fires), batch):
         calls.append(["EVALSHA", claim_sha, *claim_args])
         if with_ack:  # one ack call for the batch, as a worker's results thread makes
-            chunk = fires[i:i + batch]
-            items = [(fid, 1, job_of(fid), '{"status":"ok","worker":"bench","duration_ms":1}')
-                     for fid in chunk]
-            keys, args = ack_call(K, items, 100)
+            keys, args = ack_of(fires[i:i + batch])
             calls.append(["EVALSHA", ack_sha, len(keys), *keys, *args])
     elapsed = pipelined(r, calls, 20 * (2 if with_ack else 1))
     claimed = len(fires) - r.zcard(K.queue)
@@ -176,9 +180,7 @@ def plain_commands(r: redis.Redis, fires: list[str], batch: int) -> float:
     calls: list[list[object]] = []
     for i in range(0, len(fires), batch):
         chunk = fires[i:i + batch]
-        items = [(fid, 1, job_of(fid), '{"status":"ok","worker":"bench","duration_ms":1}')
-                 for fid in chunk]
-        keys, args = ack_call(K, items, 100)
+        keys, args = ack_of(chunk)
         calls += [
             ["ZRANGEBYSCORE", K.queue, "-inf", now, "LIMIT", "0", batch],
             ["HMGET", K.attempts, *chunk],

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,7 +42,8 @@ class Fleet:
         self.env = child_env(pythonpath)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.write(jobs, **top)
-        _MADE.append(weakref.ref(self))
+        for made in _WATCHING:  # (held to the block's end, even if the caller drops it)
+            made.append(self)
 
     def write(self, jobs: dict[str, Any], **top: Any) -> None:
         """Replace the job file; a running planner reloads it on its next tick."""
@@ -127,8 +127,8 @@ class Fleet:
                 proc.wait()
 
 
-#: Every fleet made in this process, oldest first (weakly held): see :func:`fleets_stopped`.
-_MADE: list[weakref.ref[Fleet]] = []
+#: The fleets made in each :func:`fleets_stopped` block under way, outermost first.
+_WATCHING: list[list[Fleet]] = []
 
 
 @contextmanager
@@ -136,15 +136,15 @@ def fleets_stopped() -> Iterator[None]:
     """Every :class:`Fleet` made inside stopped (:meth:`Fleet.stop_all`) at the end, however
     the block ends: a test that fails before its own ``stop_all`` must not leave a planner
     publishing its job file into the next test's Redis."""
-    first = len(_MADE)
+    made: list[Fleet] = []
+    _WATCHING.append(made)
     try:
         yield
     finally:
-        made, _MADE[first:] = _MADE[first:], []
-        for ref in made:
-            fleet = ref()
-            if fleet is not None:
-                fleet.stop_all()
+        # (by identity: list.remove would take the first equal list, an empty one alike)
+        del _WATCHING[[m is made for m in _WATCHING].index(True)]
+        for fleet in made:
+            fleet.stop_all()
 
 
 def published(redis_url: str, config: str | Path) -> Client:
