@@ -35,6 +35,9 @@
 -- ARGV[7]  '1': take fires of any definition (tools and tests draining a queue), else '0'
 -- ARGV[8]  ahead_ms: also take fires due within this long, started at their due time by the
 --          worker (see 2b); absent or 0: none
+-- ARGV[9]  prefetch, with batch 0: a worker with no free slot takes up to this many fires
+--          due within ahead_ms (2b), each waiting in it for a slot; none while a fire is due
+--          now (those are for a worker with a free slot, and come first). Absent: 0
 -- Returns one flat array (nested arrays make Redis write the reply in many small pieces):
 --   now_ms, next_ms (-1: nothing queued or working),
 --   n_claimed, then per claim: fire, token, due_ms (digits),
@@ -67,6 +70,8 @@ local queue, working, attempts, claims, jobs, paused, running, cancels, events, 
   KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
 local worker, batch, unheld_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[6])
 local ahead_ms = tonumber(ARGV[8] or '') or 0
+-- A prefetch (batch 0) takes fires ahead only: no lapsed lease, no due fire.
+local prefetch = batch == 0 and (tonumber(ARGV[9] or '') or 0) or 0
 local find, sub, byte = string.find, string.sub, string.byte
 local scan = math.max(tonumber(ARGV[5]), batch)
 local now_s = string.format('%d', now)  -- made once: Lua runs sprintf on every use
@@ -78,19 +83,23 @@ local LOST_LEASE_EXTRA = 2
 -- Leases lapsed, and (when none did) the first due fires: an idle fleet claims often and
 -- finds neither, answered then with two more reads (when to come back).
 -- (Numbers given to redis.call are formatted with sprintf each time: ARGV[3] is the batch.)
-local stale = redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', '0', ARGV[3])
+local stale = batch > 0 and
+  redis.call('ZRANGEBYSCORE', working, '-inf', now_s, 'LIMIT', '0', ARGV[3]) or {}
 local first_due, early  -- the due fires' first read, made here when no lease lapsed
 -- The fires due within ahead_ms (after now), with their scores: member, score, ...
 local function read_early(n)
   return redis.call('ZRANGEBYSCORE', queue, '(' .. now_s, now + ahead_ms, 'WITHSCORES', 'LIMIT', '0', n)
 end
 if #stale == 0 then
-  first_due = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', '0', ARGV[3])
+  first_due = redis.call('ZRANGEBYSCORE', queue, '-inf', now_s, 'LIMIT', '0',
+    batch > 0 and ARGV[3] or '1')
   if #first_due == 0 then
-    early = ahead_ms > 0 and read_early(ARGV[3])
+    early = ahead_ms > 0 and read_early(batch > 0 and ARGV[3] or prefetch)
     if not early or #early == 0 then
       return {now, next_due(queue, working, false), 0, 0, 0, 0, 0}
     end
+  elseif batch == 0 then  -- a prefetch, while a fire is due: nothing
+    return {now, next_due(queue, working, false), 0, 0, 0, 0, 0}
   end
 end
 
@@ -376,10 +385,12 @@ end
 -- schedule (its delete or change before the due time unqueues the fire: it must be queued).
 -- (catch_up latest holds none back: no fire of its owner is due before it any more, and a
 -- later one is not due by its due time.) Any other stays queued for the claim at its due
--- time (next_ms).
+-- time (next_ms). A prefetch (batch 0) takes them up to its own count.
 local took_early = {}
-if ahead_ms > 0 and not skipped and leases.count() < batch and #fires < scan then
-  early = early or read_early(batch - leases.count())
+local ahead_max = batch > 0 and batch or prefetch
+if ahead_ms > 0 and not skipped and leases.count() < ahead_max
+    and (#fires < scan or batch == 0) then
+  early = early or read_early(ahead_max - leases.count())
   local fids, jobs_e, parts_e, dues_e = {}, {}, {}, {}
   for i = 1, #early, 2 do
     local job, due_s, f = fire_split(early[i])

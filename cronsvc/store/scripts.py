@@ -537,7 +537,7 @@ class Scripts:
     def claim(
         self, keys: Keys, worker_id: str, batch: int = 1, lease_ms: int = 30_000,
         scan_limit: int | None = None, *, held: str | None = None, unheld_ms: int = UNHELD_MS,
-        now_ms: int | None = None, ahead_ms: int = 0,
+        now_ms: int | None = None, ahead_ms: int = 0, prefetch: int = 0,
     ) -> ClaimResult:
         """Claim up to ``batch`` fires: expired leases first, then due fires in due order.
 
@@ -547,12 +547,15 @@ class Scripts:
         ``ahead_ms``: once every due fire is taken, fires due within this long that nothing
         could hold back at their due time are taken too (their ``due_ms`` is after the
         reply's ``now_ms``): the caller starts each at its due time (lua/claim-18.lua, 2b).
+        ``batch`` 0 with ``prefetch``: only such fires, up to ``prefetch``, and none while a
+        fire is due now (a worker with no free slot, whose fires wait in it for one).
         """
         # Packed by hiredis: the claim loop sends one per turn (see run).
         res = self.run("claim", claim_keys(keys, held),
                        [_now(now_ms), worker_id, batch, int(lease_ms),
                         max(scan_limit or batch, batch), int(unheld_ms),
-                        "1" if held is None else "0", int(ahead_ms)], packed=True)
+                        "1" if held is None else "0", int(ahead_ms), int(prefetch)],
+                       packed=True)
         # Flat reply: now, next, n, n * (fire, token, due), p, p * (number, payload),
         # r, r * (number, before), m, m * (fire, why), a, a * (member, key)
         claimed, at = _claims(keys, res, int(res[2]))

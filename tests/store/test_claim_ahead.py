@@ -148,3 +148,35 @@ def test_a_publish_does_not_plan_again_a_fire_claimed_ahead(s: Scripts, r: redis
     s.plan(K, [("a", d2, T0 + 10 * SEC, [T0 + d * SEC for d in (1, 2, 3)])])
     assert r.zrange(K.queue, 0, -1) == [second, fire_id("a", T0 + 3 * SEC)]
     assert r.zscore(K.working, first) is not None  # still held by its claim
+
+
+def test_a_prefetch_takes_fires_due_ahead_up_to_its_count(s: Scripts, r: redis.Redis) -> None:
+    # batch 0: a worker with no free slot; the fires it takes wait in it for one.
+    fids = [setup_job(s, job, dues=(1,))[0] for job in ("a", "b", "c")]
+    res = s.claim(K, "w", batch=0, now_ms=T0 + SEC - 10, ahead_ms=20, prefetch=2)
+    assert [(c.fire_id, c.token) for c in res.claimed] == [(fids[0], 1), (fids[1], 1)]
+    assert r.zrange(K.queue, 0, -1) == [fids[2]]
+    assert res.next_ms == T0 + SEC
+    # Without a count, or without ahead_ms, a claim of 0 takes nothing.
+    for kw in ({"ahead_ms": 20}, {"ahead_ms": 0, "prefetch": 5}):
+        res = s.claim(K, "w", batch=0, now_ms=T0 + SEC - 10, **kw)  # type: ignore[arg-type]
+        assert res.claimed == []
+    assert r.zrange(K.queue, 0, -1) == [fids[2]]
+
+
+def test_a_prefetch_leaves_due_fires_and_lapsed_leases_to_a_worker_with_a_free_slot(
+    s: Scripts, r: redis.Redis
+) -> None:
+    [due] = setup_job(s, "a", dues=(1,))
+    [later] = setup_job(s, "b", dues=(2,))
+    # A fire is due: nothing is taken ahead of it.
+    res = s.claim(K, "w", batch=0, now_ms=T0 + 2 * SEC - 10, ahead_ms=20, prefetch=5)
+    assert (res.claimed, res.next_ms) == ([], T0 + SEC)
+    assert r.zrange(K.queue, 0, -1) == [due, later]
+    # Claimed with a short lease, which lapses: a prefetch takes the fire ahead only.
+    res = s.claim(K, "w1", batch=1, now_ms=T0 + SEC, lease_ms=100)
+    assert [c.fire_id for c in res.claimed] == [due]
+    res = s.claim(K, "w2", batch=0, now_ms=T0 + 2 * SEC - 10, ahead_ms=20, prefetch=5)
+    assert [c.fire_id for c in res.claimed] == [later]
+    assert r.zscore(K.working, due) == T0 + SEC + 100 and r.hget(K.attempts, due) == "1"
+    assert json.loads(r.hget(K.claims, due))["worker"] == "w1"  # type: ignore[arg-type]
