@@ -424,6 +424,10 @@ class WorkerSettings(_Frozen):
     # Fires due within this long are claimed ahead and started at their due time: the
     # claim's wake and round trip are no part of their lag (0: claimed once due).
     claim_ahead: SecondsOrZero = Field(default=0.02, le=1)
+    # Fires a worker holds at most, as a multiple of its slots: one whose claim ahead took
+    # a free slot each, with more due within claim_ahead that the fleet's free slots left,
+    # takes those too, up to this, to wait in it for a slot (1: never more than its slots).
+    prefetch_multiplier: int = Field(default=4, ge=1, le=100)
     history: int = Field(default=100, ge=1, le=HISTORY_MAX)
     output: Size = DEFAULT_OUTPUT  # what a run keeps of its output, unless its job says
     # The most any job of this file may keep (its `output` included): the fleet's cap.

@@ -35,6 +35,8 @@ class Running:
     counted: bool = False  # in the worker's counts of runs going (its claim loop's start)
     # Claimed ahead of its due time: the monotonic time its run starts at (0.0: at once).
     start_at: float = 0.0
+    prefetched: bool = False  # claimed beyond the free slots, to wait for one (Worker._prefetch)
+    taken: bool = False  # prefetched: a slot took it, or it was given back (under the lock)
     context: FireContext | None = None  # its fire's context, once a Deferred made it
 
     def __init__(self, claim: Claim, job: Job, keys: Keys, claimed_at: float = 0.0,

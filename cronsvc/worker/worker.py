@@ -92,6 +92,9 @@ CALL_STOP_WAIT = 1.0
 # without a word must not keep fires waiting for it).
 HELD_TTL = 600
 HELD_RENEW_EVERY = 60.0
+# A fire prefetched beyond the slots that no slot took within this long after its due
+# time goes back to the queue, for a worker with a free slot.
+PREFETCH_WAIT = 0.05
 
 
 def any_async(config: Config) -> bool:
@@ -125,6 +128,7 @@ class Worker:
         watchdog: Watchdog | None = None,
         report: Callable[[dict[str, Any]], None] | None = None,
         claim_ahead: float | None = None,
+        prefetch_multiplier: int | None = None,
     ) -> None:
         # Reloaded on change and SIGHUP (a Config built in code never changes).
         self.job_file = config if isinstance(config, JobFile) else JobFile.fixed(config)
@@ -141,6 +145,14 @@ class Worker:
         # Fires due within this long are claimed ahead and started at their due time.
         self.ahead_ms = int(round((config.worker.claim_ahead if claim_ahead is None
                                    else claim_ahead) * 1000))
+        # Fires held at most, counting those prefetched beyond the slots (see _prefetch).
+        self.prefetch_max = self.concurrency * (
+            config.worker.prefetch_multiplier if prefetch_multiplier is None
+            else prefetch_multiplier)
+        # A queue whose claim ahead filled the free slots, more due within ahead_ms: the
+        # monotonic time to come back for those (_prefetch).
+        self._prefetch_at: dict[Keys, float] = {}
+        self._prefetched: list[Running] = []  # prefetched runs, until a slot takes them
         self.grace = config.worker.grace if grace is None else grace
         self.history_cap = config.worker.history
         self.clock = clock
@@ -183,7 +195,7 @@ class Worker:
         self.errors = ErrorLog(clock)
         self.runs_finished = 0
         self.metrics = metrics or NO_METRICS
-        self.metrics.worker_slots(self._busy, self.concurrency)
+        self.metrics.worker_slots(self._slots_busy, self.concurrency)
         self.leases = Leases(self, margin(self.lease_ms / 1000))
         self.live = LiveOutput(client, lambda: self.results.retention_ms)
         # One process of several (cronsvc.worker.prefork): a watchdog shared with the
@@ -260,7 +272,7 @@ class Worker:
             if self._reload_asked.is_set():
                 self._reload_asked.clear()
                 if self.reload():
-                    self.metrics.worker_slots(self._busy, self.concurrency)
+                    self.metrics.worker_slots(self._slots_busy, self.concurrency)
             if monotonic() - last_presence >= PRESENCE_EVERY:
                 self._presence()
                 last_presence = monotonic()
@@ -307,7 +319,8 @@ class Worker:
 
     def claim_once(self) -> float:
         """Claim up to the free slots from every shard; return seconds to sleep."""
-        wake_at: float | None = None  # monotonic time of the earliest next fire
+        # Monotonic time of the earliest next fire (or of a prefetched run's give-back).
+        wake_at = self._give_back_late() if self._prefetched else None
         failed: list[Exception] = []
         queues = self._queues
         n = len(queues)
@@ -317,7 +330,7 @@ class Worker:
             self._starved = True  # before the slots are counted: a run ending now wakes it
             free = self._free()
             if free <= 0:
-                return MAX_SLEEP  # a finishing run sets _wake
+                return self._prefetch(wake_at)  # a finishing run sets _wake
             self._starved = False
             keys = queues[(start + i) % n]
             t0 = monotonic()
@@ -348,6 +361,14 @@ class Worker:
             # Fires claimed ahead come last (in due order): each starts at its due time.
             if claimed and claimed[-1].due_ms > res.now_ms:
                 self._start(keys, claimed, t0, self._not_before(claimed, res.now_ms, t0, t1))
+                # Its free slots filled with fires claimed ahead and more due within
+                # ahead_ms: back for them halfway to their due time, once the free slots of
+                # the fleet's other workers, woken with this one, took theirs.
+                if (len(claimed) >= free and self.prefetch_max > self.concurrency
+                        and res.now_ms < res.next_ms <= res.now_ms + self.ahead_ms):
+                    self._prefetch_at[keys] = self._server_time.wake_at(
+                        max(res.next_ms - self.ahead_ms // 2, res.now_ms + self.ahead_ms // 4),
+                        res.now_ms, t0, t1)
             else:
                 self._start(keys, claimed, t0)
             self.claiming = len(res.claimed) >= free
@@ -371,9 +392,90 @@ class Worker:
                 wake_at = at if wake_at is None else min(wake_at, at)
         if failed:
             log.warning("%d of %d shard(s) cannot be claimed from: %s", len(failed), n, failed[0])
+        if self._prefetch_at:  # (one whose time passed while slots were free: claimed)
+            now = monotonic()
+            self._prefetch_at = {k: at for k, at in self._prefetch_at.items() if at > now}
+            for at in self._prefetch_at.values():
+                wake_at = at if wake_at is None else min(wake_at, at)
         if wake_at is None:
             return MAX_SLEEP
         return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))
+
+    def _prefetch(self, wake_at: float | None) -> float:
+        """With no free slot: take the fires due within ``ahead_ms`` that the fleet's free
+        slots left, up to ``prefetch_max`` held in all, from each queue whose time for it
+        came (``_prefetch_at``); they wait in this worker for a slot, and one no slot took
+        within PREFETCH_WAIT of its due time goes back (:meth:`_give_back_late`). Seconds
+        to the next such time or ``wake_at``, at most MAX_SLEEP (a finishing run wakes the
+        loop)."""
+        now = monotonic()
+        for keys, at in list(self._prefetch_at.items()):
+            if at > now:
+                wake_at = at if wake_at is None else min(wake_at, at)
+                continue
+            del self._prefetch_at[keys]
+            room = self.prefetch_max - self._busy_n
+            if room <= 0 or self.stopping.is_set():
+                continue
+            t0 = monotonic()
+            try:
+                res = self.scripts.claim(
+                    keys, self.worker_id, batch=0, lease_ms=self.lease_ms,
+                    scan_limit=SCAN_LIMIT, held=keys.held(self.held), ahead_ms=self.ahead_ms,
+                    prefetch=room)
+            except REDIS_ERRORS as exc:  # the next claim says what Redis is up to
+                self.noted(exc)
+                continue
+            t1 = monotonic()
+            if res.claimed:
+                self._start(keys, res.claimed, t0,
+                            self._not_before(res.claimed, res.now_ms, t0, t1), prefetched=True)
+                waiting = [run.start_at for run in self._prefetched if not run.taken]
+                if waiting:
+                    at = min(waiting) + PREFETCH_WAIT
+                    wake_at = at if wake_at is None else min(wake_at, at)
+        if wake_at is None:
+            return MAX_SLEEP
+        return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))
+
+    def _give_back_late(self) -> float | None:
+        """Give the prefetched runs no slot took within PREFETCH_WAIT of their due time
+        back to the queue, their attempt not counted, and wake the workers to claim them
+        (a slot that takes one later drops it); the monotonic time the next one waiting is
+        late, or None."""
+        late: list[Running] = []
+        waiting: list[Running] = []
+        next_at: float | None = None
+        now = monotonic()
+        with self._lock:
+            for run in self._prefetched:
+                if run.taken or run.cancel.is_set():  # (a cancelled one ends in its slot)
+                    continue
+                at = run.start_at + PREFETCH_WAIT
+                if at <= now:
+                    run.taken = True
+                    late.append(run)
+                else:
+                    waiting.append(run)
+                    next_at = at if next_at is None else min(next_at, at)
+            self._prefetched = waiting
+        for keys, group in by_shard(late).items():
+            try:
+                self.scripts.release(keys, [(r.claim.fire_id, r.claim.token) for r in group])
+                self.client.publish(keys.wakeup, "released")
+            except REDIS_ERRORS as exc:  # not given back: they run here, late
+                self.noted(exc)
+                log.warning("cannot give back %d prefetched fire(s), they run here: %s",
+                            len(group), describe(exc))
+                with self._lock:
+                    for run in group:
+                        run.taken = False
+                continue
+            for run in group:
+                log.info("%s: no free slot within %d ms of its due time; given back",
+                         run.claim.fire_id, PREFETCH_WAIT * 1000)
+                self._ended(run, None)
+        return next_at
 
     def _not_before(self, claimed: list[Claim], now_ms: int, sent: float, received: float
                     ) -> dict[int, float]:
@@ -408,11 +510,12 @@ class Worker:
         return [*self.pools, *([EACH_HOST, mine] if each else [])]
 
     def _start(self, keys: Keys, claims: list[Claim], claimed_at: float,
-               not_before: dict[int, float] | None = None) -> None:
+               not_before: dict[int, float] | None = None, prefetched: bool = False) -> None:
         """Start the runs of one claim's fires: held under one lock, then handed to the
         slots or the loop; a fire of a job this file lacks is handed back after.
         ``not_before``: due time -> monotonic time, for fires claimed ahead: their runs
-        are handed over now and start then (:meth:`_run`, :meth:`_launch_at`)."""
+        are handed over now and start then (:meth:`_run`, :meth:`_launch_at`).
+        ``prefetched``: claimed beyond the free slots (:meth:`_prefetch`)."""
         runs: list[Running] = []
         unknown = []
         add = runs.append
@@ -448,6 +551,10 @@ class Worker:
             run.hooked = hit[2]
             run.procs = hit[3]
             run.counted = True
+            if prefetched:
+                run.prefetched = True
+                if not loop:  # (one on the loop starts at its time, holding no slot)
+                    self._prefetched.append(run)
             add(run)
             if not_before is not None and claim.due_ms in not_before:
                 run.start_at = not_before[claim.due_ms]
@@ -593,6 +700,11 @@ class Worker:
         claim = run.claim
         if run.start_at:  # claimed ahead: not before its due time
             self._wait_start(run)
+        if run.prefetched:  # a slot takes it first, or it was given back (_give_back_late)
+            with self._lock:
+                if run.taken:
+                    return
+                run.taken = True
         if (fast is not None and claim.unreadable is None and not run.cancel.is_set()
                 and monotonic() - run.claimed_at < self.lease_ms / UNCHECKED):
             self._run_ready(run, fast)
@@ -668,6 +780,10 @@ class Worker:
         still renewed)."""
         return self._busy_n
 
+    def _slots_busy(self) -> int:
+        """Slots taken, as the fleet is told: prefetched runs waiting for one take none."""
+        return min(self._busy_n, self.concurrency)
+
     def _awaiting(self) -> int:
         """Async runs started and not ended: tasks on the loop."""
         return self._awaiting_n
@@ -737,7 +853,7 @@ class Worker:
 
     def _presence(self) -> None:
         keys = self.shards[0]
-        info = {"busy": self._busy(), "slots": self.concurrency, "pid": os.getpid(),
+        info = {"busy": self._slots_busy(), "slots": self.concurrency, "pid": os.getpid(),
                 "awaiting": self._awaiting(),
                 "held": self.held, "jobs": len(self.config.jobs), "pools": self.served(),
                 "file": self.job_file.state(),

@@ -4,7 +4,6 @@ before; a stop while one waits for it runs it (first signal) or gives it back (s
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -19,8 +18,10 @@ from cronsvc.client.client import Client
 from cronsvc.config.models import load_config
 from cronsvc.keys import Keys
 from cronsvc.store.connection import connect
+from cronsvc.testing import history
 from cronsvc.worker.worker import Worker
-from tests.support import server_time
+from tests.support import inproc, server_time
+from tests.support.inproc import in_thread, stopped
 from tests.support.wait import wait_for
 
 K = Keys()
@@ -54,24 +55,15 @@ def started(cfg: Path, redis_url: str, ahead: float, **kw: Any
             ) -> tuple[Worker, threading.Thread]:
     worker = Worker(load_config(cfg), connect(redis_url), worker_id="w", claim_ahead=ahead,
                     **kw)
-    thread = threading.Thread(target=worker.run_forever, daemon=True)
-    thread.start()
-    return worker, thread
-
-
-def stopped(worker: Worker, thread: threading.Thread, hard: bool = True) -> None:
-    worker.stop()
-    if hard:
-        worker.stop()
-    wait_for(lambda: not thread.is_alive(), timeout=30, message="the worker to stop")
+    return worker, in_thread(worker)
 
 
 def notes(r: redis.Redis) -> dict[str, dict[str, Any]]:
-    return {n["fire"]: n for n in map(json.loads, r.lrange(NOTES, 0, -1))}
+    return inproc.notes(r, NOTES)
 
 
 def records(r: redis.Redis, job: str) -> list[dict[str, Any]]:
-    return [json.loads(h) for h in r.lrange(K.history(job), 0, -1)]
+    return history(r, job)
 
 
 def test_fires_claimed_ahead_start_at_their_due_time_never_before(
