@@ -189,6 +189,10 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
 @click.option("--async-concurrency", type=click.IntRange(min=1), default=None,
               help="Async call jobs awaited at once on the worker's event loop, beside "
                    "--concurrency (default: worker.async_concurrency in the file, 100).")
+@click.option("--prefetch-multiplier", type=click.IntRange(min=1, max=100), default=None,
+              help="Fires held at most per slot: more due at once than the fleet has free "
+                   "slots are prefetched to wait in a worker for one (default: "
+                   "worker.prefetch_multiplier in the file, 4; 1: no more than its slots).")
 @click.option("--processes", "-p", type=click.IntRange(min=1), default=None,
               help="Claim-and-run processes under one supervisor, each with --concurrency "
                    "slots (default: worker.processes in the file, else one per core it may "
@@ -211,7 +215,8 @@ def _role(config: str | None, redis_url: str | None, log_format: str,
 @metrics_port_option
 @friendly
 def worker(config: str | None, redis_url: str | None, concurrency: int | None,
-           async_concurrency: int | None, processes: int | None, lease: float | None,
+           async_concurrency: int | None, prefetch_multiplier: int | None,
+           processes: int | None, lease: float | None,
            grace: float | None, pools: str | None, host: str | None, reload: bool,
            log_format: str, name: str | None, metrics_port: int | None) -> None:
     """Claim due fires and run them; reload the file on change or SIGHUP.
@@ -228,7 +233,8 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     from cronsvc.worker.worker import Worker
 
     options = dict(config=config_path(config), redis_url=redis_url, concurrency=concurrency,
-                   async_concurrency=async_concurrency, lease=lease, grace=grace,
+                   async_concurrency=async_concurrency,
+                   prefetch_multiplier=prefetch_multiplier, lease=lease, grace=grace,
                    pools=pools, host=host, log_format=log_format)
     if reload:
         sys.exit(_reloading(name, metrics_port, processes=processes, **options))
@@ -256,7 +262,8 @@ def worker(config: str | None, redis_url: str | None, concurrency: int | None,
     reporter = loaded_code(job_file.config, forked.of if forked else worker_id)
     w = Worker(job_file, client, concurrency=concurrency,
                async_concurrency=async_concurrency, lease=lease, grace=grace,
-               worker_id=worker_id, metrics=start_metrics(metrics_port, metrics_host()),
+               prefetch_multiplier=prefetch_multiplier, worker_id=worker_id,
+               metrics=start_metrics(metrics_port, metrics_host()),
                pools=served, host=host,
                watchdog=forked.watchdog_end() if forked else None,
                report=forked.send if forked else None)

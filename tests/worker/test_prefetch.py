@@ -20,7 +20,7 @@ from cronsvc.config.models import load_config
 from cronsvc.errors import ConfigError
 from cronsvc.keys import Keys
 from cronsvc.store.connection import connect
-from cronsvc.testing import history
+from cronsvc.testing import Fleet, history
 from cronsvc.worker import worker as worker_module
 from cronsvc.worker.worker import Worker
 from tests.support.inproc import in_thread, notes, stopped
@@ -31,18 +31,21 @@ NOTES = "test:starts"
 QUICK = ("q1", "q2", "q3")
 
 
-def job_file(tmp_path: Path, redis_url: str, multiplier: int = 4) -> Path:
+def jobs_of(tmp_path: Path, redis_url: str) -> dict[str, Any]:
     """Three quick calls that note their start (server_time), and one that holds its slot
-    until the file ``release`` exists."""
+    until the file ``tmp_path/<its fire id>`` exists."""
     never = "0 0 1 1 *"
     jobs: dict[str, Any] = {
         job: {"cron": never, "call": "tests.support.server_time:note",
               "args": [redis_url, NOTES]} for job in QUICK}
     jobs["long"] = {"cron": never, "call": "tests.support.jobs:hold",
                     "args": [str(tmp_path / "ledger"), str(tmp_path)]}
+    return jobs
+
+
+def job_file(tmp_path: Path, redis_url: str) -> Path:
     cfg = tmp_path / "jobs.yaml"
-    cfg.write_text(yaml.safe_dump({"worker": {"prefetch_multiplier": multiplier},
-                                   "jobs": jobs}))
+    cfg.write_text(yaml.safe_dump({"jobs": jobs_of(tmp_path, redis_url)}))
     return cfg
 
 
@@ -100,13 +103,21 @@ def test_a_worker_whose_slot_is_taken_ahead_prefetches_the_rest_and_starts_each_
         assert record["started"] >= record["scheduled"] == note["due"]
 
 
-def test_with_a_multiplier_of_one_a_worker_holds_no_more_than_its_slots(
+def test_with_a_multiplier_of_one_the_worker_command_holds_no_more_than_its_slots(
     tmp_path: Path, redis_url: str, r: redis.Redis
 ) -> None:
-    cfg = job_file(tmp_path, redis_url, multiplier=1)
-    client = Client(redis_url, config=str(cfg))
+    # A `cronsvc worker` process; the file says 4 (the default), its command line 1.
+    fleet = Fleet(tmp_path, redis_url, jobs_of(tmp_path, redis_url),
+                  worker={"claim_ahead": "1s"})
+    client = fleet.client()
     client.publish_config()
-    fids, seen = quick_runs(cfg, client, redis_url, r)
+    fleet.worker("w", "--concurrency", "1", "--prefetch-multiplier", "1")
+    wait_for(lambda: r.hexists(K.worker_info, "w"), timeout=30,
+             message=f"the worker to claim\n{fleet.logs()}")
+    fids = enqueued(client, r, QUICK, 2500)
+    wait_for(lambda: ran(r, QUICK), timeout=20, message=f"the three runs\n{fleet.logs()}")
+    fleet.stop_all()
+    seen = notes(r, NOTES)
     ahead = [job for job, fid in fids.items() if seen[fid]["claimed_at"] < seen[fid]["due"]]
     assert ahead == ["q1"]  # the one its slot took; the others once due
     assert all(seen[fid]["server"] >= seen[fid]["due"] for fid in fids.values())
