@@ -9,12 +9,14 @@ job's module lives in the test's folder and is rewritten while they run.
 from __future__ import annotations
 
 import collections
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import redis
 
+from cronsvc.keys import Keys
 from cronsvc.testing import Fleet, history, read_ledger
 from tests.support.wait import wait_for
 
@@ -45,6 +47,16 @@ def fleet_on(tmp_path: Path, redis_url: str) -> tuple[Fleet, Path]:
     fleet.write({"tick": {"every": "1s", "call": "mytasks:tick", "catch_up": "all",
                           "kwargs": {"path": fleet.ledger}}})
     return fleet, code / "mytasks.py"
+
+
+def processes(redis_url: str, worker: str) -> int:
+    """How many processes the presence of ``worker`` counts (0: none told yet)."""
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        raw = r.hget(Keys().worker_info, worker)
+    finally:
+        r.close()
+    return int(json.loads(raw).get("processes") or 0) if raw else 0
 
 
 def starts(fleet: Fleet, mark: str | None = None) -> list[dict[str, Any]]:
@@ -162,6 +174,10 @@ def test_a_worker_of_several_processes_is_swapped_whole(tmp_path: Path, redis_ur
         # fires before): a change from then on is a swap.
         wait_for(lambda: "file(s) of its code" in fleet.log("w"), 60,
                  message=f"the worker to be up\n{fleet.logs()}")
+        # Both of its processes imported the code (each tells its presence after it
+        # did): one that starts after the change would run the new code under this name.
+        wait_for(lambda: processes(redis_url, "w") == 2, 60,
+                 message=f"both processes of the worker up\n{fleet.logs()}")
         module.write_text(MODULE.format(mark=MARKS[1]))
         # A swap starts three processes: a supervisor and its two.
         wait_for(lambda: len(starts(fleet, MARKS[1])) >= 3, 120,
