@@ -48,6 +48,10 @@ class NoMetrics:
     def reclaimed(self, job: str) -> None:
         """A fire whose lease had expired was claimed again."""
 
+    def given_back(self, job: str) -> None:
+        """A fire prefetched beyond the slots went back to the queue: no slot took it in
+        time."""
+
     def redis_error(self, code: str) -> None:
         """Redis refused a command or could not be reached (``code``: OOM, READONLY, ...)."""
 
@@ -88,6 +92,9 @@ class Metrics(NoMetrics):
                                   registry=reg)
         self._dead = Counter("cronsvc_dead", "Fires that ran out of attempts.", ["job"],
                              registry=reg)
+        self._given_back = Counter(
+            "cronsvc_prefetch_given_back", "Fires prefetched beyond the slots that went back "
+            "to the queue: no slot of the worker took them in time.", ["job"], registry=reg)
         self._redis_errors = Counter(
             "cronsvc_redis_errors", "Redis errors this process rode out, by code: an error "
             "reply (OOM, READONLY, MISCONF, LOADING...) or the exception of a lost connection.",
@@ -112,6 +119,9 @@ class Metrics(NoMetrics):
 
     def reclaimed(self, job: str) -> None:
         self._reclaimed.labels(job).inc()
+
+    def given_back(self, job: str) -> None:
+        self._given_back.labels(job).inc()
 
     def redis_error(self, code: str) -> None:
         self._redis_errors.labels(code).inc()

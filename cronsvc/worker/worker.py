@@ -474,6 +474,7 @@ class Worker:
             for run in group:
                 log.info("%s: no free slot within %d ms of its due time; given back",
                          run.claim.fire_id, PREFETCH_WAIT * 1000)
+                self.metrics.given_back(run.claim.job)
                 self._ended(run, None)
         return next_at
 

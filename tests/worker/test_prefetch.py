@@ -19,6 +19,7 @@ from cronsvc.client.client import Client
 from cronsvc.config.models import load_config
 from cronsvc.errors import ConfigError
 from cronsvc.keys import Keys
+from cronsvc.metrics.counters import Metrics
 from cronsvc.store.connection import connect
 from cronsvc.testing import Fleet, history
 from cronsvc.worker import worker as worker_module
@@ -129,7 +130,9 @@ def test_a_prefetched_fire_no_slot_takes_in_time_goes_back_to_a_worker_with_one(
 ) -> None:
     caplog.set_level(logging.INFO, logger="cronsvc.worker")
     cfg = tmp_path / "jobs.yaml"
-    first, thread = started(cfg, redis_url, ahead=1.0, worker_id="first", concurrency=1)
+    metrics = Metrics()
+    first, thread = started(cfg, redis_url, ahead=1.0, worker_id="first", concurrency=1,
+                            metrics=metrics)
     other = None
     try:
         # The long run takes the first worker's one slot ahead; the quick ones are
@@ -157,6 +160,8 @@ def test_a_prefetched_fire_no_slot_takes_in_time_goes_back_to_a_worker_with_one(
             fid, "ok", 1, "other")
         assert seen[fid]["server"] >= seen[fid]["due"]
         assert any(fid in m and "given back" in m for m in caplog.messages), fid
+        assert metrics.registry.get_sample_value(
+            "cronsvc_prefetch_given_back_total", {"job": job}) == 1
     [record] = history(r, "long")
     assert (record["fire"], record["worker"], record["attempt"]) == (fids["long"], "first", 1)
 
