@@ -319,8 +319,9 @@ class Worker:
 
     def claim_once(self) -> float:
         """Claim up to the free slots from every shard; return seconds to sleep."""
-        # Monotonic time of the earliest next fire (or of a prefetched run's give-back).
-        wake_at = self._give_back_late() if self._prefetched else None
+        # Monotonic time of a prefetched run's give-back, then of the earliest next fire.
+        give_back_at = self._give_back_late() if self._prefetched else None
+        wake_at = give_back_at
         failed: list[Exception] = []
         queues = self._queues
         n = len(queues)
@@ -329,8 +330,8 @@ class Worker:
         for i in range(n):
             self._starved = True  # before the slots are counted: a run ending now wakes it
             free = self._free()
-            if free <= 0:
-                return self._prefetch(wake_at)  # a finishing run sets _wake
+            if free <= 0:  # a finishing run sets _wake; a fire due is not looked at before
+                return self._prefetch(give_back_at)
             self._starved = False
             keys = queues[(start + i) % n]
             t0 = monotonic()
@@ -406,8 +407,8 @@ class Worker:
         slots left, up to ``prefetch_max`` held in all, from each queue whose time for it
         came (``_prefetch_at``); they wait in this worker for a slot, and one no slot took
         within PREFETCH_WAIT of its due time goes back (:meth:`_give_back_late`). Seconds
-        to the next such time or ``wake_at``, at most MAX_SLEEP (a finishing run wakes the
-        loop)."""
+        to the next such time or ``wake_at`` (a give-back's), at most MAX_SLEEP (a
+        finishing run wakes the loop)."""
         now = monotonic()
         for keys, at in list(self._prefetch_at.items()):
             if at > now:
