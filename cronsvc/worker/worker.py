@@ -330,7 +330,7 @@ class Worker:
         for i in range(n):
             self._starved = True  # before the slots are counted: a run ending now wakes it
             free = self._free()
-            if free <= 0:  # a finishing run sets _wake; a fire due is not looked at before
+            if free <= 0:  # woken by a finishing run (_wake), not by a fire's due time
                 return self._prefetch(give_back_at)
             self._starved = False
             keys = queues[(start + i) % n]
