@@ -26,7 +26,8 @@ thread's name (read with ``py-spy dump``; the slot threads counted together); wi
 
 ``--profile NAME`` also samples worker-0 with ``py-spy`` over the no-op ``call`` drain:
 ``bench/profiles/NAME.svg`` (a flame graph) and ``NAME.txt`` (collapsed stacks), whose top
-costs ``--top NAME`` sums.
+costs ``--top NAME`` sums; with ``--compare DIR``, each version's first no-op ``call``
+drain into ``NAME-before`` and ``NAME-after``.
 
 ``--compare DIR`` measures two versions on the same machine state: the claim and ack
 scripts' ceilings of ``DIR`` (its lua, called by its code) and of this tree, then drains
@@ -292,21 +293,26 @@ def compare_threads(code: str | None, fires: int, rounds: int) -> Section:
     return section
 
 
-def compare(code: str, kind: str, fires: int, rounds: int) -> Section:
+def compare(code: str, kind: str, fires: int, rounds: int, profile: str = "") -> Section:
     """Drains by the code in ``code`` and by this tree, interleaved, ``rounds`` each: the
-    same machine state weighs on both alike."""
+    same machine state weighs on both alike. ``profile``: each version's first no-op
+    ``call`` drain is sampled into ``profile``-before and ``profile``-after."""
     section = Section(f"Cost of a fire, {code} against this tree ({kind})")
     load = os.getloadavg()
     runs: dict[str, list[Cost]] = {"before": [], "after": []}
     fires = whole(int(fires * KINDS[kind][1]))
-    for _ in range(rounds):
-        runs["before"].append(drain(kind, fires, code=code))
-        runs["after"].append(drain(kind, fires))
-    top = claim_ceiling(fires)
+    for i in range(rounds):
+        for name, where in (("before", code), ("after", None)):
+            sampled = f"{profile}-{name}" if profile and kind == "call" and i == 0 else None
+            runs[name].append(drain(kind, fires, sampled, code=where))
+    # Each version's fires over its own scripts' ceiling: a faster claim script raises
+    # the bar its drain is judged by.
+    tops = {"before": script_cost_of(code, fires, False)[0], "after": claim_ceiling(fires)}
     for name, costs in runs.items():
         worker = statistics.median(c.worker_us for c in costs)
         server = statistics.median(c.redis_us for c in costs)
         rate = statistics.median(c.rate for c in costs)
+        top = tops[name]
         section.figures.append(Figure(
             f"{name}: worker CPU per fire, redis-server CPU per fire, rate",
             f"{worker:.1f} µs, {server:.1f} µs, {common.rate(rate)} fires/s",
@@ -486,11 +492,37 @@ def primitives_cost(fires: int) -> float:
         return (time.process_time() - t0) / fires * 1e6
 
 
+#: :func:`script_cost` for a version older than this module, with its own bench/claim.py
+OWN_CEILING = """
+import json, psutil
+from bench import common
+from bench.claim import ceiling, prepare
+from bench.common import K
+from cronsvc.store.scripts import Scripts
+def cpu(pid):
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+with common.redis_server() as (server, r):
+    s = Scripts(r)
+    prepare(r, s, {fires}, {jobs}, common.server_ms(r) - {day})
+    queued = [str(f) for f in r.zrange(K.queue, 0, -1)]
+    for name in ("claim", "ack"):
+        r.script_load(s.sources[name].text)
+    pid = common.server_pid(server)
+    before = cpu(pid)
+    rate = ceiling(r, s, queued, {batch}, {with_ack})
+    print(json.dumps([rate, (cpu(pid) - before) / {fires} * 1e6]))
+"""
+
+
 def script_cost_of(code: str, fires: int, with_ack: bool) -> tuple[float, float]:
     """:func:`script_cost` of the version in ``code``, run by its own code: the arguments
     a version passes its scripts are its own (a script's layout may change between them)."""
     run = ("import json, sys; from bench.cost import script_cost; "
            f"print(json.dumps(script_cost({int(fires)}, None, {with_ack!r})))")
+    if not (Path(code) / "bench" / "cost.py").exists():  # older than this module
+        run = OWN_CEILING.format(fires=int(fires), jobs=JOBS, day=DAY_MS,
+                                 batch=CONCURRENCY, with_ack=with_ack)
     out = subprocess.run([sys.executable, "-c", run], cwd=code, check=True, text=True,
                          capture_output=True, env={**os.environ, "PYTHONPATH": code}).stdout
     rate, us = json.loads(out.splitlines()[-1])
@@ -617,7 +649,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--fires", type=int, default=50_000)
     ap.add_argument("--kinds", default="call,async,command,http,celery,rq,dramatiq,arq")
-    ap.add_argument("--profile", default="", help="py-spy the no-op call drain into NAME")
+    ap.add_argument("--profile", default="", help="py-spy the no-op call drain into NAME "
+                    "(with --compare: each version's first, into NAME-before, NAME-after)")
     ap.add_argument("--top", default="", help="print the top costs of profile NAME")
     ap.add_argument("--compare", default="", metavar="DIR",
                     help="drains by the cronsvc of DIR (another version's copy) and by this "
@@ -653,7 +686,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if opts.compare:
         compare_scripts(opts.compare, opts.fires, opts.rounds).print()
         for kind in filter(None, opts.kinds.split(",")):
-            compare(opts.compare, kind, opts.fires, opts.rounds).print()
+            compare(opts.compare, kind, opts.fires, opts.rounds, opts.profile).print()
         return
     if opts.top:
         for title, rows in zip(("itself or below", "itself"), top_costs(opts.top),
