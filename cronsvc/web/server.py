@@ -44,9 +44,15 @@ def listen(host: str, port: int, choose: str = "--port PORT") -> socket.socket:
     use is said as such, with ``choose``: how to choose another."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host.strip("[]"), port), family=family, backlog=2048)
+        sock = socket.create_server((host.strip("[]"), port), family=family, backlog=2048)
     except OSError as exc:
         why = (f"port {port} is taken (another program listens on it); choose another with "
                f"{choose}" if exc.errno == errno.EADDRINUSE
                else exc.strerror or str(exc))
         raise ConfigError([f"cannot serve the web on {host}:{port}: {why}"]) from None
+    # Replies go out at once, each connection inheriting it: asyncio sets TCP_NODELAY only
+    # on sockets made with proto IPPROTO_TCP, which create_server's are not, and a reply
+    # written as headers then body would wait ~40 ms for the client's delayed ACK on
+    # every request of a kept-alive connection.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
