@@ -97,6 +97,18 @@ HELD_RENEW_EVERY = 60.0
 PREFETCH_WAIT = 0.05
 
 
+def earliest(at: float | None, other: float) -> float:
+    """The earlier of two monotonic times, ``at`` None for none yet."""
+    return other if at is None or other < at else at
+
+
+def sleep_until(at: float | None) -> float:
+    """Seconds from now to the monotonic time ``at``, at most MAX_SLEEP (None: MAX_SLEEP)."""
+    if at is None:
+        return MAX_SLEEP
+    return min(MAX_SLEEP, max(at - monotonic(), 0.0))
+
+
 def any_async(config: Config) -> bool:
     """Whether some job of the file runs on the event loop (this imports call targets)."""
     return any(runs_async(job) for job in config.jobs.values())
@@ -341,7 +353,7 @@ class Worker:
                     _, later = self.scripts.each_host(keys, self.host, EACH_HOST_WINDOW_MS)
                     if later >= 0:
                         at = monotonic() + max(later - self.server_now(), 0) / 1000
-                        wake_at = at if wake_at is None else min(wake_at, at)
+                        wake_at = earliest(wake_at, at)
                 res = self.scripts.claim(
                     keys, self.worker_id, batch=free, lease_ms=self.lease_ms,
                     scan_limit=max(SCAN_LIMIT, free), held=keys.held(self.held),
@@ -390,17 +402,15 @@ class Worker:
                 if next_ms > res.now_ms + self.ahead_ms:
                     next_ms -= self.ahead_ms
                 at = self._server_time.wake_at(next_ms, res.now_ms, t0, t1)
-                wake_at = at if wake_at is None else min(wake_at, at)
+                wake_at = earliest(wake_at, at)
         if failed:
             log.warning("%d of %d shard(s) cannot be claimed from: %s", len(failed), n, failed[0])
         if self._prefetch_at:  # (one whose time passed while slots were free: claimed)
             now = monotonic()
             self._prefetch_at = {k: at for k, at in self._prefetch_at.items() if at > now}
             for at in self._prefetch_at.values():
-                wake_at = at if wake_at is None else min(wake_at, at)
-        if wake_at is None:
-            return MAX_SLEEP
-        return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))
+                wake_at = earliest(wake_at, at)
+        return sleep_until(wake_at)
 
     def _prefetch(self, wake_at: float | None) -> float:
         """With no free slot: take the fires due within ``ahead_ms`` that the fleet's free
@@ -412,7 +422,7 @@ class Worker:
         now = monotonic()
         for keys, at in list(self._prefetch_at.items()):
             if at > now:
-                wake_at = at if wake_at is None else min(wake_at, at)
+                wake_at = earliest(wake_at, at)
                 continue
             del self._prefetch_at[keys]
             room = self.prefetch_max - self._busy_n
@@ -434,10 +444,8 @@ class Worker:
                 waiting = [run.start_at for run in self._prefetched if not run.taken]
                 if waiting:
                     at = min(waiting) + PREFETCH_WAIT
-                    wake_at = at if wake_at is None else min(wake_at, at)
-        if wake_at is None:
-            return MAX_SLEEP
-        return min(MAX_SLEEP, max(wake_at - monotonic(), 0.0))
+                    wake_at = earliest(wake_at, at)
+        return sleep_until(wake_at)
 
     def _give_back_late(self) -> float | None:
         """Give the prefetched runs no slot took within PREFETCH_WAIT of their due time
@@ -458,7 +466,7 @@ class Worker:
                     late.append(run)
                 else:
                     waiting.append(run)
-                    next_at = at if next_at is None else min(next_at, at)
+                    next_at = earliest(next_at, at)
             self._prefetched = waiting
         for keys, group in by_shard(late).items():
             try:
